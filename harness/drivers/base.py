@@ -1,0 +1,228 @@
+"""The driver interface: what every messaging system offers the runner.
+
+Modelled on OpenMessaging Benchmark's drivers, with one rule that matters above all: drivers never take
+timings. The runner owns every clock; a driver only moves bytes.
+
+Life cycle, and which process each step runs in:
+
+* parent process: ``driver = Cls(options, broker)``; ``plan = driver.plan(topology)`` creates queues/topics
+  and chooses endpoints; the plan is a JSON-able dict handed unchanged to every worker;
+  ``driver.teardown(plan)`` at the end of the run.
+* each worker process (one per producer / consumer): a fresh ``Cls(options, broker)``, then
+  ``create_producer(plan, role)`` / ``create_consumer(plan, role)`` (or requester / replier for reqrep).
+
+Payload contract: ``Producer.send(payload)`` receives a writable buffer (a ``bytearray``) that the runner
+reuses for the next message as soon as ``send`` returns. A driver whose library keeps a reference past the
+call (asynchronous batching clients) must copy it (``bytes(payload)``).
+"""
+
+from __future__ import annotations
+
+import enum
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+
+class Pattern(str, enum.Enum):
+    PUBSUB = "pubsub"  # every consumer subscribed to a topic gets every message on it
+    QUEUE = "queue"  # each message goes to exactly one consumer of the topic
+    REQREP = "reqrep"  # requester sends, replier echoes, requester gets the reply
+
+
+class Guarantee(str, enum.Enum):
+    AT_MOST_ONCE = "at-most-once"
+    AT_LEAST_ONCE = "at-least-once"
+    DURABLE = "durable"  # at-least-once and survives a broker restart
+
+
+class DriverError(Exception):
+    """A failure a user can act on (unreachable broker, bad option); the message is one clear sentence."""
+
+
+@dataclass(frozen=True)
+class Topology:
+    """What one run needs from a system. ``run_tag`` is unique per run so names never collide."""
+
+    pattern: Pattern
+    topics: int
+    producers: int
+    consumers: int
+    message_size: int
+    run_tag: str
+
+    def topic_name(self, index: int) -> str:
+        return f"mqbench-{self.run_tag}-t{index}"
+
+
+@dataclass(frozen=True)
+class Role:
+    """One worker's place in the topology: producer/consumer number and the topic it uses."""
+
+    index: int
+    topic: int
+
+
+@dataclass(frozen=True)
+class BrokerEndpoint:
+    """Where a provisioned (or user-supplied) broker listens. ``url`` uses the system's own scheme."""
+
+    system: str
+    url: str
+    backend: str  # "external" | "containers" | "process"
+    implementation: str = ""  # e.g. "tansu" when the Kafka protocol is served by Tansu
+    version: str = ""
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+
+class Producer(ABC):
+    #: True when ``send`` returns only after the system acknowledged the message (confirms, acks=all with a
+    #: synchronous wait); the runner then records ``t_ack`` when ``send`` returns.
+    acks_synchronously: bool = False
+
+    @abstractmethod
+    def send(self, payload: bytearray) -> None:
+        """Hand one message over. Blocks when the system applies back-pressure; raises DriverError on failure."""
+
+    def flush(self, timeout: float) -> None:  # noqa: B027 - optional hook
+        """Wait until everything handed over has left (or been acknowledged), at most ``timeout`` seconds."""
+
+    @abstractmethod
+    def close(self) -> None: ...
+
+
+class Consumer(ABC):
+    @abstractmethod
+    def start(self, on_message: Callable[[bytes], None]) -> None:
+        """Subscribe/attach; from now on every received payload is passed to ``on_message``.
+
+        ``on_message`` may be called from ``poll`` (pull-style libraries) or from the library's own thread
+        (callback-style libraries); it must not be called from two threads at once. Drivers that ack
+        (at-least-once variants) ack after ``on_message`` returns.
+        """
+
+    @abstractmethod
+    def poll(self, timeout: float) -> None:
+        """Deliver what arrives, returning after at most about ``timeout`` seconds."""
+
+    @abstractmethod
+    def close(self) -> None: ...
+
+
+class Requester(ABC):
+    @abstractmethod
+    def request(self, payload: bytearray, timeout: float) -> bytes | None:
+        """Send one request and return its reply, or None when no reply came within ``timeout``."""
+
+    @abstractmethod
+    def close(self) -> None: ...
+
+
+class Replier(ABC):
+    @abstractmethod
+    def start(self) -> None: ...
+
+    @abstractmethod
+    def poll(self, timeout: float) -> int:
+        """Answer requests (echo the payload) for at most about ``timeout`` seconds; return how many."""
+
+    @abstractmethod
+    def close(self) -> None: ...
+
+
+class Driver(ABC):
+    """One messaging system. Subclasses set the class attributes and implement the factory methods."""
+
+    name: ClassVar[str]
+    patterns: ClassVar[frozenset[Pattern]]
+    needs_broker: ClassVar[bool] = False
+    #: Python distributions whose versions go into the manifest.
+    client_packages: ClassVar[tuple[str, ...]] = ()
+
+    def __init__(self, options: Mapping[str, Any], broker: BrokerEndpoint | None = None) -> None:
+        self.options = dict(options)
+        self.broker = broker
+        if self.needs_broker and broker is None:
+            raise DriverError(f"{self.name} needs a broker, and none was provisioned")
+
+    # -- description -------------------------------------------------------------------------------
+
+    @classmethod
+    def option_names(cls) -> frozenset[str]:
+        """Variant options this driver understands; anything else in a scenario is rejected."""
+        return frozenset()
+
+    def guarantee(self) -> Guarantee:
+        """Delivery guarantee of the configured variant."""
+        return Guarantee.AT_MOST_ONCE
+
+    def label(self) -> str:
+        """Name shown in reports: ``kafka (tansu)`` when the Kafka protocol was served by Tansu."""
+        if self.broker is not None and self.broker.implementation:
+            return f"{self.name} ({self.broker.implementation})"
+        return self.name
+
+    def versions(self) -> dict[str, str]:
+        from importlib import metadata
+
+        out: dict[str, str] = {}
+        for pkg in self.client_packages:
+            try:
+                out[pkg] = metadata.version(pkg)
+            except metadata.PackageNotFoundError:
+                out[pkg] = "not installed"
+        if self.broker is not None and self.broker.version:
+            out[f"{self.broker.implementation or self.name} broker"] = self.broker.version
+        return out
+
+    @classmethod
+    def unavailable_reason(cls) -> str | None:
+        """None when the client library imports; otherwise one sentence saying what is missing."""
+        return None
+
+    # -- parent process ----------------------------------------------------------------------------
+
+    def plan(self, topology: Topology) -> dict[str, Any]:
+        """Create topics/queues and choose endpoints; the result is JSON-able and shared with every worker."""
+        return {"topology": _topology_dict(topology)}
+
+    def teardown(self, plan: Mapping[str, Any]) -> None:  # noqa: B027 - optional hook
+        """Remove what ``plan`` created. Must not raise for things already gone."""
+
+    # -- worker processes --------------------------------------------------------------------------
+
+    def create_producer(self, plan: Mapping[str, Any], role: Role) -> Producer:
+        raise DriverError(f"{self.name} has no producer for this pattern")
+
+    def create_consumer(self, plan: Mapping[str, Any], role: Role) -> Consumer:
+        raise DriverError(f"{self.name} has no consumer for this pattern")
+
+    def create_requester(self, plan: Mapping[str, Any], role: Role) -> Requester:
+        raise DriverError(f"{self.name} does not support request/reply")
+
+    def create_replier(self, plan: Mapping[str, Any], role: Role) -> Replier:
+        raise DriverError(f"{self.name} does not support request/reply")
+
+
+def _topology_dict(t: Topology) -> dict[str, Any]:
+    return {
+        "pattern": t.pattern.value,
+        "topics": t.topics,
+        "producers": t.producers,
+        "consumers": t.consumers,
+        "message_size": t.message_size,
+        "run_tag": t.run_tag,
+    }
+
+
+def topology_from_plan(plan: Mapping[str, Any]) -> Topology:
+    d = plan["topology"]
+    return Topology(
+        pattern=Pattern(d["pattern"]),
+        topics=int(d["topics"]),
+        producers=int(d["producers"]),
+        consumers=int(d["consumers"]),
+        message_size=int(d["message_size"]),
+        run_tag=str(d["run_tag"]),
+    )

@@ -1,0 +1,1 @@
+"""mqcore: a brokerless, libzmq-architected messaging library in pure Python."""
