@@ -1,0 +1,219 @@
+"""Frame decoder: one pass over each read, frames out as ``bytes``.
+
+Invariants between calls to ``feed``:
+- At most one partial frame is held: either a partial header (``_tail``, under 9 bytes) or a
+  parsed header plus the body bytes received so far (``_chunks``, ``_have`` bytes, ``_need``
+  still missing), never both. A frame's size is checked against ``limit`` from its header, before
+  any of its body is kept, so ``_have`` < size <= limit.
+- ``_frames`` holds the complete frames of a multipart message whose last frame has not come.
+- Each read is scanned with an offset; bodies are sliced out of it (one copy per frame, none of
+  the read). Partial bodies are collected as chunks and joined once, so large frames arriving in
+  many reads cost linear time.
+- Once ``stopped`` is set, nothing more is decoded and the buffers are empty.
+
+Owned by one ZmtpConnection, which it calls back for commands and violations.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable
+from typing import cast
+
+from mqcore.zmtp._events import Cancel, Event, Message, Subscribe
+from mqcore.zmtp._frames import COMMAND, LONG, MAX_FRAME_SIZE, MORE, RESERVED
+
+_unpack_size = struct.Struct(">Q").unpack_from
+_new = object.__new__
+# Writing the slot directly skips the frozen dataclass's __init__ (object.__setattr__ per field),
+# which costs more than the rest of a small frame's decoding. The result equals Message(frames).
+_set_frames = cast(Callable[[Message, list[bytes]], None], vars(Message)["frames"].__set__)
+
+
+class FrameDecoder:
+    """Splits a byte stream into frames; message frames become Message events in ``events``."""
+
+    __slots__ = (
+        "events",
+        "limit",
+        "messages_allowed",
+        "message_refusal",
+        "subscription_messages",
+        "stopped",
+        "_on_command",
+        "_on_violation",
+        "_tail",
+        "_flags",
+        "_need",
+        "_have",
+        "_chunks",
+        "_frames",
+    )
+
+    def __init__(
+        self,
+        events: list[Event],
+        on_command: Callable[[bytes], None],
+        on_violation: Callable[[str], None],
+        maxmsgsize: int,
+    ) -> None:
+        self.events = events
+        # -1 means unlimited; either way no frame may exceed the wire format's 2**63-1.
+        self.limit = min(maxmsgsize, MAX_FRAME_SIZE) if maxmsgsize >= 0 else MAX_FRAME_SIZE
+        self.messages_allowed = False
+        self.message_refusal = "message frame before the handshake completed"
+        self.subscription_messages = False
+        self.stopped = False
+        self._on_command = on_command
+        self._on_violation = on_violation
+        self._tail = b""
+        self._flags = 0
+        self._need = 0
+        self._have = 0
+        self._chunks: list[bytes] = []
+        self._frames: list[bytes] = []
+
+    @property
+    def buffered_bytes(self) -> int:
+        """Bytes of the partial frame held: header bytes, or body bytes received so far."""
+        return len(self._tail) + self._have
+
+    def stop(self) -> None:
+        """Decode nothing more and drop every buffer."""
+        self.stopped = True
+        self._tail = b""
+        self._chunks = []
+        self._frames = []
+        self._need = self._have = 0
+
+    def feed(self, data: bytes) -> None:
+        """Decode all complete frames of ``data`` (following what earlier calls left)."""
+        if self.stopped:
+            return
+        pos = 0
+        if self._need:
+            need = self._need
+            if len(data) < need:
+                if data:
+                    self._chunks.append(data)
+                    self._have += len(data)
+                    self._need = need - len(data)
+                return
+            chunks = self._chunks
+            chunks.append(data[:need])
+            self._chunks = []
+            self._need = self._have = 0
+            self.deliver(self._flags, b"".join(chunks))
+            if self.stopped:
+                return
+            pos = need
+        elif self._tail:
+            data = self._tail + data
+            self._tail = b""
+        self._scan(data, pos)
+
+    def _scan(self, buf: bytes, pos: int) -> None:
+        end = len(buf)
+        limit = self.limit
+        short_limit = min(limit, 255)
+        emit = self.events.append
+        frames = self._frames
+        fast = self.messages_allowed and not self.subscription_messages
+        new, set_frames, message = _new, _set_frames, Message
+        while end - pos >= 2:
+            flags = buf[pos]
+            # Hot path: a complete short message frame (flags 0 or MORE) once traffic flows.
+            if flags < 2 and fast:
+                size = buf[pos + 1]
+                stop = pos + 2 + size
+                if stop <= end and size <= short_limit:
+                    body = buf[pos + 2 : stop]
+                    pos = stop
+                    if flags:
+                        frames.append(body)
+                    elif frames:
+                        frames.append(body)
+                        event = new(message)
+                        set_frames(event, frames)
+                        emit(event)
+                        frames = []
+                    else:
+                        event = new(message)
+                        set_frames(event, [body])
+                        emit(event)
+                    continue
+            # General path: long frames, commands, handshake, limits, partial bodies.
+            if flags & LONG:
+                if end - pos < 9:
+                    break
+                size = _unpack_size(buf, pos + 1)[0]
+                start = pos + 9
+            else:
+                size = buf[pos + 1]
+                start = pos + 2
+            if flags & RESERVED:
+                self._frames = frames
+                self.fail(f"reserved bits set in frame flags 0x{flags:02x}")
+                return
+            if size > limit:
+                self._frames = frames
+                self._refuse_size(size)
+                return
+            stop = start + size
+            if stop > end:
+                # The body is incomplete: keep what came and wait for the rest.
+                self._flags = flags
+                self._need = stop - end
+                if start < end:
+                    self._chunks = [buf[start:]]
+                    self._have = end - start
+                pos = end
+                break
+            body = buf[start:stop]
+            pos = stop
+            self._frames = frames
+            self.deliver(flags, body)
+            if self.stopped:
+                return
+            frames = self._frames
+            fast = self.messages_allowed and not self.subscription_messages
+        self._frames = frames
+        if pos < end:
+            self._tail = buf[pos:]
+
+    def deliver(self, flags: int, body: bytes) -> None:
+        """Handle one complete frame (the general path: commands, handshake, subscriptions)."""
+        if flags & RESERVED:
+            self.fail(f"reserved bits set in frame flags 0x{flags:02x}")
+        elif flags & COMMAND:
+            if flags & MORE:
+                self.fail("command frame with the MORE flag set")
+            else:
+                self._on_command(body)
+        elif not self.messages_allowed:
+            self.fail(self.message_refusal)
+        else:
+            self.assemble(flags, body)
+
+    def assemble(self, flags: int, body: bytes) -> None:
+        """Add one message frame; emit the message when its last frame arrives."""
+        frames = self._frames
+        frames.append(body)
+        if flags & MORE:
+            return
+        self._frames = []
+        if self.subscription_messages and len(frames) == 1 and body and body[0] <= 1:
+            # ZMTP 3.0 form of a subscription: 0x01 (subscribe) or 0x00 (cancel) + topic.
+            self.events.append(Subscribe(body[1:]) if body[0] == 1 else Cancel(body[1:]))
+        else:
+            self.events.append(Message(frames))
+
+    def fail(self, reason: str) -> None:
+        self.stop()
+        self._on_violation(reason)
+
+    def _refuse_size(self, size: int) -> None:
+        if size > MAX_FRAME_SIZE:
+            self.fail(f"frame size {size} exceeds the protocol's 2**63-1")
+        else:
+            self.fail(f"frame of {size} bytes exceeds MAXMSGSIZE ({self.limit})")
