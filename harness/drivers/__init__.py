@@ -23,16 +23,32 @@ SYSTEMS: dict[str, str] = {
 BROKERLESS = ("mqcore", "zmq")
 
 
+def register(system: str, target: str) -> None:
+    """Add a system (e.g. a test-only driver): ``target`` is "package.module:Class"."""
+    SYSTEMS[system] = target
+
+
+def load_class(target: str) -> type[Driver]:
+    """Import a driver class from "module:Class"; a bare module name is looked up below harness.drivers."""
+    module_name, _, class_name = target.partition(":")
+    if "." not in module_name:
+        module_name = f"harness.drivers.{module_name}"
+    module = importlib.import_module(module_name)
+    cls: type[Driver] = getattr(module, class_name)
+    return cls
+
+
+def class_path(cls: type[Driver]) -> str:
+    return f"{cls.__module__}:{cls.__qualname__}"
+
+
 def driver_class(system: str) -> type[Driver]:
     """The driver class for ``system``; DriverError names the known systems when it is not one."""
     try:
         target = SYSTEMS[system]
     except KeyError:
         raise DriverError(f"unknown system {system!r}; known systems: {', '.join(SYSTEMS)}") from None
-    module_name, _, class_name = target.partition(":")
     try:
-        module = importlib.import_module(f"harness.drivers.{module_name}")
+        return load_class(target)
     except ModuleNotFoundError as exc:
         raise DriverError(f"the {system} driver cannot be loaded: {exc}") from None
-    cls: type[Driver] = getattr(module, class_name)
-    return cls

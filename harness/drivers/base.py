@@ -25,13 +25,13 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 
-class Pattern(str, enum.Enum):
+class Pattern(enum.StrEnum):
     PUBSUB = "pubsub"  # every consumer subscribed to a topic gets every message on it
     QUEUE = "queue"  # each message goes to exactly one consumer of the topic
     REQREP = "reqrep"  # requester sends, replier echoes, requester gets the reply
 
 
-class Guarantee(str, enum.Enum):
+class Guarantee(enum.StrEnum):
     AT_MOST_ONCE = "at-most-once"
     AT_LEAST_ONCE = "at-least-once"
     DURABLE = "durable"  # at-least-once and survives a broker restart

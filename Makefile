@@ -1,0 +1,45 @@
+# mqbench — see README.md. Every target sets up what it needs; nothing is reinstalled when up to date.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+SCENARIOS ?= scenarios/smoke.yaml
+BROKER_PACKAGES := rabbitmq-server nats-server mosquitto redis-server activemq
+BROWSER_PACKAGES := chromium
+PYTEST_ARGS ?=
+
+.PHONY: compare test report regress brokers lint
+
+# The virtual environment, rebuilt only when pyproject.toml changes.
+$(STAMP): pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev]'
+	@touch $@
+
+## compare: run the default scenario on every system that can run here (mqcore and pyzmq need no broker)
+compare: $(STAMP)
+	$(VENV)/bin/mqbench compare $(SCENARIOS)
+
+## brokers: install the broker binaries from Debian's packages (as root, on Debian/Ubuntu)
+brokers:
+	@missing=""; for p in $(BROKER_PACKAGES) $(BROWSER_PACKAGES); do \
+	  dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -z "$$missing" ]; then echo "brokers: all packages present"; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	  echo "brokers: installing$$missing"; \
+	  DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
+	else echo "brokers: cannot install$$missing (needs root and apt-get); broker tests will be skipped"; \
+	  [ "$$CI" != "true" ]; fi
+
+## test: the whole suite; in CI (CI=true) a missing broker or browser fails instead of skipping
+test: $(STAMP) brokers
+	@set +e; $(PY) -m pytest $(PYTEST_ARGS); rc=$$?; \
+	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: that is a failure here"; exit 1; fi; exit $$rc
+
+## lint: ruff and mypy over both packages
+lint: $(STAMP)
+	$(PY) -m ruff check mqcore harness tests
+	$(PY) -m mypy mqcore harness

@@ -1,0 +1,32 @@
+"""The `mqcore` driver: our own pure-Python library, driven through its pyzmq-compatible API.
+
+Everything is the `zmq` driver's: only the module differs, which is also a standing check that code written
+for pyzmq runs on mqcore by changing the import.
+"""
+
+from __future__ import annotations
+
+from types import ModuleType
+from typing import ClassVar
+
+from harness.drivers.zmq_driver import ZmqDriver
+
+
+class MqcoreDriver(ZmqDriver):
+    name: ClassVar[str] = "mqcore"
+    client_packages: ClassVar[tuple[str, ...]] = ("mqbench",)
+
+    @classmethod
+    def module(cls) -> ModuleType:
+        import mqcore
+
+        if not hasattr(mqcore, "Context"):
+            raise ImportError("mqcore has no Context yet")
+        return mqcore
+
+    def versions(self) -> dict[str, str]:
+        import mqcore
+
+        out = super().versions()
+        out["mqcore"] = getattr(mqcore, "__version__", "dev")
+        return out

@@ -1,0 +1,423 @@
+"""Run one case (system variant x size x rate x repetition) in worker processes and build its raw rows.
+
+Order of events: plan (parent) -> consumers start and report ready -> producers start and report ready ->
+a short settle -> common start stamp + start event -> producers send -> the parent watches the shared
+progress counters -> stop when every consumer has what it should have, when nothing moves any more after the
+producers finished, or when nothing moved for ``timeout`` seconds (a stall: kept, marked incomplete) ->
+workers save their records -> rows are assembled here.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import queue
+import signal
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from harness.drivers import class_path
+from harness.drivers.base import BrokerEndpoint, Driver, Pattern, Role, Topology
+from harness.runner.worker import WorkerSpec, worker_main
+from harness.scenario import Scenario, Variant
+
+# Workers fork from a clean, single-threaded server process that has already imported what they need:
+# starting one costs milliseconds instead of a fresh interpreter's second of imports.
+_CTX = mp.get_context("forkserver")
+_CTX.set_forkserver_preload(["harness.runner.worker", "numpy", "zmq"])
+READY_TIMEOUT = 60.0  # seconds for every worker to connect and report ready
+SETTLE = 0.2  # seconds between "all ready" and the start, for subscriptions to propagate
+DRAIN_IDLE = 3.0  # after the producers finished: seconds without progress before we stop waiting
+NULL = -1  # stamp sentinel before rows are built: monotonic_ns() is never negative
+
+
+class CaseFailed(Exception):
+    """A case that could not run at all (a worker failed to start); one sentence."""
+
+
+@dataclass(frozen=True)
+class Case:
+    scenario: Scenario
+    variant: Variant
+    size: int
+    rate: float | None
+    repetition: int
+    run_id: str
+    broker: BrokerEndpoint | None
+
+
+@dataclass
+class CaseResult:
+    rows: pd.DataFrame
+    complete: bool
+    problems: list[str] = field(default_factory=list)
+
+
+Progress = Callable[[int, int], None]  # (received so far, expected so far)
+
+
+def run_case(case: Case, driver: Driver, work_dir: Path, on_progress: Progress | None = None) -> CaseResult:
+    sc = case.scenario
+    tag = f"{os.getpid()}-{int(time.time() * 1000) % 10**9}"
+    topology = Topology(sc.pattern, sc.topics, sc.producers, sc.consumers, case.size, tag)
+    plan = driver.plan(topology)
+    try:
+        return _run(case, driver, plan, work_dir, on_progress)
+    finally:
+        driver.teardown(plan)
+
+
+def _specs(case: Case, driver: Driver, plan: dict[str, Any], work_dir: Path) -> tuple[list[WorkerSpec], list[WorkerSpec]]:
+    sc = case.scenario
+    per_producer = None if sc.messages is None else sc.messages + sc.warmup
+    rate = None if case.rate is None else case.rate / sc.producers
+    duration_ns = None if sc.duration is None else int(sc.duration * 1e9)
+    if per_producer is not None:
+        send_cap = per_producer
+    elif rate is not None and sc.duration is not None:
+        send_cap = int(rate * sc.duration) + sc.warmup + 1024
+    else:
+        send_cap = 1 << 16
+    reqrep = sc.pattern is Pattern.REQREP
+    common = dict(
+        system=case.variant.system,
+        driver=class_path(type(driver)),
+        options=dict(case.variant.options),
+        broker=case.broker,
+        plan=plan,
+        size=case.size,
+        payload=sc.payload,
+        duration_ns=duration_ns,
+    )
+    consumers = []
+    for c in range(sc.consumers):
+        on_topic = sum(1 for p in range(sc.producers) if p % sc.topics == c % sc.topics)
+        consumers.append(
+            WorkerSpec(
+                kind="replier" if reqrep else "consumer",
+                name=f"{'replier' if reqrep else 'consumer'}-{c}",
+                slot=sc.producers + c,
+                role=Role(c, c % sc.topics),
+                total=None,
+                rate=None,
+                capacity=max(1024, int(send_cap * on_topic * 1.05)),
+                out=str(work_dir / f"consumer-{c}"),
+                **common,  # type: ignore[arg-type]
+            )
+        )
+    producers = [
+        WorkerSpec(
+            kind="requester" if reqrep else "producer",
+            name=f"{'requester' if reqrep else 'producer'}-{p}",
+            slot=p,
+            role=Role(p, p % sc.topics),
+            total=per_producer,
+            rate=rate,
+            capacity=send_cap,
+            out=str(work_dir / f"producer-{p}"),
+            **common,  # type: ignore[arg-type]
+        )
+        for p in range(sc.producers)
+    ]
+    return producers, consumers
+
+
+class _Workers:
+    """The processes of one case and the shared objects they synchronise on."""
+
+    def __init__(self, n: int) -> None:
+        self.status = _CTX.Queue()
+        self.start = _CTX.Event()
+        self.stop = _CTX.Event()
+        self.start_ns = _CTX.Value("q", 0, lock=False)
+        self.progress = _CTX.Array("q", n, lock=False)
+        self.procs: dict[str, Any] = {}
+        self.done: dict[str, tuple[int, str]] = {}
+        self.errors: list[str] = []
+
+    def launch(self, spec: WorkerSpec) -> None:
+        args = (spec, self.status, self.start, self.stop, self.start_ns, self.progress)
+        p = _CTX.Process(target=worker_main, args=args, name=f"mqbench-{spec.name}", daemon=True)
+        p.start()
+        self.procs[spec.name] = p
+
+    def drain(self, timeout: float) -> tuple[Any, ...] | None:
+        try:
+            msg = self.status.get(timeout=timeout)
+        except queue.Empty:
+            return None
+        if msg[0] == "done":
+            self.done[msg[1]] = (int(msg[2]), str(msg[3]))
+        elif msg[0] == "error":
+            self.errors.append(f"{msg[1]}: {msg[2]}")
+        return tuple(msg)
+
+    def _join_all(self, seconds: float) -> None:
+        deadline = time.monotonic() + seconds
+        for p in self.procs.values():
+            while p.is_alive() and time.monotonic() < deadline:
+                p.join(0.05)
+                while self.drain(0) is not None:  # keep the queue flowing so workers can exit
+                    pass
+
+    def wait_ready(self, names: list[str]) -> None:
+        pending = set(names)
+        deadline = time.monotonic() + READY_TIMEOUT
+        while pending:
+            msg = self.drain(0.1)
+            if msg is not None and msg[0] == "ready":
+                pending.discard(msg[1])
+            if self.errors:
+                raise CaseFailed(self.errors[0].splitlines()[0])
+            dead = [n for n in pending if not self.procs[n].is_alive()]
+            if dead:
+                raise CaseFailed(f"{dead[0]} exited (code {self.procs[dead[0]].exitcode}) before it was ready")
+            if time.monotonic() > deadline:
+                raise CaseFailed(f"{sorted(pending)[0]} was not ready after {READY_TIMEOUT:.0f} s")
+
+    def shutdown(self, grace: float) -> list[str]:
+        """Stop every worker: ask (stop event), then interrupt (SIGUSR1: the worker saves its records even
+        when blocked in a send), then terminate and kill. Returns the ones whose records are lost."""
+        self.stop.set()
+        self._join_all(grace)
+        for p in self.procs.values():
+            if p.is_alive() and p.pid is not None:
+                try:
+                    os.kill(p.pid, signal.SIGUSR1)
+                except ProcessLookupError:
+                    pass
+        self._join_all(5.0)
+        forced = []
+        for name, p in self.procs.items():
+            if p.is_alive():
+                forced.append(name)
+                p.terminate()
+                p.join(2)
+                if p.is_alive():
+                    p.kill()
+                    p.join(2)
+        while self.drain(0.05) is not None:
+            pass
+        self.status.close()
+        self.status.join_thread()
+        return forced
+
+
+def _run(
+    case: Case, driver: Driver, plan: dict[str, Any], work_dir: Path, on_progress: Progress | None
+) -> CaseResult:
+    work_dir.mkdir(parents=True, exist_ok=True)
+    producers, consumers = _specs(case, driver, plan, work_dir)
+    w = _Workers(len(producers) + len(consumers))
+    problems: list[str] = []
+    complete = True
+    try:
+        # All at once: producers only send after the start event, by which time every consumer is ready.
+        for spec in [*consumers, *producers]:
+            w.launch(spec)
+        w.wait_ready([s.name for s in [*consumers, *producers]])
+        time.sleep(SETTLE)
+        w.start_ns.value = time.monotonic_ns() + 20_000_000
+        w.start.set()
+        complete = _watch(case, w, producers, consumers, problems, on_progress)
+    finally:
+        forced = w.shutdown(grace=3.0)
+    if forced:
+        complete = False
+        problems.append(f"workers that had to be killed (their records are missing): {', '.join(forced)}")
+    problems.extend(w.errors)
+    problems.extend(f"{name}: {err}" for name, (_, err) in sorted(w.done.items()) if err)
+    if w.errors:
+        complete = False
+    rows = assemble_rows(case, producers, consumers, work_dir)
+    return CaseResult(rows=rows, complete=complete, problems=problems)
+
+
+def _watch(
+    case: Case,
+    w: _Workers,
+    producers: list[WorkerSpec],
+    consumers: list[WorkerSpec],
+    problems: list[str],
+    on_progress: Progress | None,
+) -> bool:
+    """Wait until the case is over; True when it ended normally, False on a stall."""
+    sc = case.scenario
+    timeout = sc.timeout + (sc.duration or 0.0)
+    last_total = -1
+    last_change = time.monotonic()
+    producer_names = [s.name for s in producers]
+    while True:
+        w.drain(0.1)
+        if w.errors:
+            problems.append("a worker failed; the case was stopped")
+            return False
+        counts = list(w.progress)
+        sent_total = sum(counts[: len(producers)])
+        received = counts[len(producers) :]
+        total = sum(counts)
+        now = time.monotonic()
+        if total != last_total:
+            last_total, last_change = total, now
+        producers_done = all(n in w.done for n in producer_names)
+        expected = _expected(sc, producers, consumers, counts, w.done) if producers_done else None
+        if on_progress is not None:
+            on_progress(sum(received) if sc.pattern is not Pattern.REQREP else sent_total,
+                        sum(expected) if expected else _planned(sc, len(producers)))
+        if sc.pattern is Pattern.REQREP:
+            if producers_done:
+                return True
+        elif expected is not None:
+            if sc.pattern is Pattern.QUEUE:
+                topics_full = all(
+                    sum(r for r, s in zip(received, consumers, strict=True) if s.role.topic == t)
+                    >= sum(e for e, s in zip(expected, consumers, strict=True) if s.role.topic == t)
+                    for t in range(sc.topics)
+                )
+                if topics_full:
+                    return True
+            elif all(r >= e for r, e in zip(received, expected, strict=True)):
+                return True
+            if now - last_change > min(DRAIN_IDLE, sc.timeout):
+                return True  # nothing more is coming: what is missing is lost
+        if now - last_change > timeout:
+            problems.append(
+                f"stalled: no message moved for {timeout:.0f} s "
+                f"({sent_total} sent, {sum(received)} received); results kept"
+            )
+            return False
+
+
+def _planned(sc: Scenario, producers: int) -> int:
+    return (sc.messages + sc.warmup) * producers if sc.messages is not None else 0
+
+
+def _expected(
+    sc: Scenario, producers: list[WorkerSpec], consumers: list[WorkerSpec], counts: list[int],
+    done: dict[str, tuple[int, str]],
+) -> list[int]:
+    """Per consumer, how many messages its topic carried (pubsub: each; queue: shared by the topic)."""
+    sent_per_topic = [0] * sc.topics
+    for spec in producers:
+        sent_per_topic[spec.role.topic] += done[spec.name][0]
+    out = []
+    for spec in consumers:
+        if sc.pattern is Pattern.PUBSUB:
+            out.append(sent_per_topic[spec.role.topic])
+        else:
+            share = sum(1 for s in consumers if s.role.topic == spec.role.topic)
+            out.append(-(-sent_per_topic[spec.role.topic] // share))
+    return out
+
+
+def _load(path: str) -> dict[str, np.ndarray] | None:
+    try:
+        with np.load(f"{path}.npz") as data:
+            return {k: data[k] for k in data.files}
+    except FileNotFoundError:
+        return None
+
+
+def assemble_rows(
+    case: Case, producers: list[WorkerSpec], consumers: list[WorkerSpec], work_dir: Path
+) -> pd.DataFrame:
+    """Join producer and consumer records into raw rows (see harness.metrics.records)."""
+    sc = case.scenario
+    sent: dict[int, dict[str, np.ndarray]] = {}
+    for spec in producers:
+        rec = _load(spec.out)
+        if rec is not None:
+            sent[spec.role.index] = rec
+    parts: list[dict[str, np.ndarray]] = []
+
+    def part(producer: np.ndarray, consumer: np.ndarray, seq: np.ndarray, t_recv: np.ndarray) -> None:
+        n = seq.size
+        t_send = np.full(n, NULL, dtype=np.int64)
+        t_int = np.full(n, NULL, dtype=np.int64)
+        t_ack = np.full(n, NULL, dtype=np.int64)
+        for p, rec in sent.items():
+            mask = producer == p
+            idx = seq[mask]
+            ok = idx < rec["t_send"].size
+            sel = np.flatnonzero(mask)[ok]
+            t_send[sel] = rec["t_send"][idx[ok]]
+            if "t_intended" in rec and rec["t_intended"].size:
+                t_int[sel] = rec["t_intended"][idx[ok]]
+            if "t_ack" in rec and rec["t_ack"].size:
+                t_ack[sel] = rec["t_ack"][idx[ok]]
+        parts.append(
+            dict(producer=producer, consumer=consumer, seq=seq, t_intended=t_int, t_send=t_send, t_ack=t_ack,
+                 t_recv=t_recv)
+        )
+
+    if sc.pattern is Pattern.REQREP:
+        for p, rec in sent.items():
+            n = rec["t_send"].size
+            part(np.full(n, p), np.full(n, p), np.arange(n), rec["t_recv"].astype(np.int64))
+    else:
+        received: dict[int, dict[str, np.ndarray]] = {}
+        for spec in consumers:
+            rec = _load(spec.out)
+            if rec is not None:
+                received[spec.role.index] = rec
+        topic_of = {s.role.index: s.role.topic for s in producers}
+        all_keys = {p: np.arange(rec["t_send"].size) for p, rec in sent.items()}
+        got_any: dict[int, set[int]] = {p: set() for p in sent}
+        for spec in consumers:
+            rec = received.get(spec.role.index)
+            if rec is None:
+                continue
+            prod = rec["producer"].astype(np.int64)
+            seq = rec["seq"].astype(np.int64)
+            part(prod, np.full(prod.size, spec.role.index), seq, rec["t_recv"].astype(np.int64))
+            for p in np.unique(prod):
+                if p in got_any:
+                    got_any[int(p)].update(seq[prod == p].tolist())
+            if sc.pattern is Pattern.PUBSUB:  # what this consumer should have had and did not
+                for p, keys in all_keys.items():
+                    if topic_of.get(p) != spec.role.topic:
+                        continue
+                    missing = np.setdiff1d(keys, seq[prod == p])
+                    part(np.full(missing.size, p), np.full(missing.size, spec.role.index), missing,
+                         np.full(missing.size, NULL))
+        if sc.pattern is Pattern.QUEUE:
+            for p, keys in all_keys.items():
+                missing = np.setdiff1d(keys, np.fromiter(got_any[p], dtype=np.int64))
+                part(np.full(missing.size, p), np.full(missing.size, -1), missing, np.full(missing.size, NULL))
+
+    cols = {k: np.concatenate([pt[k] for pt in parts]) if parts else np.zeros(0, np.int64) for k in
+            ("producer", "consumer", "seq", "t_intended", "t_send", "t_ack", "t_recv")}
+    n = cols["seq"].size
+    df = pd.DataFrame(
+        {
+            "run_id": case.run_id,
+            "scenario": sc.name,
+            "pattern": sc.pattern.value,
+            "system": case.variant.system,
+            "variant": case.variant.name,
+            "repetition": np.full(n, case.repetition, dtype=np.int32),
+            "size": np.full(n, case.size, dtype=np.int32),
+            "rate": np.full(n, np.nan if case.rate is None else case.rate),
+            "producer": cols["producer"].astype(np.int32),
+            "consumer": cols["consumer"].astype(np.int32),
+            "seq": cols["seq"].astype(np.int64),
+            "warmup": cols["seq"] < sc.warmup,
+            "t_intended": _nullable(cols["t_intended"]),
+            "t_send": _nullable(cols["t_send"]),
+            "t_ack": _nullable(cols["t_ack"]),
+            "t_recv": _nullable(cols["t_recv"]),
+        }
+    )
+    return df
+
+
+def _nullable(values: np.ndarray) -> Any:
+    """int64 stamps with the NULL sentinel -> a nullable Int64 array (no float on the way: ns need 63 bits)."""
+    arr = np.asarray(values, dtype=np.int64)
+    return pd.arrays.IntegerArray(arr.copy(), arr == NULL)

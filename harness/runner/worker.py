@@ -1,0 +1,352 @@
+"""Worker processes: one per producer, consumer, requester or replier.
+
+Each worker owns its clock stamps (``time.monotonic_ns``, shared by all processes of one host) and writes
+them into preallocated ``array`` buffers; recording costs a few attribute-free operations per message so it
+never limits what is measured. At the end a worker saves its arrays to ``<out>.npz`` (temp name + rename)
+and reports on the status queue. SIGINT is ignored here: the parent handles Ctrl-C and stops workers.
+
+Protocol with the parent (all objects from one multiprocessing context):
+  status.put(("ready", name)) -> parent sets ``start`` once every worker is ready and writes the common
+  start stamp into ``start_ns`` -> producers pace from it -> status.put(("done", name, count, error)) ->
+  parent sets ``stop`` when consumers have what they should get (or the run stalled) -> workers close.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import struct
+import time
+import traceback
+from array import array
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from harness.drivers import load_class
+from harness.drivers.base import BrokerEndpoint, DriverError, Role
+
+HEADER = struct.Struct("<HIq")  # producer id, sequence number, send stamp (ns)
+SHORT_HEADER = struct.Struct("<HI")  # for messages shorter than HEADER
+_HEADER_DTYPE = np.dtype([("producer", "<u2"), ("seq", "<u4")])
+
+
+@dataclass(frozen=True)
+class WorkerSpec:
+    kind: str  # "producer" | "consumer" | "requester" | "replier"
+    name: str  # e.g. "producer-0"
+    slot: int  # index into the shared progress array
+    system: str
+    driver: str  # "module:Class", imported as is in the worker (no registry lookup there)
+    options: dict[str, Any]
+    broker: BrokerEndpoint | None
+    plan: dict[str, Any]
+    role: Role
+    size: int
+    payload: str  # "random" | "fixed"
+    total: int | None  # messages to send including warmup (None: until the deadline)
+    duration_ns: int | None
+    rate: float | None  # this producer's msgs/s; None = as fast as possible
+    capacity: int  # records to preallocate
+    out: str  # path prefix of the records file
+    request_timeout: float = 5.0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class Interrupted(BaseException):
+    """Raised in a worker by SIGUSR1: the parent wants it to save what it has and stop, even mid-send."""
+
+
+def _interrupt(signum: int, frame: Any) -> None:
+    raise Interrupted
+
+
+def _leading_stamps(stamps: array) -> int:
+    """How many stamps were written: they are positive and written in order into a zeroed buffer."""
+    arr = np.frombuffer(stamps, dtype=np.int64)
+    zero = np.flatnonzero(arr == 0)
+    return int(zero[0]) if zero.size else int(arr.size)
+
+
+def worker_main(spec: WorkerSpec, status: Any, start: Any, stop: Any, start_ns: Any, progress: Any) -> None:
+    """Entry point of every worker process."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGUSR1, _interrupt)
+    try:
+        driver = load_class(spec.driver)(spec.options, spec.broker)
+        body = {"producer": _producer, "consumer": _consumer, "requester": _requester, "replier": _replier}
+        body[spec.kind](spec, driver, status, start, stop, start_ns, progress)
+    except DriverError as exc:
+        status.put(("error", spec.name, str(exc)))
+    except Interrupted:
+        status.put(("error", spec.name, "stopped by the runner before it was ready"))
+    except BaseException as exc:  # noqa: BLE001 - report anything to the parent, then exit
+        detail = traceback.format_exc(limit=6)
+        status.put(("error", spec.name, f"{type(exc).__name__}: {exc}\n{detail}"))
+
+
+def _wait_start(start: Any, stop: Any) -> bool:
+    while not start.wait(0.1):
+        if stop.is_set():
+            return False
+    return not stop.is_set()
+
+
+def _payload(spec: WorkerSpec) -> bytearray:
+    if spec.payload == "random":
+        return bytearray(os.urandom(spec.size))
+    return bytearray(spec.size)
+
+
+def _save(path: str, **arrays: Any) -> None:
+    tmp = f"{path}.tmp.npz"
+    np.savez(tmp, **{k: np.asarray(v) for k, v in arrays.items()})  # type: ignore[arg-type]
+    os.replace(tmp, f"{path}.npz")
+
+
+def _sleep_until(deadline_ns: int) -> None:
+    """Sleep most of the way, spin the last stretch: sleep() alone overshoots by ~0.1 ms."""
+    mono = time.monotonic_ns
+    while True:
+        left = deadline_ns - mono()
+        if left <= 0:
+            return
+        if left > 1_000_000:
+            time.sleep((left - 500_000) / 1e9)
+        elif left > 50_000:
+            time.sleep(0)
+
+
+def _producer(spec: WorkerSpec, driver: Any, status: Any, start: Any, stop: Any, start_ns: Any, progress: Any) -> None:
+    producer = driver.create_producer(spec.plan, spec.role)
+    status.put(("ready", spec.name))
+    if not _wait_start(start, stop):
+        producer.close()
+        return
+    buf = _payload(spec)
+    pid = spec.role.index
+    cap = spec.capacity
+    t_send = array("q", bytes(8 * cap))
+    t_ack = array("q", bytes(8 * cap)) if producer.acks_synchronously else None
+    t0 = int(start_ns.value)
+    _sleep_until(t0)
+    mono = time.monotonic_ns
+    send = producer.send
+    pack = HEADER.pack_into if spec.size >= HEADER.size else None
+    pack_short = SHORT_HEADER.pack_into
+    total = spec.total if spec.total is not None else 2**32 - 1
+    deadline = t0 + spec.duration_ns if spec.duration_ns is not None else None
+    period = 1e9 / spec.rate if spec.rate else 0.0
+    error = ""
+    seq = 0
+    try:
+        if deadline is None and not period and t_ack is None and pack is not None:
+            seq, error = _blast(total, send, pack, buf, pid, t_send, progress, spec.slot, stop)
+            total = seq  # the general loop below has nothing left to do
+        while seq < total:
+            if seq == cap:  # duration runs only: grow the buffers
+                t_send.extend(bytes(8 * cap))
+                if t_ack is not None:
+                    t_ack.extend(bytes(8 * cap))
+                cap *= 2
+            if period:
+                _sleep_until(t0 + int(seq * period))
+            t = mono()
+            if deadline is not None and t >= deadline:
+                break
+            if pack is not None:
+                pack(buf, 0, pid, seq, t)
+            else:
+                pack_short(buf, 0, pid, seq)
+            send(buf)
+            t_send[seq] = t
+            if t_ack is not None:
+                t_ack[seq] = mono()
+            seq += 1
+            if not seq & 1023:
+                progress[spec.slot] = seq
+                if stop.is_set():
+                    error = "stopped by the runner before all messages were sent"
+                    break
+        progress[spec.slot] = seq
+        producer.flush(spec.request_timeout * 4)
+    except DriverError as exc:
+        error = str(exc)
+    except Interrupted:
+        seq = _leading_stamps(t_send)
+        error = f"interrupted by the runner while sending (blocked after {seq} messages)"
+    n = seq
+    intended = (t0 + (np.arange(n, dtype=np.float64) * period)).astype(np.int64) if period else np.zeros(0, np.int64)
+    _save(
+        spec.out,
+        t_send=np.frombuffer(t_send, dtype=np.int64, count=n),
+        t_ack=np.frombuffer(t_ack, dtype=np.int64, count=n) if t_ack is not None else np.zeros(0, np.int64),
+        t_intended=intended,
+    )
+    status.put(("done", spec.name, n, error))
+    # Keep the connection open until the consumers are done: closing now could drop queued messages.
+    try:
+        while not stop.wait(0.2):
+            pass
+    except Interrupted:
+        pass
+    producer.close()
+
+
+def _recorder(capacity_hint: int) -> tuple[Callable[[bytes], None], array, bytearray, list[int]]:
+    """The consumer's per-message callback: one stamp and the 6 header bytes, appended; nothing parsed.
+
+    Defaults bind everything the callback touches, so each message costs two C calls and a slice.
+    Messages shorter than a header are counted as foreign and dropped.
+    """
+    t_recv = array("q")
+    headers = bytearray()
+    foreign = [0]
+    size = SHORT_HEADER.size
+
+    def on_message(
+        payload: bytes, stamp: Callable[[int], None] = t_recv.append, keep: Callable[[bytes], None] = headers.extend,
+        mono: Callable[[], int] = time.monotonic_ns, size: int = size,
+    ) -> None:
+        t = mono()
+        if len(payload) >= size:
+            stamp(t)
+            keep(payload[:size])
+        else:
+            foreign[0] += 1
+
+    return on_message, t_recv, headers, foreign
+
+
+def _blast(
+    total: int, send: Callable[[bytearray], None], pack: Callable[..., None], buf: bytearray, pid: int,
+    t_send: array, progress: Any, slot: int, stop: Any,
+) -> tuple[int, str]:
+    """The common case, as lean as Python allows: a fixed count at full speed, no acks, no schedule."""
+    mono = time.monotonic_ns
+    for base in range(0, total, 1024):
+        for seq in range(base, min(base + 1024, total)):
+            t = mono()
+            pack(buf, 0, pid, seq, t)
+            send(buf)
+            t_send[seq] = t
+        done = min(base + 1024, total)
+        progress[slot] = done
+        if stop.is_set():
+            return done, "stopped by the runner before all messages were sent"
+    return total, ""
+
+
+def _consumer(spec: WorkerSpec, driver: Any, status: Any, start: Any, stop: Any, start_ns: Any, progress: Any) -> None:
+    consumer = driver.create_consumer(spec.plan, spec.role)
+    on_message, t_recv, headers, foreign = _recorder(spec.capacity)
+    consumer.start(on_message)
+    status.put(("ready", spec.name))
+    try:
+        if _wait_start(start, stop):
+            poll = consumer.poll
+            while not stop.is_set():
+                poll(0.05)
+                progress[spec.slot] = len(t_recv)
+    except Interrupted:
+        pass
+    consumer.close()
+    n = len(t_recv)
+    parsed = np.frombuffer(bytes(headers[: n * SHORT_HEADER.size]), dtype=_HEADER_DTYPE, count=n)
+    _save(
+        spec.out,
+        t_recv=np.frombuffer(t_recv, dtype=np.int64, count=n),
+        producer=parsed["producer"],
+        seq=parsed["seq"],
+    )
+    bad = foreign[0]
+    status.put(("done", spec.name, n, f"{bad} foreign messages ignored" if bad else ""))
+
+
+def _requester(spec: WorkerSpec, driver: Any, status: Any, start: Any, stop: Any, start_ns: Any, progress: Any) -> None:
+    requester = driver.create_requester(spec.plan, spec.role)
+    status.put(("ready", spec.name))
+    if not _wait_start(start, stop):
+        requester.close()
+        return
+    buf = _payload(spec)
+    pid = spec.role.index
+    cap = spec.capacity
+    t_send = array("q", bytes(8 * cap))
+    t_recv = array("q", bytes(8 * cap))
+    t0 = int(start_ns.value)
+    _sleep_until(t0)
+    mono = time.monotonic_ns
+    request = requester.request
+    pack = HEADER.pack_into if spec.size >= HEADER.size else None
+    pack_short = SHORT_HEADER.pack_into
+    total = spec.total if spec.total is not None else 2**32 - 1
+    deadline = t0 + spec.duration_ns if spec.duration_ns is not None else None
+    period = 1e9 / spec.rate if spec.rate else 0.0
+    timeout = spec.request_timeout
+    error = ""
+    seq = 0
+    try:
+        while seq < total:
+            if seq == cap:
+                t_send.extend(bytes(8 * cap))
+                t_recv.extend(bytes(8 * cap))
+                cap *= 2
+            if period:
+                _sleep_until(t0 + int(seq * period))
+            t = mono()
+            if deadline is not None and t >= deadline:
+                break
+            if pack is not None:
+                pack(buf, 0, pid, seq, t)
+            else:
+                pack_short(buf, 0, pid, seq)
+            reply = request(buf, timeout)
+            t_recv[seq] = mono() if reply is not None else -1
+            t_send[seq] = t
+            seq += 1
+            if not seq & 255:
+                progress[spec.slot] = seq
+                if stop.is_set():
+                    error = "stopped by the runner before all requests were made"
+                    break
+        progress[spec.slot] = seq
+    except DriverError as exc:
+        error = str(exc)
+    except Interrupted:
+        seq = _leading_stamps(t_send)
+        error = f"interrupted by the runner while waiting for reply {seq}"
+    n = seq
+    intended = (t0 + (np.arange(n, dtype=np.float64) * period)).astype(np.int64) if period else np.zeros(0, np.int64)
+    _save(
+        spec.out,
+        t_send=np.frombuffer(t_send, dtype=np.int64, count=n),
+        t_recv=np.frombuffer(t_recv, dtype=np.int64, count=n),
+        t_intended=intended,
+    )
+    status.put(("done", spec.name, n, error))
+    try:
+        while not stop.wait(0.2):
+            pass
+    except Interrupted:
+        pass
+    requester.close()
+
+
+def _replier(spec: WorkerSpec, driver: Any, status: Any, start: Any, stop: Any, start_ns: Any, progress: Any) -> None:
+    replier = driver.create_replier(spec.plan, spec.role)
+    replier.start()
+    status.put(("ready", spec.name))
+    served = 0
+    try:
+        if _wait_start(start, stop):
+            while not stop.is_set():
+                served += replier.poll(0.05)
+                progress[spec.slot] = served
+    except Interrupted:
+        pass
+    replier.close()
+    _save(spec.out, served=np.array([served], dtype=np.int64))
+    status.put(("done", spec.name, served, ""))

@@ -1,0 +1,359 @@
+"""Scenarios: what to measure, loaded from YAML into frozen dataclasses.
+
+A scenario file holds one scenario, or several as YAML documents separated by ``---``. Every field is
+checked: an unknown or misspelt field, a wrong type or an impossible value raises ScenarioError with one
+line naming the file, the field and what is allowed.
+
+Fields (see ``scenarios/*.yaml`` for examples)::
+
+    name: smoke-queue          # required: letters, digits, '-', '_'
+    description: text          # optional
+    pattern: queue             # pubsub | queue | reqrep
+    systems: [zmq, mqcore]     # optional; default: every available system
+    message_sizes: [100, 1KB]  # bytes, or with a unit: B, KB, KiB, MB, MiB; one run per size (>= 6 B)
+    messages: 20000            # measured messages per producer ...
+    duration: 10s              # ... or seconds of sending per repetition (exactly one of the two)
+    rate: max                  # max, or total msgs/s over all producers (open loop); a list sweeps rates
+    producers: 1
+    consumers: 1
+    topics: 1
+    warmup: 1000               # messages per producer sent first and discarded
+    repetitions: 3
+    payload: random            # random | fixed (zeros)
+    timeout: 30                # seconds without progress before a run is declared stalled
+    variants:                  # per-system options handed to the driver
+      rabbitmq: {persistent: true, confirms: true}          # one variant
+      kafka: [{name: acks1, acks: 1}, {name: all, acks: all}]  # several: each is run
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from harness.drivers.base import Pattern
+
+# The header a producer writes into every message: producer id (u16) + sequence number (u32) + send stamp
+# (i64); messages shorter than that carry only producer id and sequence number.
+MIN_MESSAGE_SIZE = 6
+
+
+class ScenarioError(ValueError):
+    """A scenario that cannot be run; str() is one line naming file, field and what is allowed."""
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One configuration of one system: a name for reports and the options handed to the driver."""
+
+    system: str
+    name: str = "default"
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    pattern: Pattern
+    message_sizes: tuple[int, ...]
+    messages: int | None = None
+    duration: float | None = None
+    rates: tuple[float | None, ...] = (None,)  # None = max
+    systems: tuple[str, ...] | None = None
+    producers: int = 1
+    consumers: int = 1
+    topics: int = 1
+    warmup: int = 1000
+    repetitions: int = 1
+    payload: str = "random"
+    timeout: float = 30.0
+    description: str = ""
+    variants: Mapping[str, tuple[Variant, ...]] = field(default_factory=dict)
+    source: str = ""
+
+    def variants_for(self, system: str) -> tuple[Variant, ...]:
+        return self.variants.get(system, (Variant(system),))
+
+    def with_repetitions(self, n: int) -> Scenario:
+        return replace(self, repetitions=n)
+
+    def as_dict(self) -> dict[str, Any]:
+        """A JSON-able description for the manifest."""
+        out: dict[str, Any] = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if f.name == "pattern":
+                value = value.value
+            elif f.name == "variants":
+                value = {s: [{"name": v.name, **dict(v.options)} for v in vs] for s, vs in value.items()}
+            elif isinstance(value, tuple):
+                value = list(value)
+            out[f.name] = value
+        return out
+
+
+_FIELDS = (
+    "name",
+    "description",
+    "pattern",
+    "systems",
+    "message_sizes",
+    "messages",
+    "duration",
+    "rate",
+    "producers",
+    "consumers",
+    "topics",
+    "warmup",
+    "repetitions",
+    "payload",
+    "timeout",
+    "variants",
+)
+
+_UNITS = {"b": 1, "kb": 1000, "kib": 1024, "mb": 1000**2, "mib": 1024**2}
+_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
+_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+_MAX_SIZE = 256 * 1024**2
+
+
+class _Checker:
+    """Turns raw YAML values into typed ones, raising ScenarioError that names the file and field."""
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+
+    def fail(self, fld: str, message: str) -> ScenarioError:
+        return ScenarioError(f"{self.source}: field '{fld}': {message}")
+
+    def integer(self, fld: str, value: Any, minimum: int) -> int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise self.fail(fld, f"must be a whole number >= {minimum}, got {value!r}")
+        if value < minimum:
+            raise self.fail(fld, f"must be >= {minimum}, got {value}")
+        return value
+
+    def seconds(self, fld: str, value: Any) -> float:
+        if isinstance(value, str):
+            m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*(ms|s|m|min)?\s*", value)
+            if not m:
+                raise self.fail(fld, f"must be seconds (e.g. 10 or '10s', '500ms', '2m'), got {value!r}")
+            scale = {"ms": 0.001, "s": 1.0, None: 1.0, "m": 60.0, "min": 60.0}[m.group(2)]
+            value = float(m.group(1)) * scale
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise self.fail(fld, f"must be a number of seconds, got {value!r}")
+        if value <= 0:
+            raise self.fail(fld, f"must be > 0 seconds, got {value}")
+        return float(value)
+
+    def size(self, value: Any) -> int:
+        fld = "message_sizes"
+        if isinstance(value, bool):
+            raise self.fail(fld, f"sizes are bytes (e.g. 100, '1KB', '1MiB'), got {value!r}")
+        if isinstance(value, int):
+            n = value
+        elif isinstance(value, str) and (m := _SIZE_RE.match(value)):
+            unit = m.group(2).lower() or "b"
+            if unit not in _UNITS:
+                raise self.fail(fld, f"unknown unit in {value!r}; allowed: B, KB, KiB, MB, MiB")
+            n = int(float(m.group(1)) * _UNITS[unit])
+        else:
+            raise self.fail(fld, f"sizes are bytes (e.g. 100, '1KB', '1MiB'), got {value!r}")
+        if not MIN_MESSAGE_SIZE <= n <= _MAX_SIZE:
+            raise self.fail(
+                fld, f"each size must be between {MIN_MESSAGE_SIZE} B (the message header) and 256 MiB, got {n}"
+            )
+        return n
+
+    def rate(self, value: Any) -> float | None:
+        if value == "max":
+            return None
+        if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+            raise self.fail("rate", f"must be 'max' or messages per second > 0 (or a list of those), got {value!r}")
+        return float(value)
+
+
+def load_scenarios(path: str | Path) -> list[Scenario]:
+    """Load every scenario in a YAML file. Raises ScenarioError (one line) for anything wrong."""
+    p = Path(path)
+    source = str(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ScenarioError(f"{source}: no such scenario file") from None
+    except OSError as exc:
+        raise ScenarioError(f"{source}: cannot be read: {exc.strerror}") from None
+    try:
+        docs = [d for d in yaml.safe_load_all(text) if d is not None]
+    except yaml.YAMLError as exc:
+        where = ""
+        mark = getattr(exc, "problem_mark", None)
+        if mark is not None:
+            where = f" at line {mark.line + 1}, column {mark.column + 1}"
+        problem = getattr(exc, "problem", None) or "invalid YAML"
+        raise ScenarioError(f"{source}: not valid YAML{where}: {problem}") from None
+    if not docs:
+        raise ScenarioError(f"{source}: the file holds no scenario")
+    scenarios = [parse_scenario(d, source) for d in docs]
+    names = [s.name for s in scenarios]
+    for n in names:
+        if names.count(n) > 1:
+            raise ScenarioError(f"{source}: field 'name': scenario name {n!r} is used twice in this file")
+    return scenarios
+
+
+def parse_scenario(data: Any, source: str = "<scenario>") -> Scenario:
+    """Validate one scenario mapping (as loaded from YAML)."""
+    from harness.drivers import SYSTEMS
+
+    c = _Checker(source)
+    if not isinstance(data, dict):
+        raise ScenarioError(f"{source}: a scenario must be a mapping of fields, got {type(data).__name__}")
+    for key in data:
+        if key not in _FIELDS:
+            close = difflib.get_close_matches(str(key), _FIELDS, n=1)
+            hint = f" (did you mean '{close[0]}'?)" if close else ""
+            raise c.fail(str(key), f"is not a scenario field{hint}; allowed: {', '.join(_FIELDS)}")
+
+    name = data.get("name")
+    if not isinstance(name, str) or not _NAME_RE.match(name):
+        raise c.fail("name", f"required; letters, digits, '.', '-' and '_', got {name!r}")
+
+    raw_pattern = data.get("pattern")
+    allowed_patterns = ", ".join(p.value for p in Pattern)
+    if raw_pattern is None:
+        raise c.fail("pattern", f"required; allowed: {allowed_patterns}")
+    try:
+        pattern = Pattern(raw_pattern)
+    except ValueError:
+        raise c.fail("pattern", f"must be one of {allowed_patterns}, got {raw_pattern!r}") from None
+
+    systems: tuple[str, ...] | None = None
+    if "systems" in data:
+        raw_systems = data["systems"]
+        if isinstance(raw_systems, str):
+            raw_systems = [s.strip() for s in raw_systems.split(",") if s.strip()]
+        if not isinstance(raw_systems, list) or not raw_systems:
+            raise c.fail("systems", f"must be a non-empty list of systems from: {', '.join(SYSTEMS)}")
+        for s in raw_systems:
+            if s not in SYSTEMS:
+                raise c.fail("systems", f"unknown system {s!r}; allowed: {', '.join(SYSTEMS)}")
+        systems = tuple(dict.fromkeys(raw_systems))
+
+    raw_sizes = data.get("message_sizes")
+    if raw_sizes is None:
+        raise c.fail("message_sizes", "required; a list of sizes in bytes, e.g. [100, 1KB]")
+    if not isinstance(raw_sizes, list):
+        raw_sizes = [raw_sizes]
+    if not raw_sizes:
+        raise c.fail("message_sizes", "must list at least one size")
+    sizes = tuple(c.size(v) for v in raw_sizes)
+
+    messages = duration = None
+    if "messages" in data and "duration" in data:
+        raise c.fail("messages", "give either 'messages' or 'duration', not both")
+    if "messages" in data:
+        messages = c.integer("messages", data["messages"], 1)
+    elif "duration" in data:
+        duration = c.seconds("duration", data["duration"])
+    else:
+        raise c.fail("messages", "required: give 'messages' (per producer) or 'duration' (seconds)")
+
+    raw_rate = data.get("rate", "max")
+    rates = tuple(c.rate(r) for r in (raw_rate if isinstance(raw_rate, list) else [raw_rate]))
+    if not rates:
+        raise c.fail("rate", "must be 'max', a rate, or a non-empty list of those")
+
+    producers = c.integer("producers", data.get("producers", 1), 1)
+    consumers = c.integer("consumers", data.get("consumers", 1), 1)
+    topics = c.integer("topics", data.get("topics", 1), 1)
+    if topics > producers or topics > consumers:
+        raise c.fail("topics", f"needs at least one producer and one consumer per topic ({topics} topics)")
+    if producers > 65535:
+        raise c.fail("producers", "at most 65535 (the header's producer id is 16 bits)")
+    warmup = c.integer("warmup", data.get("warmup", 1000), 0)
+    repetitions = c.integer("repetitions", data.get("repetitions", 1), 1)
+    timeout = c.seconds("timeout", data.get("timeout", 30))
+    if messages is not None and messages + warmup >= 2**32:
+        raise c.fail("messages", "messages + warmup must stay below 2**32 per producer (32-bit sequence)")
+
+    payload = data.get("payload", "random")
+    if payload not in ("random", "fixed"):
+        raise c.fail("payload", f"must be 'random' or 'fixed', got {payload!r}")
+
+    description = data.get("description", "")
+    if not isinstance(description, str):
+        raise c.fail("description", "must be text")
+
+    variants = _parse_variants(c, data.get("variants", {}), systems)
+
+    return Scenario(
+        name=name,
+        pattern=pattern,
+        message_sizes=sizes,
+        messages=messages,
+        duration=duration,
+        rates=rates,
+        systems=systems,
+        producers=producers,
+        consumers=consumers,
+        topics=topics,
+        warmup=warmup,
+        repetitions=repetitions,
+        payload=payload,
+        timeout=timeout,
+        description=description,
+        variants=variants,
+        source=source,
+    )
+
+
+def _parse_variants(c: _Checker, raw: Any, systems: tuple[str, ...] | None) -> dict[str, tuple[Variant, ...]]:
+    from harness.drivers import SYSTEMS, driver_class
+    from harness.drivers.base import DriverError
+
+    if raw in (None, {}):
+        return {}
+    if not isinstance(raw, dict):
+        raise c.fail("variants", "must map a system name to its options (a mapping, or a list of mappings)")
+    out: dict[str, tuple[Variant, ...]] = {}
+    for system, spec in raw.items():
+        if system not in SYSTEMS:
+            raise c.fail("variants", f"unknown system {system!r}; allowed: {', '.join(SYSTEMS)}")
+        items = spec if isinstance(spec, list) else [spec]
+        if not items:
+            raise c.fail(f"variants.{system}", "must give at least one variant")
+        try:
+            allowed: frozenset[str] | None = driver_class(system).option_names()
+        except DriverError:
+            allowed = None  # the driver cannot load here; its options are checked when it runs
+        parsed: list[Variant] = []
+        for i, item in enumerate(items):
+            where = f"variants.{system}" + (f"[{i}]" if isinstance(spec, list) else "")
+            if item is None:
+                item = {}
+            if not isinstance(item, dict):
+                raise c.fail(where, f"must be a mapping of options, got {item!r}")
+            opts = dict(item)
+            vname = opts.pop("name", "default" if len(items) == 1 else f"v{i}")
+            if not isinstance(vname, str) or not _NAME_RE.match(vname):
+                raise c.fail(f"{where}.name", f"letters, digits, '.', '-' and '_', got {vname!r}")
+            if allowed is not None:
+                for key in opts:
+                    if key not in allowed:
+                        close = difflib.get_close_matches(str(key), sorted(allowed), n=1)
+                        hint = f" (did you mean '{close[0]}'?)" if close else ""
+                        listed = ", ".join(sorted(allowed)) or "none"
+                        raise c.fail(f"{where}.{key}", f"is not a {system} option{hint}; allowed: {listed}")
+            parsed.append(Variant(system=system, name=vname, options=opts))
+        names = [v.name for v in parsed]
+        if len(set(names)) != len(names):
+            raise c.fail(f"variants.{system}", f"variant names must differ, got {names}")
+        out[system] = tuple(parsed)
+    return out

@@ -1,0 +1,40 @@
+"""Test-only drivers (registered by tests, imported by workers through their class path)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+from harness.drivers.base import Producer, Role
+from harness.drivers.zmq_driver import ZmqDriver
+
+
+class StallingDriver(ZmqDriver):
+    """pyzmq, except that each producer's send blocks forever after ``block_after`` messages."""
+
+    name: ClassVar[str] = "stalling"
+
+    @classmethod
+    def option_names(cls) -> frozenset[str]:
+        return super().option_names() | {"block_after"}
+
+    def create_producer(self, plan: Mapping[str, Any], role: Role) -> Producer:
+        inner = super().create_producer(plan, role)
+        return _Stalling(inner, int(self.options.get("block_after", 100)))
+
+
+class _Stalling(Producer):
+    def __init__(self, inner: Producer, block_after: int) -> None:
+        self._inner = inner
+        self._left = block_after
+
+    def send(self, payload: bytearray) -> None:
+        if self._left == 0:
+            while True:  # a broker that stopped accepting: only the runner's interrupt ends this
+                time.sleep(3600)
+        self._left -= 1
+        self._inner.send(payload)
+
+    def close(self) -> None:
+        self._inner.close()

@@ -1,0 +1,169 @@
+"""End to end through the real runner with the `zmq` driver (pyzmq): worker processes, barrier, records,
+results folder, summary; a stalled run; Ctrl-C in the middle of a run."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pyarrow.parquet as pq
+import pytest
+from rich.console import Console
+
+from harness.drivers import SYSTEMS, register
+from harness.metrics.records import RAW_SCHEMA, SUMMARY_COLUMNS
+from harness.runner.compare import compare
+from harness.scenario import load_scenarios, parse_scenario
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def quiet() -> Console:
+    return Console(file=open(os.devnull, "w"), width=160)  # noqa: SIM115 - closed with the process
+
+
+def run(tmp_path: Path, spec: dict, systems: list[str] | None = None):  # type: ignore[no-untyped-def]
+    scenario = parse_scenario(spec, "test.yaml")
+    return compare([scenario], systems=systems, out_root=tmp_path, console=quiet(), write_report=False)
+
+
+def test_queue_run_writes_complete_results(tmp_path: Path) -> None:
+    out = run(tmp_path, {"name": "q", "pattern": "queue", "message_sizes": [10, 100], "messages": 3000,
+                         "warmup": 200, "repetitions": 2}, ["zmq"])
+    assert out.complete, out.problems
+    manifest = json.loads((out.run_dir / "manifest.json").read_text())
+    assert manifest["complete"] is True
+    assert manifest["systems"]["zmq"]["versions"]["libzmq"]
+    assert manifest["host"]["clock"].startswith("CLOCK_MONOTONIC")
+    assert manifest["git_revision"]
+    raws = sorted((out.run_dir / "raw").glob("*.parquet"))
+    assert len(raws) == 4  # 2 sizes x 2 repetitions
+    for path in raws:
+        table = pq.read_table(path)
+        assert table.schema.equals(RAW_SCHEMA, check_metadata=False)
+        df = table.to_pandas()
+        assert len(df) == 3200
+        assert sorted(df["seq"]) == list(range(3200))
+        assert df["t_recv"].notna().all()
+        assert (df["t_recv"] >= df["t_send"]).all()
+        assert df["warmup"].sum() == 200
+    summary = pd.read_csv(out.run_dir / "summary.csv")
+    assert list(summary.columns) == list(SUMMARY_COLUMNS)
+    assert len(summary) == 4
+    assert (summary["sent"] == 3000).all() and (summary["received"] == 3000).all()
+    assert (summary["lost"] == 0).all() and (summary["duplicated"] == 0).all()
+    assert (summary["receiver_msgs_per_s"] > 0).all() and (summary["sender_msgs_per_s"] > 0).all()
+    assert (summary["lat_p50_us"] <= summary["lat_p99_us"]).all()
+    assert not list(out.run_dir.glob("**/*.tmp*"))
+
+
+def test_pubsub_fixed_rate_and_reqrep(tmp_path: Path) -> None:
+    scenarios = [
+        parse_scenario({"name": "ps", "pattern": "pubsub", "message_sizes": [64], "messages": 2000,
+                        "warmup": 200, "rate": 4000, "consumers": 2}, "t.yaml"),
+        parse_scenario({"name": "rr", "pattern": "reqrep", "message_sizes": [100], "messages": 500,
+                        "warmup": 50}, "t.yaml"),
+    ]
+    out = compare(scenarios, systems=["zmq"], out_root=tmp_path, console=quiet(), write_report=False)
+    assert out.complete, out.problems
+    s = out.summary.set_index("scenario")
+    ps, rr = s.loc["ps"], s.loc["rr"]
+    assert ps["expected"] == 4000 and ps["lost"] == 0  # every subscriber gets every message
+    # open loop at 4000/s: the sender keeps the schedule, so the sender rate is close to the offered one
+    assert 3000 < ps["sender_msgs_per_s"] < 5000
+    assert ps["send_delay_p50_us"] >= 0 and not pd.isna(ps["lat_intended_p99_us"])
+    assert rr["latency_kind"] == "round-trip" and rr["received"] == 500
+    raw = pd.read_parquet(next((out.run_dir / "raw").glob("ps__*.parquet")))
+    assert set(raw["consumer"]) == {0, 1}
+    assert raw["t_intended"].notna().all()
+
+
+def test_stalled_run_ends_with_clear_message_and_keeps_data(tmp_path: Path) -> None:
+    register("stalling", "tests.harness.fake_drivers:StallingDriver")
+    try:
+        out = run(tmp_path, {"name": "stall", "pattern": "queue", "message_sizes": [100], "messages": 1000,
+                             "warmup": 0, "timeout": 2, "variants": {"stalling": {"block_after": 300}}},
+                  ["stalling"])
+    finally:
+        SYSTEMS.pop("stalling", None)
+    assert not out.complete
+    assert any("stalled" in p for p in out.problems)
+    manifest = json.loads((out.run_dir / "manifest.json").read_text())
+    assert manifest["complete"] is False
+    raw = pd.read_parquet(next((out.run_dir / "raw").glob("*.parquet")))
+    got = raw[raw["t_recv"].notna()]
+    assert len(got) == 300  # what was measured before the stall is kept, with its send stamps
+    assert got["t_send"].notna().all()
+
+
+def _descendants(pid: int) -> set[int]:
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = Path(f"/proc/{entry}/stat").read_text()
+            except OSError:
+                continue
+            ppid = int(stat.rsplit(")", 1)[1].split()[1])
+            children.setdefault(ppid, []).append(int(entry))
+    out, todo = set(), [pid]
+    while todo:
+        for c in children.get(todo.pop(), []):
+            out.add(c)
+            todo.append(c)
+    return out
+
+
+def test_ctrl_c_stops_workers_and_marks_incomplete(tmp_path: Path) -> None:
+    scenario = tmp_path / "long.yaml"
+    scenario.write_text("name: long\npattern: queue\nmessage_sizes: [100]\nduration: 60s\nrate: 2000\n"
+                        "systems: [zmq]\n")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "harness.cli", "compare", str(scenario), "--out", str(tmp_path / "res")],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        workers: set[int] = set()
+        while time.monotonic() < deadline and len(workers) < 3:  # forkserver + producer + consumer
+            time.sleep(0.5)
+            workers = _descendants(proc.pid)
+        assert len(workers) >= 3, "workers never started"
+        time.sleep(1.0)
+        proc.send_signal(signal.SIGINT)
+        output, _ = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, output
+    assert "interrupted" in output and "Traceback" not in output
+    (run_dir,) = (tmp_path / "res").iterdir()
+    assert json.loads((run_dir / "manifest.json").read_text())["complete"] is False
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and any(Path(f"/proc/{p}").exists() for p in workers):
+        time.sleep(0.2)
+    left = [p for p in workers if Path(f"/proc/{p}").exists()]
+    assert not left, f"processes left running: {left}"
+
+
+def test_smoke_yaml_end_to_end(tmp_path: Path) -> None:
+    scenarios = load_scenarios(ROOT / "scenarios" / "smoke.yaml")
+    out = compare(scenarios, systems=["zmq"], out_root=tmp_path, console=quiet(), write_report=False)
+    assert out.complete, out.problems
+    assert set(out.summary["scenario"]) == {"smoke-queue", "smoke-pubsub", "smoke-reqrep"}
+    assert (out.summary["lost"] == 0).all()
+
+
+@pytest.mark.parametrize("argv", [["compare", "--systems", "nosuch"], ["compare", "missing.yaml"]])
+def test_cli_errors_are_one_line(argv: list[str], tmp_path: Path) -> None:
+    proc = subprocess.run([sys.executable, "-m", "harness.cli", *argv, "--out", str(tmp_path)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2
+    text = (proc.stdout + proc.stderr).strip()
+    assert "Traceback" not in text and len(text.splitlines()) == 1, text
