@@ -1,0 +1,328 @@
+"""SocketBase: the socket core — pipes, the socket's mailbox, blocking send/recv, bind/connect/close.
+
+Threading: a socket is used by one application thread at a time (like libzmq). IO threads and peer
+sockets never touch its state directly; they post commands (activate_read/write, attach, terminated,
+hiccup, identified, stop) to ``_mailbox``, which runs them in the socket's thread at the next
+send/recv/poll. Only ``_attach_remote`` may be called from another thread; it takes ``_lock`` so that
+a pipe offered while the socket closes is either attached (and then terminated by close) or refused.
+
+Hot path: ``send``/``recv`` check the mailbox (one deque truthiness test), call the type's ``xsend`` /
+``xrecv`` and return; they sleep on the mailbox fd only when the pipes are empty/full.
+"""
+
+from __future__ import annotations
+
+import select
+import threading
+import time
+from collections import deque
+from typing import TYPE_CHECKING, Any
+
+from mqcore.constants import Errno, PollEvent, SocketOption, SocketType
+from mqcore.error import Again, ContextTerminated, ZMQError
+from mqcore.frame import Frame
+from mqcore.mailbox import Mailbox
+from mqcore.options import Options
+from mqcore.pipe import Msg, Pipe
+from mqcore.sockets import make_impl
+from mqcore.transports import endpoints
+
+if TYPE_CHECKING:
+    from mqcore.context import Context
+
+Opt = SocketOption
+
+
+def _as_bytes(data: Any) -> bytes:
+    t = type(data)
+    if t is bytes:
+        return data  # type: ignore[no-any-return]
+    if t is Frame:
+        return data.bytes  # type: ignore[no-any-return]
+    if isinstance(data, str):
+        raise TypeError("unicode not allowed, use send_string")
+    return bytes(memoryview(data))
+
+
+def _closed_op(*args: Any, **kwargs: Any) -> Any:
+    raise ZMQError(Errno.ENOTSOCK)
+
+
+class SocketBase:
+    """The core of ``mqcore.Socket``; see ``mqcore.socket.Socket`` for the public API."""
+
+    def __init__(self, ctx: Context, socket_type: int) -> None:
+        self.context = ctx
+        self.socket_type = SocketType(socket_type)
+        self._opts = Options(int(socket_type))
+        for option, value in ctx._sockopts.items():
+            try:
+                self._opts.set(option, value)
+            except ZMQError:
+                pass
+        self._impl = make_impl(int(socket_type), self._opts)
+        self._xsend = self._impl.xsend
+        self._xrecv = self._impl.xrecv
+        self._mailbox = Mailbox()
+        self._poll = select.poll()
+        self._poll.register(self._mailbox.fd, select.POLLIN)
+        self._in_parts: deque[bytes] = deque()
+        self._out_parts: list[bytes] = []
+        self._rcvmore = False
+        self._closed = False
+        self._ctx_terminated = False
+        self._lock = threading.Lock()
+        self._pipes: set[Pipe] = set()
+        # endpoint string -> transport objects to stop on unbind/disconnect/close
+        self._endpoints: dict[str, list[Any]] = {}
+        ctx._socket_opened(self)
+
+    # -- commands (run in the socket's thread) --------------------------------------------------------
+    def _process_commands(self) -> None:
+        self._mailbox.process()
+
+    def _attach(self, pipe: Pipe, endpoint: str | None = None) -> None:
+        if self._closed:
+            pipe.terminate()
+            return
+        self._pipes.add(pipe)
+        if endpoint is not None:
+            self._endpoints.setdefault(endpoint, []).append(("pipe", pipe))
+        self._impl.attach(pipe)
+
+    def _attach_remote(self, pipe: Pipe, endpoint: str | None = None) -> bool:
+        """Offer a pipe from another thread (IO thread or inproc peer); False if the socket is closed."""
+        with self._lock:
+            if self._closed:
+                return False
+            self._mailbox.post(self._attach, pipe, endpoint)
+            return True
+
+    def _pipe_activate_read(self, pipe: Pipe) -> None:
+        self._impl.read_activated(pipe)
+
+    def _pipe_activate_write(self, pipe: Pipe) -> None:
+        self._impl.write_activated(pipe)
+
+    def _pipe_terminated(self, pipe: Pipe) -> None:
+        self._pipes.discard(pipe)
+        self._impl.terminated(pipe)
+        if not pipe.terminated:
+            pipe.terminate()  # acknowledge, so the peer's owner also forgets it
+
+    def _pipe_hiccuped(self, pipe: Pipe) -> None:
+        self._impl.hiccuped(pipe)
+
+    def _pipe_identified(self, pipe: Pipe) -> None:
+        self._impl.identified(pipe)
+
+    def _stop(self) -> None:
+        """Context termination: every blocking or later call raises ContextTerminated."""
+        self._ctx_terminated = True
+
+    # -- blocking -----------------------------------------------------------------------------------
+    def _wait(self, deadline: float | None) -> None:
+        """Sleep until a command arrives or ``deadline`` passes (then raise Again); run commands."""
+        if self._ctx_terminated:
+            raise ContextTerminated()
+        mbox = self._mailbox
+        if mbox.prepare_sleep():
+            if deadline is None:
+                ready = self._poll.poll()
+            else:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    mbox.sleeping = False
+                    raise Again()
+                ready = self._poll.poll(remaining * 1000.0 + 0.5)
+            mbox.sleeping = False
+            if ready:
+                mbox.drain_fd()
+        mbox.process()
+        if self._ctx_terminated:
+            raise ContextTerminated()
+
+    @staticmethod
+    def _deadline(timeout_ms: int) -> float | None:
+        return None if timeout_ms < 0 else time.monotonic() + timeout_ms / 1000.0
+
+    # -- messages -----------------------------------------------------------------------------------
+    def _send_msg(self, msg: Msg, flags: int) -> None:
+        if self._mailbox.queue:
+            self._mailbox.process()
+        if self._xsend(msg):
+            return
+        if self._ctx_terminated:
+            raise ContextTerminated()
+        timeout = self._opts.sndtimeo
+        if flags & 1 or timeout == 0:
+            raise Again()
+        deadline = self._deadline(timeout)
+        while True:
+            self._wait(deadline)
+            if self._xsend(msg):
+                return
+
+    def _recv_msg(self, flags: int) -> Msg:
+        if self._mailbox.queue:
+            self._mailbox.process()
+        msg = self._xrecv()
+        if msg is not None:
+            return msg
+        if self._ctx_terminated:
+            raise ContextTerminated()
+        timeout = self._opts.rcvtimeo
+        if flags & 1 or timeout == 0:
+            raise Again()
+        deadline = self._deadline(timeout)
+        while True:
+            self._wait(deadline)
+            msg = self._xrecv()
+            if msg is not None:
+                return msg
+
+    def send(self, data: Any, flags: int = 0, copy: bool = True, track: bool = False,
+             routing_id: int | None = None, group: str | None = None) -> Any:
+        """Send one frame; with SNDMORE the message continues with the next call.
+
+        Raises Again (NOBLOCK or SNDTIMEO at the HWM), ZMQError(EFSM) out of REQ/REP order,
+        ZMQError(EHOSTUNREACH) for an unknown ROUTER peer with ROUTER_MANDATORY, ContextTerminated.
+        """
+        if type(data) is not bytes:
+            data = _as_bytes(data)
+        parts = self._out_parts
+        if flags & 2:
+            if not parts:
+                self._impl.check_send_start()  # EFSM at the first frame, like libzmq
+            parts.append(data)
+            return None
+        if parts:
+            parts.append(data)
+            try:
+                self._send_msg(parts, flags)
+            except ZMQError:
+                parts.pop()  # the caller may retry the last frame
+                raise
+            self._out_parts = []
+        else:
+            self._send_msg([data], flags)
+        return None
+
+    def recv(self, flags: int = 0, copy: bool = True, track: bool = False) -> Any:
+        """Receive one frame (bytes, or a Frame with copy=False); RCVMORE tells if more follow.
+
+        Raises Again (NOBLOCK, or RCVTIMEO expired), ZMQError(EFSM), ContextTerminated.
+        """
+        parts = self._in_parts
+        if parts:
+            frame = parts.popleft()
+            self._rcvmore = more = bool(parts)
+        else:
+            msg = self._recv_msg(flags)
+            frame = msg[0]
+            if len(msg) == 1:
+                self._rcvmore = more = False
+            else:
+                parts.extend(msg[1:])
+                self._rcvmore = more = True
+        if copy:
+            return frame
+        f = Frame(frame)
+        f.more = more
+        return f
+
+    # -- readiness (Poller, EVENTS) -------------------------------------------------------------------
+    def _events(self) -> int:
+        if self._closed:
+            return 0
+        self._mailbox.process()
+        mask = 0
+        if self._in_parts or self._impl.has_in():
+            mask |= PollEvent.POLLIN
+        if self._impl.has_out():
+            mask |= PollEvent.POLLOUT
+        return mask
+
+    # -- options ----------------------------------------------------------------------------------------
+    def setsockopt(self, option: int, value: Any) -> None:
+        """Set an option by number (see ``SocketOption``); ZMQError(EINVAL) if unknown or invalid."""
+        if self._closed:
+            raise ZMQError(Errno.ENOTSOCK)
+        if self._impl.setsockopt(option, value):
+            return
+        if option in (Opt.SUBSCRIBE, Opt.UNSUBSCRIBE):
+            raise ZMQError(Errno.EINVAL)
+        self._opts.set(option, value)
+
+    def getsockopt(self, option: int) -> Any:
+        """Read an option by number (RCVMORE, EVENTS, FD, TYPE and LAST_ENDPOINT included)."""
+        if self._closed:
+            raise ZMQError(Errno.ENOTSOCK)
+        if option == Opt.RCVMORE:
+            return int(self._rcvmore)
+        if option == Opt.EVENTS:
+            mask = self._events()
+            self._mailbox.sleeping = True  # edge-style FD: later commands make FD readable
+            return mask
+        if option == Opt.FD:
+            return self._mailbox.fd
+        return self._opts.get(option)
+
+    # -- endpoints --------------------------------------------------------------------------------------
+    def bind(self, addr: str) -> None:
+        """Listen on ``addr`` (tcp://host:port|*, ipc://path|@name, inproc://name).
+
+        Raises ZMQError(EADDRINUSE), ZMQError(EINVAL) for a malformed address,
+        ZMQError(EPROTONOSUPPORT) for an unknown transport.
+        """
+        self._check_open()
+        resolved = endpoints.bind(self, addr)
+        self._opts.last_endpoint = resolved
+
+    def connect(self, addr: str) -> None:
+        """Connect to ``addr`` asynchronously; messages queue until the connection is up."""
+        self._check_open()
+        endpoints.connect(self, addr)
+        self._opts.last_endpoint = addr
+
+    def unbind(self, addr: str) -> None:
+        """Stop listening on ``addr`` (as returned by LAST_ENDPOINT) and drop its connections."""
+        self._check_open()
+        endpoints.unbind(self, addr)
+
+    def disconnect(self, addr: str) -> None:
+        """Drop the connection made by ``connect(addr)``."""
+        self._check_open()
+        endpoints.disconnect(self, addr)
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ZMQError(Errno.ENOTSOCK)
+        if self._ctx_terminated:
+            raise ContextTerminated()
+
+    # -- closing -----------------------------------------------------------------------------------------
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def close(self, linger: int | None = None) -> None:
+        """Close the socket. Queued outbound messages keep flowing for up to LINGER ms (-1: until sent,
+        which makes ``Context.term`` wait); inproc messages already queued stay readable by the peer."""
+        if self._closed:
+            return
+        if linger is not None:
+            self._opts.linger = linger
+        with self._lock:
+            self._closed = True
+        self._mailbox.process()  # attach offered pipes, so they are terminated below
+        endpoints.close_all(self)
+        linger_ms = self._opts.linger
+        for pipe in list(self._pipes):
+            pipe.linger = linger_ms
+            pipe.terminate()
+        self._pipes.clear()
+        self._xsend = self._xrecv = _closed_op  # type: ignore[method-assign]
+        self._poll.unregister(self._mailbox.fd)
+        self._mailbox.close()
+        self.context._socket_closed(self)

@@ -1,0 +1,231 @@
+"""REQ, REP and ROUTER.
+
+ROUTER names each pipe by the peer's routing id (from its READY ``Identity``) or, when the peer sent
+none, by an automatic 5-byte id: 0x00 followed by a 32-bit counter starting at a random value (as in
+libzmq). A pipe is identified when its id becomes known (``identified`` command) or, at the latest,
+when its first message is read. A duplicate id is refused unless ROUTER_HANDOVER is set.
+Unroutable sends are dropped, or raise EHOSTUNREACH with ROUTER_MANDATORY (EAGAIN when the peer is at
+its HWM).
+
+REQ prepends an empty delimiter, load-balances the request, and accepts the reply only from the pipe
+the request went to. REP strips the envelope (frames up to and including the empty delimiter) and
+puts it back on the reply. Single-threaded: each instance belongs to its socket's thread.
+"""
+
+from __future__ import annotations
+
+import random
+import struct
+
+from mqcore.constants import Errno
+from mqcore.error import ZMQError
+from mqcore.options import Options
+from mqcore.pipe import Msg, Pipe
+from mqcore.routing import FairQueue, LoadBalancer
+from mqcore.sockets.base import SocketImpl
+
+
+class Router(SocketImpl):
+    name = "ROUTER"
+
+    def __init__(self, options: Options) -> None:
+        super().__init__(options)
+        self.fq = FairQueue()
+        self.out: dict[bytes, Pipe] = {}
+        self.next_id = random.getrandbits(32)
+
+    def _new_id(self) -> bytes:
+        while True:
+            rid = b"\x00" + struct.pack(">I", self.next_id)
+            self.next_id = (self.next_id + 1) & 0xFFFFFFFF
+            if rid not in self.out:
+                return rid
+
+    def _identify(self, pipe: Pipe) -> bool:
+        """Give ``pipe`` its routing id; False if it was refused (duplicate id)."""
+        if pipe.routing_id is not None:
+            return True
+        rid = pipe.peer_routing_id or self._new_id()
+        old = self.out.get(rid)
+        if old is not None:
+            if not self.options.router_handover:
+                pipe.terminate()
+                self.fq.remove(pipe)
+                return False
+            old.routing_id = None
+            old.terminate()
+            self.fq.remove(old)
+        pipe.routing_id = rid
+        self.out[rid] = pipe
+        return True
+
+    def attach(self, pipe: Pipe) -> None:
+        self.fq.attach(pipe)
+        if pipe.peer_routing_id is not None:
+            self._identify(pipe)
+
+    def identified(self, pipe: Pipe) -> None:
+        if pipe in self.fq and pipe.routing_id is None:
+            self._identify(pipe)
+
+    def read_activated(self, pipe: Pipe) -> None:
+        self.fq.activated(pipe)
+
+    def terminated(self, pipe: Pipe) -> None:
+        rid = pipe.routing_id
+        if rid is not None and self.out.get(rid) is pipe:
+            del self.out[rid]
+        self.fq.terminated(pipe)
+
+    def xsend(self, msg: Msg) -> bool:
+        rid = msg[0]
+        pipe = self.out.get(rid)
+        if pipe is None or pipe.peer_terminated:
+            if self.options.router_mandatory:
+                raise ZMQError(Errno.EHOSTUNREACH)
+            return True  # silently dropped, as in libzmq
+        if len(msg) < 2:
+            return True
+        if not pipe.check_write():
+            return not self.options.router_mandatory  # drop unless mandatory (then EAGAIN)
+        pipe.write(msg[1:])
+        pipe.flush()
+        return True
+
+    def xrecv(self) -> Msg | None:
+        fq = self.fq
+        while True:
+            msg = fq.recv()
+            if msg is None:
+                return None
+            pipe = fq.last_pipe
+            assert pipe is not None
+            if pipe.routing_id is None and not self._identify(pipe):
+                continue
+            msg.insert(0, pipe.routing_id)  # type: ignore[arg-type]
+            return msg
+
+    def has_in(self) -> bool:
+        return self.fq.has_in()
+
+    def has_out(self) -> bool:
+        return True
+
+
+class Rep(SocketImpl):
+    name = "REP"
+
+    def __init__(self, options: Options) -> None:
+        super().__init__(options)
+        self.fq = FairQueue()
+        self.envelope: Msg | None = None
+        self.reply_pipe: Pipe | None = None
+
+    def attach(self, pipe: Pipe) -> None:
+        self.fq.attach(pipe)
+
+    def read_activated(self, pipe: Pipe) -> None:
+        self.fq.activated(pipe)
+
+    def terminated(self, pipe: Pipe) -> None:
+        self.fq.terminated(pipe)
+
+    def check_send_start(self) -> None:
+        if self.envelope is None:
+            raise ZMQError(Errno.EFSM)
+
+    def xsend(self, msg: Msg) -> bool:
+        envelope = self.envelope
+        if envelope is None:
+            raise ZMQError(Errno.EFSM)
+        pipe = self.reply_pipe
+        self.envelope = self.reply_pipe = None
+        if pipe is not None and pipe.check_write():  # a vanished or full requester loses the reply
+            pipe.write(envelope + msg)
+            pipe.flush()
+        return True
+
+    def xrecv(self) -> Msg | None:
+        if self.envelope is not None:
+            raise ZMQError(Errno.EFSM)
+        fq = self.fq
+        while True:
+            msg = fq.recv()
+            if msg is None:
+                return None
+            for i, frame in enumerate(msg):
+                if not frame:
+                    self.envelope = msg[: i + 1]
+                    self.reply_pipe = fq.last_pipe
+                    return msg[i + 1:]
+            # no delimiter: malformed request, dropped
+
+    def has_in(self) -> bool:
+        return self.envelope is None and self.fq.has_in()
+
+    def has_out(self) -> bool:
+        return self.envelope is not None
+
+
+class Req(SocketImpl):
+    name = "REQ"
+
+    def __init__(self, options: Options) -> None:
+        super().__init__(options)
+        self.lb = LoadBalancer()
+        self.fq = FairQueue()
+        self.reply_pipe: Pipe | None = None
+        self.expecting_reply = False
+
+    def attach(self, pipe: Pipe) -> None:
+        self.lb.attach(pipe)
+        self.fq.attach(pipe)
+
+    def read_activated(self, pipe: Pipe) -> None:
+        self.fq.activated(pipe)
+
+    def write_activated(self, pipe: Pipe) -> None:
+        self.lb.activated(pipe)
+
+    def terminated(self, pipe: Pipe) -> None:
+        self.lb.remove(pipe)
+        self.fq.terminated(pipe)
+        if pipe is self.reply_pipe and self.options.req_relaxed:
+            self.reply_pipe = None
+            self.expecting_reply = False
+
+    def check_send_start(self) -> None:
+        if self.expecting_reply and not self.options.req_relaxed:
+            raise ZMQError(Errno.EFSM)
+
+    def xsend(self, msg: Msg) -> bool:
+        self.check_send_start()
+        msg.insert(0, b"")
+        pipe = self.lb.send(msg)
+        if pipe is None:
+            del msg[0]
+            return False
+        self.reply_pipe = pipe
+        self.expecting_reply = True
+        return True
+
+    def xrecv(self) -> Msg | None:
+        if not self.expecting_reply:
+            raise ZMQError(Errno.EFSM)
+        fq = self.fq
+        while True:
+            msg = fq.recv()
+            if msg is None:
+                return None
+            if fq.last_pipe is not self.reply_pipe or len(msg) < 2 or msg[0]:
+                continue  # stale reply or malformed: dropped
+            self.expecting_reply = False
+            self.reply_pipe = None
+            del msg[0]
+            return msg
+
+    def has_in(self) -> bool:
+        return self.expecting_reply and self.fq.has_in()
+
+    def has_out(self) -> bool:
+        return (not self.expecting_reply or bool(self.options.req_relaxed)) and self.lb.has_out()

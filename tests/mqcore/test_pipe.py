@@ -1,0 +1,95 @@
+"""Pipe protocol: batching (one wake-up per batch), HWM/LWM, delayed termination."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mqcore.pipe import Pipe, lwm_for, pipe_pair
+
+
+class Recorder:
+    """A fake owner + mailbox that records the commands a pipe sends."""
+
+    def __init__(self) -> None:
+        self.commands: list[tuple[str, Pipe]] = []
+
+    def post(self, fn: Any, *args: Any) -> None:
+        self.commands.append((fn.__name__, *args))
+
+    def _pipe_activate_read(self, pipe: Pipe) -> None: ...
+    def _pipe_activate_write(self, pipe: Pipe) -> None: ...
+    def _pipe_terminated(self, pipe: Pipe) -> None: ...
+    def _pipe_hiccuped(self, pipe: Pipe) -> None: ...
+
+
+def make(hwm_a: int = 0, hwm_b: int = 0) -> tuple[Pipe, Pipe, Recorder, Recorder]:
+    ra, rb = Recorder(), Recorder()
+    a, b = pipe_pair(ra, ra, hwm_a, rb, rb, hwm_b)  # type: ignore[arg-type]
+    return a, b, ra, rb
+
+
+def test_messages_flow_in_order_both_ways() -> None:
+    a, b, _, _ = make()
+    for i in range(5):
+        assert a.send([b"%d" % i])
+    b.send([b"back"])
+    assert [b.read() for _ in range(5)] == [[b"%d" % i] for i in range(5)]
+    assert a.read() == [b"back"]
+    assert b.read() is None
+
+
+def test_reader_is_woken_once_per_batch_and_only_when_asleep() -> None:
+    a, b, _, rb = make()
+    a.send([b"1"])  # reader awake: no command
+    assert rb.commands == []
+    assert b.read() == [b"1"]
+    assert b.read() is None  # reader goes to sleep
+    for i in range(100):
+        a.write([b"%d" % i])
+    a.flush()
+    a.flush()
+    assert rb.commands == [("_pipe_activate_read", b)]
+    assert len([m for m in iter(b.read, None)]) == 100
+
+
+def test_check_read_arms_wake_up() -> None:
+    a, b, _, rb = make()
+    assert not b.check_read()
+    a.send([b"x"])
+    assert rb.commands == [("_pipe_activate_read", b)]
+    assert b.check_read()
+
+
+def test_hwm_blocks_writer_until_low_water_mark() -> None:
+    a, b, ra, _ = make(hwm_a=4)
+    assert [a.send([b"m"]) for _ in range(5)] == [True] * 4 + [False]
+    assert lwm_for(4) == 2
+    b.read()  # backlog 3 > lwm: writer stays blocked
+    assert ra.commands == []
+    b.read()  # backlog 2 == lwm: writer re-activated once
+    assert ra.commands == [("_pipe_activate_write", a)]
+    assert a.check_write()
+
+
+def test_zero_hwm_is_unlimited() -> None:
+    a, _, _, _ = make(hwm_a=0)
+    assert all(a.send([b"m"]) for _ in range(10000))
+
+
+def test_terminate_notifies_peer_and_keeps_queued_messages() -> None:
+    a, b, _, rb = make()
+    a.send([b"last words"])
+    a.terminate()
+    assert ("_pipe_terminated", b) in rb.commands
+    assert b.peer_terminated and not b.check_write()
+    assert b.read() == [b"last words"]
+    assert not a.check_write()
+
+
+def test_drop_inbound_reactivates_writer() -> None:
+    a, b, ra, _ = make(hwm_a=2)
+    a.send([b"1"])
+    a.send([b"2"])
+    assert not a.check_write()
+    assert b.drop_inbound() == 2
+    assert ("_pipe_activate_write", a) in ra.commands
