@@ -1,0 +1,80 @@
+"""Across repetitions: mean and Student-t confidence interval per case. Pure functions, no IO.
+
+The interval describes the spread of the per-repetition values (each computed from raw rows); for latency
+it is the interval of the mean of per-repetition p50/p99, which is labelled as such, never presented as a
+percentile of the pooled stream (that one is in ``Summary.distribution``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from harness.metrics.records import CASE_KEYS
+
+#: Per-repetition columns that get a mean and a confidence interval.
+CI_METRICS: tuple[str, ...] = (
+    "sender_msgs_per_s",
+    "receiver_msgs_per_s",
+    "sender_mb_per_s",
+    "receiver_mb_per_s",
+    "lat_p50_us",
+    "lat_p99_us",
+    "lat_intended_p50_us",
+    "lat_intended_p99_us",
+)
+#: Per-repetition counts summed over repetitions.
+SUMMED: tuple[str, ...] = ("sent", "expected", "received", "lost", "duplicated", "out_of_order")
+LEVEL = 0.95
+
+
+def confidence_interval(
+    values: Sequence[float] | np.ndarray, level: float = LEVEL
+) -> tuple[float, float, float]:
+    """(mean, low, high) of the Student-t interval for the mean of ``values``, NaNs ignored.
+
+    One value gives (value, NaN, NaN): there is no spread to estimate. No values give all NaN.
+    """
+    data = np.asarray(values, dtype="float64")
+    data = data[~np.isnan(data)]
+    if data.size == 0:
+        return (math.nan, math.nan, math.nan)
+    mean = float(data.mean())
+    if data.size == 1:
+        return (mean, math.nan, math.nan)
+    half = (
+        float(stats.t.ppf(0.5 + level / 2, df=data.size - 1)) * float(data.std(ddof=1)) / math.sqrt(data.size)
+    )
+    return (mean, mean - half, mean + half)
+
+
+def aggregate_columns() -> list[str]:
+    names = [*CASE_KEYS, "label", "guarantee", "latency_kind", "repetitions", "complete", *SUMMED]
+    for metric in CI_METRICS:
+        names += [f"{metric}_mean", f"{metric}_ci95_low", f"{metric}_ci95_high"]
+    return names
+
+
+def aggregate(per_repetition: pd.DataFrame, level: float = LEVEL) -> pd.DataFrame:
+    """One row per case: repetition count, summed delivery counts, mean and CI of ``CI_METRICS``."""
+    columns = aggregate_columns()
+    if per_repetition.empty:
+        return pd.DataFrame(columns=columns)
+    rows = []
+    for _, group in per_repetition.groupby(list(CASE_KEYS), dropna=False, sort=True):
+        first = group.iloc[0]
+        row: dict[str, object] = {k: first[k] for k in (*CASE_KEYS, "label", "guarantee", "latency_kind")}
+        row["repetitions"] = int(group["repetition"].nunique())
+        row["complete"] = bool(group["complete"].all())
+        for name in SUMMED:
+            row[name] = int(group[name].sum())
+        for metric in CI_METRICS:
+            mean, low, high = confidence_interval(group[metric].to_numpy(dtype="float64"), level)
+            row.update({f"{metric}_mean": mean, f"{metric}_ci95_low": low, f"{metric}_ci95_high": high})
+        rows.append(row)
+    out = pd.DataFrame(rows, columns=columns)
+    return out.sort_values(list(CASE_KEYS), na_position="last", kind="mergesort").reset_index(drop=True)

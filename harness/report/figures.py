@@ -1,0 +1,302 @@
+"""Report figures: pure functions from a :class:`~harness.pipeline.Summary` to matplotlib Figures.
+
+Figures are built with ``matplotlib.figure.Figure`` (no pyplot state, no GUI backend), so they render the
+same in a batch job, a test and a notebook. Each function returns ``None`` when the summary has nothing to
+show for it (e.g. no scenario sweeps the offered rate). Every figure carries :func:`footnote`.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+from collections.abc import Callable, Iterator
+
+import numpy as np
+import pandas as pd
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+from matplotlib.ticker import FixedLocator, FuncFormatter, LogFormatter, NullFormatter, NullLocator
+
+from harness.pipeline import Summary
+from harness.report._context import case_text, footnote, size_text
+
+_NINES = {1.0: "0%", 2.0: "50%", 10.0: "90%", 100.0: "99%", 1e3: "99.9%", 1e4: "99.99%", 1e5: "99.999%"}
+
+
+def _figure(
+    summary: Summary, panels: int, title: str, cols: int = 1, panel_size: tuple[float, float] = (6.4, 3.6)
+) -> tuple[Figure, list[Axes]]:
+    rows = math.ceil(panels / cols)
+    fig = Figure(figsize=(panel_size[0] * cols, panel_size[1] * rows + 0.9), layout="constrained")
+    axes = list(np.atleast_1d(fig.subplots(rows, cols, squeeze=False)).ravel())
+    for extra in axes[panels:]:
+        extra.set_visible(False)
+    fig.suptitle(title, fontsize=12)
+    fig.supxlabel(
+        footnote(summary, width=int(60 * cols * panel_size[0] / 6.4) + 40), fontsize=7, color="#444"
+    )
+    return fig, axes[:panels]
+
+
+def _with_labels(summary: Summary, frame: pd.DataFrame) -> pd.DataFrame:
+    if "label" in frame.columns or frame.empty:
+        return frame
+    labels = summary.per_repetition[["run_id", "system", "label"]].drop_duplicates(["run_id", "system"])
+    return frame.merge(labels, on=["run_id", "system"], how="left")
+
+
+def _by_scenario(frame: pd.DataFrame) -> Iterator[tuple[str, pd.DataFrame]]:
+    for scenario, group in frame.groupby("scenario", sort=True):
+        yield str(scenario), group
+
+
+def _colors(keys: list[str]) -> dict[str, tuple[float, ...]]:
+    from matplotlib import colormaps
+
+    cmap = colormaps["tab10" if len(keys) <= 10 else "tab20"]
+    return {key: cmap(i % cmap.N) for i, key in enumerate(sorted(set(keys)))}
+
+
+def _tick(value: float, _pos: object = None) -> str:
+    return f"{value:,.0f}" if value >= 100 else f"{value:g}"
+
+
+class _MinorLogLabels(LogFormatter):
+    """Matplotlib's choice of which minor log ticks to label (only on short ranges), in plain numbers."""
+
+    def __call__(self, x: float, pos: int | None = None) -> str:
+        return _tick(x) if super().__call__(x, pos) else ""
+
+
+def _log_axes(ax: Axes, x: bool = True) -> None:
+    """Log scales with plain-number labels (``1,600`` rather than ``1.6 x 10^3``) on y (and x)."""
+    axes = (ax.xaxis, ax.yaxis) if x else (ax.yaxis,)
+    if x:
+        ax.set_xscale("log")
+    ax.set_yscale("log")
+    for axis in axes:
+        axis.set_major_formatter(FuncFormatter(_tick))
+        axis.set_minor_formatter(_MinorLogLabels(labelOnlyBase=False, minor_thresholds=(1, 0.5)))
+
+
+def _error(mean: pd.Series, low: pd.Series, high: pd.Series) -> np.ndarray | None:
+    if low.isna().all():
+        return None
+    return np.vstack([(mean - low).clip(lower=0).fillna(0), (high - mean).clip(lower=0).fillna(0)])
+
+
+def throughput_vs_size(summary: Summary) -> Figure | None:
+    """Sender (solid) and receiver (dashed) throughput against message size, msgs/s and MB/s, log-log.
+
+    Points are means over repetitions with 95 % Student-t intervals as error bars.
+    """
+    agg = summary.aggregate
+    if agg.empty:
+        return None
+    scenarios = list(_by_scenario(agg))
+    fig, axes = _figure(summary, 2 * len(scenarios), "Throughput vs message size (mean, 95% CI)", cols=2)
+    for i, (scenario, group) in enumerate(scenarios):
+        colors = _colors([case_text(r, omit=("size",)) for _, r in group.iterrows()])
+        for unit, ax in (("msgs_per_s", axes[2 * i]), ("mb_per_s", axes[2 * i + 1])):
+            for _, line in group.groupby(["label", "variant", "rate"], dropna=False, sort=True):
+                line = line.sort_values("size")
+                key = case_text(line.iloc[0], omit=("size",))
+                for side, style in (("sender", "-o"), ("receiver", "--s")):
+                    col = f"{side}_{unit}"
+                    ax.errorbar(
+                        line["size"],
+                        line[f"{col}_mean"],
+                        yerr=_error(line[f"{col}_mean"], line[f"{col}_ci95_low"], line[f"{col}_ci95_high"]),
+                        fmt=style,
+                        color=colors[key],
+                        capsize=3,
+                        ms=4,
+                        label=f"{key} {side}",
+                    )
+            _log_axes(ax, x=False)
+            ax.set_xscale("log", base=2)
+            sizes = sorted(group["size"].unique())
+            ax.xaxis.set_major_locator(FixedLocator(sizes))
+            ax.xaxis.set_minor_locator(NullLocator())
+            ax.set_xticklabels([size_text(int(s)) for s in sizes])
+            ax.set_xlabel("message size")
+            ax.set_ylabel("msgs/s" if unit == "msgs_per_s" else "MB/s (10^6 bytes/s)")
+            ax.set_title(f"{scenario}", fontsize=10)
+            ax.grid(True, which="both", alpha=0.3)
+        axes[2 * i].legend(fontsize=7)
+    return fig
+
+
+def latency_nines(summary: Summary) -> Figure | None:
+    """Latency percentiles (pooled over repetitions, from raw rows) on a "nines" axis, x = 1/(1-q).
+
+    Solid: from the actual send time; dotted: from the intended (open-loop schedule) time. Percentiles the
+    sample count cannot resolve (1/(1-q) > samples) are not drawn; the maximum is a marker at x = samples.
+    """
+    dist = _with_labels(summary, summary.distribution)
+    if dist.empty:
+        return None
+    scenarios = list(_by_scenario(dist))
+    fig, axes = _figure(
+        summary, len(scenarios), "Latency percentile distribution", cols=min(2, len(scenarios))
+    )
+    kinds = dict(
+        zip(summary.per_repetition["scenario"], summary.per_repetition["latency_kind"], strict=False)
+    )
+    for ax, (scenario, group) in zip(axes, scenarios, strict=True):
+        cases = group.groupby(["label", "variant", "size", "rate"], dropna=False, sort=True)
+        colors = _colors([case_text(c.iloc[0]) for _, c in cases])
+        for _, case in cases:
+            key = case_text(case.iloc[0])
+            for source, style in (("actual send", "-"), ("intended", ":")):
+                part = case[case["latency_from"] == source].sort_values("percentile")
+                if part.empty:
+                    continue
+                samples = int(part["samples"].iloc[0])
+                q = part["percentile"].to_numpy() / 100
+                with np.errstate(divide="ignore"):
+                    x = 1 / (1 - q)
+                shown = x <= samples
+                suffix = "" if source == "actual send" else " (from intended)"
+                ax.plot(
+                    x[shown],
+                    part["latency_us"].to_numpy()[shown],
+                    style,
+                    color=colors[key],
+                    label=f"{key}{suffix}",
+                )
+                ax.plot(
+                    [samples],
+                    [part["latency_us"].iloc[-1]],
+                    "^" if source == "actual send" else "v",
+                    color=colors[key],
+                    ms=5,
+                )
+        _log_axes(ax, x=False)
+        ax.set_xscale("log")
+        ax.xaxis.set_major_locator(FixedLocator(list(_NINES)))
+        ax.xaxis.set_minor_formatter(NullFormatter())
+        ax.xaxis.set_minor_locator(NullLocator())
+        ax.set_xticklabels(list(_NINES.values()))
+        ax.set_xlabel("percentile (markers: maximum)")
+        kind = kinds.get(scenario, "one-way")
+        ax.set_ylabel(f"{kind} latency (µs)")
+        ax.set_title(f"{scenario} — {kind} latency", fontsize=10)
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=7)
+    return fig
+
+
+def _swept(agg: pd.DataFrame) -> pd.DataFrame:
+    finite = agg[agg["rate"].notna()]
+    if finite.empty:
+        return finite
+    counts = finite.groupby(["scenario", "label", "variant", "size"])["rate"].transform("nunique")
+    return finite[counts >= 2]
+
+
+def latency_vs_rate(summary: Summary) -> Figure | None:
+    """p50 (solid) and p99 (dashed) latency against offered rate, for scenarios that sweep the rate.
+
+    Latency is from the intended send time when the schedule recorded one (coordinated-omission corrected),
+    else from the actual send; mean of per-repetition percentiles with 95 % intervals.
+    """
+    agg = _swept(summary.aggregate)
+    if agg.empty:
+        return None
+    scenarios = list(_by_scenario(agg))
+    fig, axes = _figure(
+        summary,
+        len(scenarios),
+        "Latency vs offered rate (mean of repetitions, 95% CI)",
+        cols=min(2, len(scenarios)),
+    )
+    for ax, (scenario, group) in zip(axes, scenarios, strict=True):
+        lines = group.groupby(["label", "variant", "size"], sort=True)
+        colors = _colors([case_text(line.iloc[0], omit=("rate",)) for _, line in lines])
+        use_intended = group["lat_intended_p50_us_mean"].notna().all()
+        prefix = "lat_intended" if use_intended else "lat"
+        for _, line in lines:
+            line = line.sort_values("rate")
+            key = case_text(line.iloc[0], omit=("rate",))
+            for p, style in (("p50", "-o"), ("p99", "--s")):
+                col = f"{prefix}_{p}_us"
+                ax.errorbar(
+                    line["rate"],
+                    line[f"{col}_mean"],
+                    yerr=_error(line[f"{col}_mean"], line[f"{col}_ci95_low"], line[f"{col}_ci95_high"]),
+                    fmt=style,
+                    color=colors[key],
+                    capsize=3,
+                    ms=4,
+                    label=f"{key} {p}",
+                )
+        _log_axes(ax)
+        ax.set_xlabel("offered rate (msgs/s, all producers)")
+        ax.set_ylabel(f"latency from {'intended' if use_intended else 'actual'} send (µs)")
+        ax.set_title(scenario, fontsize=10)
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=7)
+    return fig
+
+
+def receiver_series(summary: Summary) -> Figure | None:
+    """Receipts per second over time since the first receipt, one line per case and repetition."""
+    series = _with_labels(summary, summary.series)
+    if series.empty:
+        return None
+    scenarios = list(_by_scenario(series))
+    fig, axes = _figure(
+        summary,
+        len(scenarios),
+        "Receiver throughput over time (per-second buckets)",
+        cols=min(2, len(scenarios)),
+    )
+    for ax, (scenario, group) in zip(axes, scenarios, strict=True):
+        cases = group.groupby(["label", "variant", "size", "rate"], dropna=False, sort=True)
+        colors = _colors([case_text(c.iloc[0]) for _, c in cases])
+        for _, case in cases:
+            key = case_text(case.iloc[0])
+            for n, (_rep, run) in enumerate(case.groupby(["run_id", "repetition"], sort=True)):
+                ax.plot(
+                    run["second"],
+                    run["msgs"],
+                    "-o",
+                    drawstyle="steps-post",
+                    ms=3,
+                    color=colors[key],
+                    alpha=1.0 if n == 0 else 0.5,
+                    label=key if n == 0 else None,
+                )
+        ax.set_xlabel("second since first receipt (last bucket is partial)")
+        ax.set_ylabel("receipts per second")
+        ax.set_title(scenario, fontsize=10)
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=7)
+    return fig
+
+
+#: Report figures in display order: file stem -> builder.
+FIGURES: dict[str, Callable[[Summary], Figure | None]] = {
+    "throughput_vs_size": throughput_vs_size,
+    "latency_nines": latency_nines,
+    "latency_vs_rate": latency_vs_rate,
+    "receiver_throughput_over_time": receiver_series,
+}
+
+
+def render_figures(summary: Summary) -> dict[str, Figure]:
+    """All figures that have something to show, by file stem."""
+    figures = {}
+    for name, build in FIGURES.items():
+        fig = build(summary)
+        if fig is not None:
+            figures[name] = fig
+    return figures
+
+
+def png_bytes(fig: Figure, dpi: int = 110) -> bytes:
+    """The figure as PNG bytes (Agg renderer)."""
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=dpi)
+    return buffer.getvalue()

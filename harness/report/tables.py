@@ -1,0 +1,117 @@
+"""Report tables: display-ready DataFrames (strings) from a Summary, and their HTML/Markdown forms."""
+
+from __future__ import annotations
+
+import html
+import math
+
+import pandas as pd
+
+from harness.pipeline import Summary
+from harness.report._context import rate_text, size_text
+
+
+def _num(value: float, digits: int = 3) -> str:
+    """Readable number: thousands separators for large values, ``digits`` significant digits otherwise."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "–"
+    if abs(value) >= 100:
+        return f"{value:,.0f}"
+    return f"{value:.{digits}g}"
+
+
+def mean_ci(mean: float, low: float, high: float) -> str:
+    """``"1,234 ± 56"`` (half-width of the 95 % interval); just the mean when there is no interval."""
+    if isinstance(low, float) and math.isnan(low):
+        return _num(mean)
+    return f"{_num(mean)} ± {_num((high - low) / 2, 2)}"
+
+
+def results_table(summary: Summary) -> pd.DataFrame:
+    """One row per case: throughputs (mean ± CI over repetitions) and pooled latency percentiles."""
+    agg = summary.aggregate
+    dist = summary.distribution
+    rows = []
+    for _, r in agg.iterrows():
+        mask = (
+            (dist["run_id"] == r["run_id"])
+            & (dist["scenario"] == r["scenario"])
+            & (dist["system"] == r["system"])
+            & (dist["variant"] == r["variant"])
+            & (dist["size"] == r["size"])
+            & ((dist["rate"] == r["rate"]) | (dist["rate"].isna() & pd.isna(r["rate"])))
+            & (dist["latency_from"] == "actual send")
+        )
+        pooled = dist[mask].set_index("percentile")["latency_us"]
+        rows.append(
+            {
+                "system": r["label"],
+                "scenario": r["scenario"],
+                "size": size_text(int(r["size"])),
+                "rate": rate_text(r["rate"]),
+                "reps": int(r["repetitions"]),
+                "sender msgs/s": mean_ci(
+                    r["sender_msgs_per_s_mean"],
+                    r["sender_msgs_per_s_ci95_low"],
+                    r["sender_msgs_per_s_ci95_high"],
+                ),
+                "receiver msgs/s": mean_ci(
+                    r["receiver_msgs_per_s_mean"],
+                    r["receiver_msgs_per_s_ci95_low"],
+                    r["receiver_msgs_per_s_ci95_high"],
+                ),
+                "receiver MB/s": _num(r["receiver_mb_per_s_mean"]),
+                "latency": r["latency_kind"],
+                **{f"p{p:g} µs": _num(pooled.get(p, math.nan)) for p in (50.0, 99.0, 99.9)},
+                "max µs": _num(pooled.get(100.0, math.nan)),
+                "lost": int(r["lost"]),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def delivery_table(summary: Summary) -> pd.DataFrame:
+    """Delivery accounting per case and repetition (expected, received, lost, duplicated, out of order)."""
+    per = summary.per_repetition
+    out = pd.DataFrame(
+        {
+            "system": per["label"],
+            "scenario": per["scenario"],
+            "pattern": per["pattern"],
+            "size": [size_text(int(s)) for s in per["size"]],
+            "rate": [rate_text(r) for r in per["rate"]],
+            "rep": per["repetition"],
+            "sent": per["sent"],
+            "expected": per["expected"],
+            "received": per["received"],
+            "lost": per["lost"],
+            "duplicated": per["duplicated"],
+            "out of order": per["out_of_order"],
+        }
+    )
+    return out
+
+
+def to_html(frame: pd.DataFrame, highlight: str | None = None) -> str:
+    """An escaped HTML table; rows where column ``highlight`` is non-zero get class ``problem``."""
+    head = "".join(f"<th>{html.escape(str(c))}</th>" for c in frame.columns)
+    body = []
+    for _, row in frame.iterrows():
+        bad = highlight is not None and row[highlight] not in (0, "0")
+        cells = "".join(f"<td>{html.escape(str(v))}</td>" for v in row)
+        body.append(f'<tr class="problem">{cells}</tr>' if bad else f"<tr>{cells}</tr>")
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+
+
+def to_markdown(frame: pd.DataFrame) -> str:
+    """A GitHub-flavoured Markdown table (pipes in cells escaped)."""
+
+    def cell(value: object) -> str:
+        return str(value).replace("|", "\\|").replace("\n", " ")
+
+    lines = [
+        "| " + " | ".join(cell(c) for c in frame.columns) + " |",
+        "|" + "|".join("---" for _ in frame.columns) + "|",
+    ]
+    lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in frame.itertuples(index=False)]
+    return "\n".join(lines)
