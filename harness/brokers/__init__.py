@@ -1,0 +1,26 @@
+"""Broker provisioning: a throwaway broker per run, always torn down (also on Ctrl-C / SIGTERM).
+
+Three backends: ``external`` (a URL the user gives; nothing is started), ``containers`` (testcontainers with
+pinned images, when a Docker engine answers) and ``process`` (the broker's own binary on free loopback
+ports with a private data directory). ``auto`` picks them in that order.
+
+    choice = choose_backend("rabbitmq")          # BackendChoice(backend=..., reason=...)
+    with provision("rabbitmq", logs_dir=run_dir / "logs") as endpoint:
+        ...                                       # endpoint: harness.drivers.base.BrokerEndpoint
+"""
+
+from harness.brokers._choice import BACKENDS, BackendChoice, choose_backend
+from harness.brokers._ports import free_port, free_ports
+from harness.brokers._provision import provision
+from harness.brokers._registry import PROVISIONERS, provisioner
+
+__all__ = [
+    "BACKENDS",
+    "BackendChoice",
+    "PROVISIONERS",
+    "choose_backend",
+    "free_port",
+    "free_ports",
+    "provision",
+    "provisioner",
+]

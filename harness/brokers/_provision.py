@@ -1,0 +1,176 @@
+"""``provision``: a ready broker for the duration of a ``with`` block, always torn down afterwards.
+
+Teardown runs on normal exit, on exceptions and on KeyboardInterrupt (the CLI turns SIGTERM into one); the
+process and container modules also stop leftovers at interpreter exit. A failed start copies the broker's
+logs into ``logs_dir`` (or a kept temporary directory) and raises DriverError naming it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from harness.brokers._base import Provisioner, redact
+from harness.brokers._choice import choose_backend
+from harness.brokers._containers import BrokerContainer, docker_host
+from harness.brokers._ports import free_port
+from harness.brokers._process import BrokerProcess
+from harness.brokers._registry import provisioner
+from harness.drivers.base import BrokerEndpoint, DriverError
+
+EXTERNAL_PROBE_TIMEOUT = 5.0
+
+
+class StartFailed(Exception):
+    """The broker exited or did not answer its probe in time (message: what happened)."""
+
+
+@contextlib.contextmanager
+def provision(
+    system: str, backend: str = "auto", url: str | None = None, logs_dir: Path | None = None
+) -> Iterator[BrokerEndpoint]:
+    """Yield the endpoint of a ready ``system`` broker; stop it (if started here) when the block ends.
+
+    Raises DriverError (one sentence) when no backend can be used, an external broker does not answer, or
+    a broker fails to start; in the last case its logs are in ``logs_dir/<system>/``.
+    """
+    choice = choose_backend(system, backend, url)
+    prov = provisioner(system)
+    if choice.backend is None or prov is None:
+        raise DriverError(choice.reason)
+    if choice.backend == "external":
+        assert url is not None
+        yield _external(prov, url)
+    elif choice.backend == "process":
+        with _process_broker(prov, logs_dir) as endpoint:
+            yield endpoint
+    else:
+        with _container_broker(prov, logs_dir) as endpoint:
+            yield endpoint
+
+
+def _external(prov: Provisioner, url: str) -> BrokerEndpoint:
+    try:
+        version = prov.probe(url, EXTERNAL_PROBE_TIMEOUT)
+    except Exception as exc:
+        raise DriverError(
+            f"the {prov.system} broker at {redact(url)} does not answer ({_describe(exc)}); check the URL and that it runs"
+        ) from None
+    return BrokerEndpoint(system=prov.system, url=url, backend="external", version=version)
+
+
+@contextlib.contextmanager
+def _process_broker(prov: Provisioner, logs_dir: Path | None) -> Iterator[BrokerEndpoint]:
+    workdir = Path(tempfile.mkdtemp(prefix=f"mqbench-{prov.system}-"))
+    started: list[BrokerProcess] = []
+    launch = None
+    try:
+        try:
+            launch = prov.prepare_process(workdir)
+            for command in launch.commands:
+                started.append(BrokerProcess(command, cwd=workdir, log_dir=workdir / "logs"))
+            version = _wait_ready(prov, launch.url, launch.ready_timeout, lambda: _first_exit(started))
+        except (StartFailed, OSError) as exc:
+            kept = _copy_logs(workdir, prov.system, logs_dir)
+            raise DriverError(
+                f"the local {prov.system} broker failed to start: {exc}; its logs are in {kept}"
+            ) from None
+        yield BrokerEndpoint(
+            system=prov.system,
+            url=launch.url,
+            backend="process",
+            implementation=prov.process_implementation,
+            version=version or launch.version,
+            extra={"pids": [p.pid for p in started], "workdir": str(workdir)},
+        )
+    finally:
+        grace = launch.stop_grace if launch is not None else 5.0
+        for proc in reversed(started):
+            proc.stop(grace)
+        if logs_dir is not None and started:
+            _copy_logs(workdir, prov.system, logs_dir)
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def _container_broker(prov: Provisioner, logs_dir: Path | None) -> Iterator[BrokerEndpoint]:
+    spec = prov.container_spec(host_port=free_port(), advertised_host=docker_host())
+    container = BrokerContainer(spec)
+    try:
+        try:
+            url = container.start()
+            version = _wait_ready(prov, url, spec.ready_timeout, lambda: None)
+        except Exception as exc:
+            kept = _kept_dir(prov.system, logs_dir)
+            container.save_logs(kept)
+            raise DriverError(
+                f"the {prov.system} container ({spec.image}) failed to start: {_describe(exc)}; its logs are in {kept}"
+            ) from None
+        yield BrokerEndpoint(
+            system=prov.system,
+            url=url,
+            backend="containers",
+            version=version or spec.tag,
+            extra={"image": spec.image},
+        )
+    finally:
+        if logs_dir is not None and container.url:
+            container.save_logs(logs_dir / prov.system)
+        container.stop()
+
+
+def _wait_ready(prov: Provisioner, url: str, timeout: float, exited: Callable[[], str | None]) -> str:
+    """Probe until the broker answers; StartFailed when it exits first or ``timeout`` s pass."""
+    deadline = time.monotonic() + timeout
+    while True:
+        gone = exited()
+        if gone:
+            raise StartFailed(gone)
+        remaining = deadline - time.monotonic()
+        try:
+            return prov.probe(url, max(0.2, min(2.0, remaining)))
+        except Exception as exc:
+            if time.monotonic() >= deadline:
+                raise StartFailed(
+                    f"it did not answer within {timeout:.0f} s (last probe: {_describe(exc)})"
+                ) from None
+        time.sleep(0.1)
+
+
+def _first_exit(started: list[BrokerProcess]) -> str | None:
+    for proc in started:
+        status = proc.exited()
+        if status is not None:
+            return f"{proc.name} exited with status {status}"
+    return None
+
+
+def _kept_dir(system: str, logs_dir: Path | None) -> Path:
+    if logs_dir is None:
+        logs_dir = Path(tempfile.mkdtemp(prefix="mqbench-logs-"))
+    target = logs_dir / system
+    target.mkdir(parents=True, exist_ok=True)
+    return target
+
+
+def _copy_logs(workdir: Path, system: str, logs_dir: Path | None) -> Path:
+    """Copy every log file under ``workdir`` (``*.out``, ``*.log``) into ``logs_dir/<system>/``."""
+    target = _kept_dir(system, logs_dir)
+    for path in workdir.rglob("*"):
+        if "kahadb" in path.parts:  # ActiveMQ's journal files are named *.log too
+            continue
+        if path.is_file() and (path.suffix in (".out", ".log") or ".log." in path.name):
+            dest = target / path.relative_to(workdir)
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            with contextlib.suppress(OSError):
+                shutil.copyfile(path, dest)
+    return target
+
+
+def _describe(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__

@@ -1,0 +1,57 @@
+"""What a provisioner describes, as plain data: container configurations and local process launches.
+
+These are pure values (no Docker, no processes) so they can be unit-tested on any machine.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class ContainerSpec:
+    """One broker container: pinned image, the client port inside it, environment, command, files.
+
+    ``host_port`` is set when the broker must know the host-side port (Kafka advertises it), and then the
+    container port is bound to exactly that host port; otherwise Docker maps ``port`` to a random one.
+    ``url_template`` is formatted with the host and host-side port. Readiness is decided by the same
+    protocol probe as for local processes, within ``ready_timeout`` seconds (image pull not included).
+    """
+
+    image: str
+    port: int
+    url_template: str
+    env: Mapping[str, str] = field(default_factory=dict)
+    command: tuple[str, ...] = ()
+    files: Mapping[str, str] = field(default_factory=dict)  # path inside the container -> text
+    host_port: int | None = None
+    ready_timeout: float = 60.0
+
+    @property
+    def tag(self) -> str:
+        """The pinned image tag (its version), e.g. ``3.13.7`` for ``rabbitmq:3.13.7``."""
+        return self.image.rpartition(":")[2]
+
+
+@dataclass(frozen=True)
+class Command:
+    """One local process: argv, extra environment, and the user to run as (None: the current user)."""
+
+    name: str  # short name for its log file: logs/<name>.out
+    argv: tuple[str, ...]
+    env: Mapping[str, str] = field(default_factory=dict)
+    user: str | None = None
+
+
+@dataclass(frozen=True)
+class Launch:
+    """How to run one private broker from its workdir. Commands start in order and stop in reverse order."""
+
+    commands: tuple[Command, ...]
+    url: str
+    workdir: Path
+    ready_timeout: float = 30.0
+    stop_grace: float = 10.0
+    version: str = ""  # when the binary (not the protocol) tells the version

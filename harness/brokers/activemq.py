@@ -1,0 +1,116 @@
+"""ActiveMQ Classic: a private instance (own conf/data dirs, STOMP on a loopback port) or the pinned image."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
+
+from harness.brokers._base import ProbeError, Provisioner, host_port, which
+from harness.brokers._ports import LOOPBACK, free_port
+from harness.brokers._spec import Command, ContainerSpec, Launch
+from harness.brokers._wire import connect, recv_until
+
+IMAGE = "apache/activemq-classic:5.18.6"
+HOME = Path(os.environ.get("ACTIVEMQ_HOME", "/usr/share/activemq"))
+# Debian keeps the instance template under /etc; an upstream tarball keeps it in $ACTIVEMQ_HOME/conf.
+CONF_TEMPLATES = (Path("/etc/activemq/instances-available/main"), HOME / "conf")
+# Debian's ActiveMQ logs through log4j 1.2; without this its console (our log file) stays silent.
+LOG4J = (
+    "log4j.rootLogger=INFO, console\n"
+    "log4j.logger.org.springframework=WARN\n"
+    "log4j.logger.org.apache.xbean=WARN\n"
+    "log4j.appender.console=org.apache.log4j.ConsoleAppender\n"
+    "log4j.appender.console.layout=org.apache.log4j.PatternLayout\n"
+    "log4j.appender.console.layout.ConversionPattern=%d | %-5p | %m | %c | %t%n\n"
+)
+CONNECTORS = re.compile(r"<transportConnectors>.*?</transportConnectors>", re.S)
+
+
+class ActiveMQProvisioner(Provisioner):
+    system = "activemq"
+    schemes = ("stomp",)
+    install_hint = "install the Debian package activemq and a Java runtime (`make brokers`)"
+
+    def find_binary(self) -> str | None:
+        jar = HOME / "bin" / "activemq.jar"
+        if not jar.is_file() or which("java") is None or _conf_template() is None:
+            return None
+        return str(jar)
+
+    def container_spec(self, host_port: int, advertised_host: str = "localhost") -> ContainerSpec:
+        # The image's stock activemq.xml already opens STOMP on 61613.
+        return ContainerSpec(
+            image=IMAGE, port=61613, url_template="stomp://{host}:{port}", ready_timeout=90.0
+        )
+
+    def prepare_process(self, workdir: Path) -> Launch:
+        jar, java, template = self.find_binary(), which("java"), _conf_template()
+        if jar is None or java is None or template is None:
+            raise OSError(self.process_unavailable_reason())
+        port = free_port()
+        conf, data = workdir / "conf", workdir / "data"
+        shutil.copytree(template, conf)
+        (data / "tmp").mkdir(parents=True)
+        xml = conf / "activemq.xml"
+        xml.write_text(broker_xml(xml.read_text(), port))
+        (conf / "log4j.properties").write_text(LOG4J)
+        argv = (
+            java,
+            "-Xmx512m",
+            "-Djava.awt.headless=true",
+            f"-Dlog4j.configuration=file:{conf / 'log4j.properties'}",
+            f"-Dactivemq.home={HOME}",
+            f"-Dactivemq.base={workdir}",
+            f"-Dactivemq.conf={conf}",
+            f"-Dactivemq.data={data}",
+            f"-Djava.io.tmpdir={data / 'tmp'}",
+            "-jar",
+            jar,
+            "start",
+            f"xbean:file:{xml}",
+        )
+        return Launch(
+            commands=(Command("activemq", argv),),
+            url=f"stomp://{LOOPBACK}:{port}",
+            workdir=workdir,
+            ready_timeout=90.0,
+            stop_grace=15.0,
+        )
+
+    def probe(self, url: str, timeout: float) -> str:
+        """STOMP CONNECT; ready on CONNECTED, whose ``server`` header carries the version."""
+        host, port = host_port(url, 61613)
+        parts = urlsplit(url)
+        headers = "accept-version:1.1,1.2\nhost:localhost\nheart-beat:0,0\n"
+        if parts.username is not None:
+            headers += f"login:{unquote(parts.username)}\npasscode:{unquote(parts.password or '')}\n"
+        with connect(host, port, timeout) as sock:
+            sock.sendall(f"CONNECT\n{headers}\n\x00".encode())
+            frame = recv_until(sock, b"\x00").decode(errors="replace").lstrip("\r\n")
+            if not frame.startswith("CONNECTED"):
+                raise ProbeError(f"STOMP answered {frame.splitlines()[0] if frame else 'nothing'!r}")
+            sock.sendall(b"DISCONNECT\n\n\x00")
+        match = re.search(r"^server:\s*\S+?/(\S+)", frame, re.M)
+        return match.group(1) if match else ""
+
+
+def broker_xml(text: str, stomp_port: int) -> str:
+    """The instance's activemq.xml with STOMP as its only connector, on ``stomp_port`` of loopback."""
+    connector = (
+        "<transportConnectors>\n"
+        f'            <transportConnector name="stomp" uri="stomp://{LOOPBACK}:{stomp_port}?transport.tcpNoDelay=true"/>\n'
+        "        </transportConnectors>"
+    )
+    if CONNECTORS.search(text) is None:
+        raise ValueError("activemq.xml has no <transportConnectors> element")
+    return CONNECTORS.sub(connector, text, count=1)
+
+
+def _conf_template() -> Path | None:
+    for path in CONF_TEMPLATES:
+        if (path / "activemq.xml").is_file():
+            return path
+    return None

@@ -1,0 +1,121 @@
+"""MQTT: Mosquitto 2 with anonymous access on one listener, locally or in the pinned container image."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import uuid
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
+
+from harness.brokers._base import ProbeError, Provisioner, host_port, which
+from harness.brokers._ports import LOOPBACK, free_port
+from harness.brokers._spec import Command, ContainerSpec, Launch
+from harness.brokers._wire import connect, recv_exact
+
+IMAGE = "eclipse-mosquitto:2.0.20"
+CONTAINER_CONFIG = "/mosquitto/config/mosquitto.conf"
+
+
+def broker_config(listener: str) -> str:
+    """mosquitto.conf shared by the local process and the container.
+
+    Beyond anonymous access: QoS 1/2 queues and in-flight windows are raised from 1000/20 so the broker's
+    defaults do not drop or throttle a benchmark's bursts, and TCP_NODELAY is on as in the other brokers.
+    """
+    return (
+        f"listener {listener}\n"
+        "allow_anonymous true\n"
+        "persistence false\n"
+        "max_queued_messages 1000000\n"
+        "max_inflight_messages 1000\n"
+        "set_tcp_nodelay true\n"
+        "log_dest stderr\n"
+        "log_type error\nlog_type warning\nlog_type notice\n"
+    )
+
+
+class MosquittoProvisioner(Provisioner):
+    system = "mqtt"
+    schemes = ("mqtt", "tcp")
+    install_hint = "install the Debian package mosquitto (`make brokers`)"
+
+    def find_binary(self) -> str | None:
+        return which("mosquitto", "/usr/sbin/mosquitto")
+
+    def container_spec(self, host_port: int, advertised_host: str = "localhost") -> ContainerSpec:
+        return ContainerSpec(
+            image=IMAGE,
+            port=1883,
+            url_template="mqtt://{host}:{port}",
+            command=("mosquitto", "-c", CONTAINER_CONFIG),
+            files={CONTAINER_CONFIG: broker_config("1883")},
+        )
+
+    def prepare_process(self, workdir: Path) -> Launch:
+        binary = self.find_binary()
+        if binary is None:
+            raise OSError(self.process_unavailable_reason())
+        port = free_port()
+        config = workdir / "mosquitto.conf"
+        config.write_text(broker_config(f"{port} {LOOPBACK}"))
+        return Launch(
+            commands=(Command("mosquitto", (binary, "-c", str(config))),),
+            url=f"mqtt://{LOOPBACK}:{port}",
+            workdir=workdir,
+            ready_timeout=20.0,
+            stop_grace=5.0,
+            version=_binary_version(binary),
+        )
+
+    def probe(self, url: str, timeout: float) -> str:
+        """MQTT 3.1.1 CONNECT (clean session); ready when CONNACK accepts it."""
+        host, port = host_port(url, 1883)
+        parts = urlsplit(url)
+        with connect(host, port, timeout) as sock:
+            sock.sendall(
+                connect_packet(f"mqbench-probe-{uuid.uuid4().hex[:8]}", parts.username, parts.password)
+            )
+            header = recv_exact(sock, 4)
+            if header[0] != 0x20 or header[3] != 0:
+                raise ProbeError(f"CONNACK refused the connection (return code {header[3]})")
+            sock.sendall(b"\xe0\x00")  # DISCONNECT
+        return ""  # MQTT does not tell the broker's version in its handshake
+
+
+def connect_packet(client_id: str, username: str | None = None, password: str | None = None) -> bytes:
+    """An MQTT 3.1.1 CONNECT packet with the clean-session flag and a 30 s keep-alive."""
+
+    def field(text: str) -> bytes:
+        raw = unquote(text).encode()
+        return len(raw).to_bytes(2, "big") + raw
+
+    flags = 0x02
+    payload = field(client_id)
+    if username is not None:
+        flags |= 0x80
+        payload += field(username)
+        if password is not None:
+            flags |= 0x40
+            payload += field(password)
+    variable = field("MQTT") + bytes([4, flags]) + (30).to_bytes(2, "big")
+    body = variable + payload
+    return b"\x10" + _remaining_length(len(body)) + body
+
+
+def _remaining_length(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        byte, n = n % 128, n // 128
+        out.append(byte | (0x80 if n else 0))
+        if not n:
+            return bytes(out)
+
+
+def _binary_version(binary: str) -> str:
+    try:
+        proc = subprocess.run([binary, "-h"], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    match = re.search(r"mosquitto version (\S+)", proc.stdout + proc.stderr)
+    return match.group(1) if match else ""

@@ -1,0 +1,65 @@
+"""NATS: nats-server (core NATS, no JetStream) on a loopback port, or the pinned container image."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from harness.brokers._base import ProbeError, Provisioner, host_port, which
+from harness.brokers._ports import LOOPBACK, free_port
+from harness.brokers._spec import Command, ContainerSpec, Launch
+from harness.brokers._wire import connect, recv_until
+
+IMAGE = "nats:2.10.22"
+MAX_PAYLOAD = 8 * 1024 * 1024  # the default 1 MiB would refuse the larger benchmark sizes
+
+
+def server_config(listen: str) -> str:
+    """nats-server configuration shared by the local process and the container."""
+    return f"listen: {listen}\nmax_payload: {MAX_PAYLOAD}\n"
+
+
+class NatsProvisioner(Provisioner):
+    system = "nats"
+    schemes = ("nats",)
+    install_hint = "install the Debian package nats-server (`make brokers`)"
+
+    def find_binary(self) -> str | None:
+        return which("nats-server")
+
+    def container_spec(self, host_port: int, advertised_host: str = "localhost") -> ContainerSpec:
+        return ContainerSpec(
+            image=IMAGE,
+            port=4222,
+            url_template="nats://{host}:{port}",
+            command=("--config", "/etc/nats/mqbench.conf"),
+            files={"/etc/nats/mqbench.conf": server_config("0.0.0.0:4222")},
+        )
+
+    def prepare_process(self, workdir: Path) -> Launch:
+        binary = self.find_binary()
+        if binary is None:
+            raise OSError(self.process_unavailable_reason())
+        port = free_port()
+        config = workdir / "nats.conf"
+        config.write_text(server_config(f"{LOOPBACK}:{port}"))
+        return Launch(
+            commands=(Command("nats-server", (binary, "--config", str(config))),),
+            url=f"nats://{LOOPBACK}:{port}",
+            workdir=workdir,
+            ready_timeout=20.0,
+            stop_grace=5.0,
+        )
+
+    def probe(self, url: str, timeout: float) -> str:
+        """The server greets every connection with ``INFO {json}``; PING must be answered with PONG."""
+        host, port = host_port(url, 4222)
+        with connect(host, port, timeout) as sock:
+            line = recv_until(sock, b"\r\n")
+            if not line.startswith(b"INFO "):
+                raise ProbeError("the server did not greet with INFO")
+            info = json.loads(line[5:])
+            sock.sendall(b'CONNECT {"verbose":false,"pedantic":false}\r\nPING\r\n')
+            if not recv_until(sock, b"\r\n").startswith(b"PONG"):
+                raise ProbeError("the server did not answer PING with PONG")
+        return str(info.get("version", ""))

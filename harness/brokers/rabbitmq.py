@@ -1,0 +1,114 @@
+"""RabbitMQ: a private node (own node name, ports, mnesia dir and epmd) or the pinned container image."""
+
+from __future__ import annotations
+
+import os
+import pwd
+import shutil
+import uuid
+from pathlib import Path
+
+from harness.brokers._base import Provisioner, which
+from harness.brokers._ports import LOOPBACK, free_ports
+from harness.brokers._spec import Command, ContainerSpec, Launch
+
+IMAGE = "rabbitmq:3.13.7"
+DEBIAN_SERVER = "/usr/lib/rabbitmq/bin/rabbitmq-server"  # the real script; /usr/sbin's wrapper redirects logs
+SERVICE_USER = "rabbitmq"
+
+
+class RabbitMQProvisioner(Provisioner):
+    system = "rabbitmq"
+    schemes = ("amqp", "amqps")
+    install_hint = "install the Debian package rabbitmq-server (`make brokers`)"
+
+    def find_binary(self) -> str | None:
+        if os.access(DEBIAN_SERVER, os.X_OK):
+            return DEBIAN_SERVER
+        return which("rabbitmq-server")
+
+    def process_unavailable_reason(self) -> str | None:
+        reason = super().process_unavailable_reason()
+        if reason is None and which("epmd", "/usr/lib/erlang/bin/epmd") is None:
+            return f"Erlang's epmd was not found; {self.install_hint}"
+        return reason
+
+    def container_spec(self, host_port: int, advertised_host: str = "localhost") -> ContainerSpec:
+        # guest may only log in from loopback, and container traffic arrives from the Docker bridge.
+        return ContainerSpec(
+            image=IMAGE,
+            port=5672,
+            url_template="amqp://mqbench:mqbench@{host}:{port}/%2F",
+            env={"RABBITMQ_DEFAULT_USER": "mqbench", "RABBITMQ_DEFAULT_PASS": "mqbench"},
+            ready_timeout=90.0,
+        )
+
+    def prepare_process(self, workdir: Path) -> Launch:
+        server = self.find_binary()
+        epmd = which("epmd", "/usr/lib/erlang/bin/epmd")
+        if server is None or epmd is None:
+            raise OSError(self.process_unavailable_reason())
+        node_port, dist_port, epmd_port = free_ports(3)
+        (workdir / "mnesia").mkdir()
+        (workdir / "logs" / "rabbit").mkdir(parents=True)
+        (workdir / "enabled_plugins").write_text("[].\n")
+        (workdir / "rabbitmq-env.conf").write_text("")  # keeps /etc/rabbitmq/rabbitmq-env.conf out
+        user = _service_user()
+        if user is not None:
+            # The node runs as the service user; its directories must be its own (BROKERS.md).
+            for path in [workdir, *workdir.rglob("*")]:
+                shutil.chown(path, user, user)
+        env = {
+            "HOME": str(workdir),  # private Erlang cookie
+            "ERL_EPMD_PORT": str(epmd_port),
+            "RABBITMQ_NODENAME": f"mqbench-{uuid.uuid4().hex[:8]}@localhost",
+            "RABBITMQ_NODE_IP_ADDRESS": LOOPBACK,
+            "RABBITMQ_NODE_PORT": str(node_port),
+            "RABBITMQ_DIST_PORT": str(dist_port),
+            "RABBITMQ_MNESIA_BASE": str(workdir / "mnesia"),
+            "RABBITMQ_LOG_BASE": str(workdir / "logs" / "rabbit"),
+            "RABBITMQ_ENABLED_PLUGINS_FILE": str(workdir / "enabled_plugins"),
+            "RABBITMQ_PID_FILE": str(workdir / "rabbitmq.pid"),
+            "RABBITMQ_CONF_ENV_FILE": str(workdir / "rabbitmq-env.conf"),
+            "RABBITMQ_CONFIG_FILE": str(workdir / "rabbitmq"),  # no such file: built-in defaults
+            "RABBITMQ_ADVANCED_CONFIG_FILE": str(workdir / "advanced.config"),
+            "RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS": "-kernel inet_dist_use_interface {127,0,0,1}",
+        }
+        # Our own epmd on a private port: the node registers with it instead of spawning a shared daemon,
+        # so it is ours to stop.
+        return Launch(
+            commands=(
+                Command("epmd", (epmd, "-port", str(epmd_port), "-address", LOOPBACK), env=env),
+                Command("rabbitmq-server", (server,), env=env, user=user),
+            ),
+            url=f"amqp://guest:guest@{LOOPBACK}:{node_port}/%2F",
+            workdir=workdir,
+            ready_timeout=90.0,
+            stop_grace=15.0,
+        )
+
+    def probe(self, url: str, timeout: float) -> str:
+        import pika
+
+        params = pika.URLParameters(url)
+        params.connection_attempts = 1
+        params.socket_timeout = timeout
+        params.blocked_connection_timeout = timeout
+        params.stack_timeout = timeout
+        conn = pika.BlockingConnection(params)
+        try:
+            version = conn._impl.server_properties.get("version", b"")
+        finally:
+            conn.close()
+        return version.decode() if isinstance(version, bytes) else str(version)
+
+
+def _service_user() -> str | None:
+    """Run the node as ``rabbitmq`` when we are root and that user exists (the server refuses root)."""
+    if os.geteuid() != 0:
+        return None
+    try:
+        pwd.getpwnam(SERVICE_USER)
+    except KeyError:
+        return None
+    return SERVICE_USER

@@ -1,0 +1,71 @@
+"""Redis: redis-server without snapshots on a loopback port, or the pinned container image.
+
+Append-only persistence is off at start; the redis driver's ``aof`` option turns it on with CONFIG SET.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from harness.brokers._base import Provisioner, which
+from harness.brokers._ports import LOOPBACK, free_port
+from harness.brokers._spec import Command, ContainerSpec, Launch
+
+IMAGE = "redis:7.2.5"
+COMMON_ARGS = ("--save", "", "--appendonly", "no", "--protected-mode", "no")
+
+
+class RedisProvisioner(Provisioner):
+    system = "redis"
+    schemes = ("redis", "rediss")
+    install_hint = "install the Debian package redis-server (`make brokers`)"
+
+    def find_binary(self) -> str | None:
+        return which("redis-server")
+
+    def container_spec(self, host_port: int, advertised_host: str = "localhost") -> ContainerSpec:
+        return ContainerSpec(
+            image=IMAGE,
+            port=6379,
+            url_template="redis://{host}:{port}/0",
+            command=("redis-server", *COMMON_ARGS),
+        )
+
+    def prepare_process(self, workdir: Path) -> Launch:
+        binary = self.find_binary()
+        if binary is None:
+            raise OSError(self.process_unavailable_reason())
+        port = free_port()
+        data = workdir / "data"
+        data.mkdir()
+        argv = (
+            binary,
+            "--port",
+            str(port),
+            "--bind",
+            LOOPBACK,
+            "--dir",
+            str(data),
+            "--daemonize",
+            "no",
+            "--logfile",
+            "",
+            *COMMON_ARGS,
+        )
+        return Launch(
+            commands=(Command("redis-server", argv),),
+            url=f"redis://{LOOPBACK}:{port}/0",
+            workdir=workdir,
+            ready_timeout=20.0,
+            stop_grace=5.0,
+        )
+
+    def probe(self, url: str, timeout: float) -> str:
+        import redis
+
+        client = redis.Redis.from_url(url, socket_timeout=timeout, socket_connect_timeout=timeout)
+        try:
+            info = client.info("server")
+        finally:
+            client.close()
+        return str(info.get("redis_version", ""))

@@ -1,0 +1,228 @@
+"""ActiveMQ Classic over STOMP through stomp.py.
+
+queue: ``/queue/<topic>`` with competing consumers; pubsub: ``/topic/<topic>`` with one (non-durable)
+subscription per consumer. Each producer/consumer is one STOMP connection whose receiver thread calls
+``on_message`` (callback-style). Subscriptions are confirmed by a receipt before ``start`` returns.
+Options: ``persistent`` (the STOMP ``persistent`` header), ``client_ack`` (ack mode client-individual,
+acked after ``on_message`` returns), ``receipts`` (each send waits for the broker's receipt), ``prefetch``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import unquote, urlsplit
+
+from harness.brokers.options import option_names, parse_options
+from harness.drivers.base import (
+    BrokerEndpoint,
+    Consumer,
+    Driver,
+    DriverError,
+    Guarantee,
+    Pattern,
+    Producer,
+    Role,
+    topology_from_plan,
+)
+
+RECEIPT_TIMEOUT = 30.0
+
+
+@dataclass(frozen=True)
+class ActiveMQOptions:
+    persistent: bool = False
+    client_ack: bool = False
+    receipts: bool = False
+    prefetch: int = 1000
+
+    def __post_init__(self) -> None:
+        if self.prefetch < 1:
+            raise DriverError("activemq option 'prefetch' must be at least 1")
+
+
+class ActiveMQDriver(Driver):
+    name = "activemq"
+    patterns = frozenset({Pattern.QUEUE, Pattern.PUBSUB})
+    needs_broker = True
+    client_packages = ("stomp.py",)
+
+    def __init__(self, options: Mapping[str, Any], broker: BrokerEndpoint | None = None) -> None:
+        super().__init__(options, broker)
+        self.opts = parse_options(self.name, ActiveMQOptions, self.options)
+
+    @classmethod
+    def option_names(cls) -> frozenset[str]:
+        return option_names(ActiveMQOptions)
+
+    def guarantee(self) -> Guarantee:
+        # Durable holds for queues; topic subscriptions here are non-durable.
+        if not (self.opts.client_ack and self.opts.receipts):
+            return Guarantee.AT_MOST_ONCE
+        return Guarantee.DURABLE if self.opts.persistent else Guarantee.AT_LEAST_ONCE
+
+    @classmethod
+    def unavailable_reason(cls) -> str | None:
+        try:
+            import stomp  # noqa: F401
+        except ImportError:
+            return "the Python package stomp.py is not installed (pip install stomp.py)"
+        return None
+
+    # Destinations are created on first use, and a throwaway broker takes them with it: no plan/teardown.
+
+    def create_producer(self, plan: Mapping[str, Any], role: Role) -> Producer:
+        return _StompProducer(_Session(self), _destination(plan, role), self.opts)
+
+    def create_consumer(self, plan: Mapping[str, Any], role: Role) -> Consumer:
+        return _StompConsumer(_Session(self), _destination(plan, role), self.opts)
+
+
+def _destination(plan: Mapping[str, Any], role: Role) -> str:
+    topology = topology_from_plan(plan)
+    kind = "topic" if topology.pattern is Pattern.PUBSUB else "queue"
+    return f"/{kind}/{topology.topic_name(role.topic)}"
+
+
+class _Session:
+    """One STOMP connection with a listener that tracks receipts and errors."""
+
+    def __init__(self, driver: ActiveMQDriver) -> None:
+        import stomp
+
+        assert driver.broker is not None
+        url = urlsplit(driver.broker.url)
+        self.where = f"{url.hostname}:{url.port or 61613}"
+        self.conn = stomp.Connection(
+            [(url.hostname or "localhost", url.port or 61613)], heartbeats=(0, 0), auto_decode=False
+        )
+        self.receipts: set[str] = set()
+        self.cond = threading.Condition()
+        self.error: str | None = None
+        self.deliver: Callable[[Any], None] | None = None
+        self.conn.set_listener("mqbench", _listener(self))
+        self.ids = itertools.count()
+        login = unquote(url.username) if url.username else None
+        passcode = unquote(url.password) if url.password else None
+        try:
+            self.conn.connect(login, passcode, wait=True)
+        except Exception as exc:
+            raise DriverError(f"cannot connect to activemq over STOMP at {self.where}: {exc!r}") from None
+
+    def receipt_id(self) -> str:
+        return f"r{next(self.ids)}"
+
+    def wait_receipt(self, receipt: str, timeout: float = RECEIPT_TIMEOUT) -> None:
+        with self.cond:
+            if not self.cond.wait_for(lambda: receipt in self.receipts or self.error is not None, timeout):
+                raise DriverError(f"activemq at {self.where} sent no receipt within {timeout:.0f} s")
+            self.receipts.discard(receipt)
+        self.check()
+
+    def check(self) -> None:
+        if self.error is not None:
+            raise DriverError(f"activemq at {self.where} reported an error: {self.error}")
+
+    def close(self) -> None:
+        try:
+            if self.conn.is_connected():
+                self.conn.disconnect(receipt=self.receipt_id())
+        except Exception:
+            pass
+        try:
+            self.conn.transport.stop()  # joins nothing; makes sure the receiver thread ends
+        except Exception:
+            pass
+
+
+def _listener(session: _Session) -> Any:
+    """A stomp.py listener feeding ``session``: messages to its ``deliver``, receipts and errors to it."""
+    import stomp
+
+    class Listener(stomp.ConnectionListener):  # type: ignore[misc]
+        def on_message(self, frame: Any) -> None:
+            if session.deliver is not None:
+                session.deliver(frame)
+
+        def on_receipt(self, frame: Any) -> None:
+            with session.cond:
+                session.receipts.add(frame.headers.get("receipt-id", ""))
+                session.cond.notify_all()
+
+        def on_error(self, frame: Any) -> None:
+            with session.cond:
+                session.error = frame.headers.get("message", "ERROR frame")
+                session.cond.notify_all()
+
+    return Listener()
+
+
+class _StompProducer(Producer):
+    def __init__(self, session: _Session, destination: str, opts: ActiveMQOptions) -> None:
+        self.session, self.destination = session, destination
+        self.headers = {"persistent": "true" if opts.persistent else "false"}
+        self.receipts = opts.receipts
+        self.acks_synchronously = opts.receipts
+
+    def send(self, payload: bytearray) -> None:
+        headers = dict(self.headers)
+        receipt = self.session.receipt_id() if self.receipts else None
+        if receipt is not None:
+            headers["receipt"] = receipt
+        try:
+            self.session.conn.send(self.destination, bytes(payload), headers=headers)
+        except Exception as exc:
+            raise DriverError(f"activemq refused a message: {exc!r}") from None
+        if receipt is not None:
+            self.session.wait_receipt(receipt)
+        else:
+            self.session.check()
+
+    def flush(self, timeout: float) -> None:
+        # The broker handles a connection's frames in order: a receipt for an empty transaction's
+        # ABORT comes after every SEND before it was processed.
+        tx = f"flush-{uuid.uuid4().hex[:8]}"
+        receipt = self.session.receipt_id()
+        self.session.conn.begin(tx)
+        self.session.conn.abort(tx, headers={"receipt": receipt})
+        self.session.wait_receipt(receipt, timeout)
+
+    def close(self) -> None:
+        self.session.close()
+
+
+class _StompConsumer(Consumer):
+    def __init__(self, session: _Session, destination: str, opts: ActiveMQOptions) -> None:
+        self.session, self.destination, self.opts = session, destination, opts
+        self.stopped = threading.Event()
+
+    def start(self, on_message: Callable[[bytes], None]) -> None:
+        conn, sub_id = self.session.conn, f"sub-{uuid.uuid4().hex[:8]}"
+        client_ack = self.opts.client_ack
+
+        def deliver(frame: Any) -> None:
+            on_message(frame.body)
+            if client_ack:
+                conn.ack(frame.headers["message-id"], sub_id)
+
+        self.session.deliver = deliver
+        receipt = self.session.receipt_id()
+        conn.subscribe(
+            self.destination,
+            id=sub_id,
+            ack="client-individual" if client_ack else "auto",
+            headers={"activemq.prefetchSize": str(self.opts.prefetch), "receipt": receipt},
+        )
+        self.session.wait_receipt(receipt)
+
+    def poll(self, timeout: float) -> None:
+        self.session.check()
+        self.stopped.wait(timeout)  # frames arrive in stomp.py's receiver thread
+
+    def close(self) -> None:
+        self.stopped.set()
+        self.session.close()

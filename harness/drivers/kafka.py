@@ -1,0 +1,254 @@
+"""Kafka protocol through kafka-python (Apache Kafka, or Tansu as the local broker).
+
+Topics have ``partitions`` partitions. A producer spreads its messages round-robin over the partitions
+(ordered per partition only). Consumers never join a consumer group (group subscription receives nothing
+on Tansu, see BROKERS.md): they ``assign()`` partitions and start at the partitions' end offsets as of
+``start()``, so every message produced after ``start`` returns is read. pubsub: each consumer reads every
+partition of its topic; queue: a topic's partitions are split among its consumers, consumer ``i`` being
+on topic ``i % topics`` (the runner's round-robin). Pull-style: ``on_message`` runs inside ``poll``.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from harness.brokers.options import option_names, parse_options
+from harness.drivers.base import (
+    Consumer,
+    Driver,
+    DriverError,
+    Guarantee,
+    Pattern,
+    Producer,
+    Role,
+    Topology,
+    topology_from_plan,
+)
+
+ACKS = {"0": 0, "1": 1, "all": "all", "-1": "all"}
+
+
+@dataclass(frozen=True)
+class KafkaOptions:
+    acks: str = "1"  # 0, 1 or all
+    linger_ms: int = 0
+    batch_size: int = 16384
+    partitions: int = 1
+
+    def __post_init__(self) -> None:
+        if str(self.acks) not in ACKS:
+            raise DriverError(f"kafka option 'acks' must be 0, 1 or all, not {self.acks!r}")
+        if self.partitions < 1 or self.linger_ms < 0 or self.batch_size < 1:
+            raise DriverError(
+                "kafka options 'partitions' and 'batch_size' must be positive, 'linger_ms' >= 0"
+            )
+
+
+class KafkaDriver(Driver):
+    name = "kafka"
+    patterns = frozenset({Pattern.PUBSUB, Pattern.QUEUE})
+    needs_broker = True
+    client_packages = ("kafka-python",)
+
+    def __init__(self, options: Mapping[str, Any], broker: Any = None) -> None:
+        super().__init__(options, broker)
+        self.opts = parse_options(self.name, KafkaOptions, self.options)
+        assert self.broker is not None
+        if ACKS[str(self.opts.acks)] == 0 and self.broker.implementation == "tansu":
+            # Seen with Tansu 0.6: it answers acks=0 produce requests, which kafka-python takes for a
+            # protocol error ("No in-flight-request found for server response"), dropping messages.
+            raise DriverError(
+                "kafka option acks=0 does not work on Tansu; use acks 1 or all, or Apache Kafka"
+            )
+        self.bootstrap = self.broker.url.split("://", 1)[-1].rstrip("/").split(",")
+
+    @classmethod
+    def option_names(cls) -> frozenset[str]:
+        return option_names(KafkaOptions)
+
+    def guarantee(self) -> Guarantee:
+        acks = ACKS[str(self.opts.acks)]
+        if acks == 0:
+            return Guarantee.AT_MOST_ONCE
+        # Tansu's memory storage loses everything on restart, so nothing run on it is durable.
+        if acks == "all" and (self.broker is None or self.broker.implementation != "tansu"):
+            return Guarantee.DURABLE
+        return Guarantee.AT_LEAST_ONCE
+
+    @classmethod
+    def unavailable_reason(cls) -> str | None:
+        try:
+            import kafka  # noqa: F401
+        except ImportError:
+            return "the Python package kafka-python is not installed (pip install kafka-python)"
+        return None
+
+    # -- parent ----------------------------------------------------------------------------------
+
+    def plan(self, topology: Topology) -> dict[str, Any]:
+        from kafka.admin import NewTopic
+
+        plan = super().plan(topology)
+        topics = [topology.topic_name(i) for i in range(topology.topics)]
+        admin = self._admin()
+        try:
+            admin.create_topics(
+                [NewTopic(t, num_partitions=self.opts.partitions, replication_factor=1) for t in topics],
+                timeout_ms=30000,
+            )
+        except Exception as exc:
+            raise DriverError(f"kafka could not create the run's topics: {exc!r}") from None
+        finally:
+            admin.close()
+        plan["partitions"] = self.opts.partitions
+        return plan
+
+    def teardown(self, plan: Mapping[str, Any]) -> None:
+        topology = topology_from_plan(plan)
+        try:
+            admin = self._admin()
+        except DriverError:
+            return
+        try:
+            admin.delete_topics([topology.topic_name(i) for i in range(topology.topics)], timeout_ms=10000)
+        except Exception:  # already gone, or not supported by the broker
+            pass
+        finally:
+            admin.close()
+
+    # -- workers ---------------------------------------------------------------------------------
+
+    def create_producer(self, plan: Mapping[str, Any], role: Role) -> Producer:
+        topology = topology_from_plan(plan)
+        return _KafkaProducer(self, topology.topic_name(role.topic), int(plan["partitions"]), role.index)
+
+    def create_consumer(self, plan: Mapping[str, Any], role: Role) -> Consumer:
+        topology = topology_from_plan(plan)
+        partitions = consumer_partitions(topology, role, int(plan["partitions"]))
+        return _KafkaConsumer(self, topology.topic_name(role.topic), partitions)
+
+    def _admin(self) -> Any:
+        from kafka.admin import KafkaAdminClient
+
+        try:
+            return KafkaAdminClient(bootstrap_servers=self.bootstrap, request_timeout_ms=30000)
+        except Exception as exc:
+            raise DriverError(f"cannot connect to kafka at {','.join(self.bootstrap)}: {exc!r}") from None
+
+
+def consumer_partitions(topology: Topology, role: Role, partitions: int) -> list[int]:
+    """The partitions consumer ``role`` reads: all of them (pubsub), or its share (queue)."""
+    if topology.pattern is not Pattern.QUEUE:
+        return list(range(partitions))
+    peers = [c for c in range(topology.consumers) if c % topology.topics == role.topic]
+    rank = peers.index(role.index) if role.index in peers else role.index % max(1, len(peers))
+    return [p for p in range(partitions) if p % len(peers) == rank]
+
+
+class _KafkaProducer(Producer):
+    def __init__(self, driver: KafkaDriver, topic: str, partitions: int, index: int) -> None:
+        from kafka import KafkaProducer
+
+        opts = driver.opts
+        try:
+            self.producer = KafkaProducer(
+                bootstrap_servers=driver.bootstrap,
+                acks=ACKS[str(opts.acks)],
+                linger_ms=opts.linger_ms,
+                batch_size=opts.batch_size,
+                enable_idempotence=False,  # needs acks=all and InitProducerId, which Tansu may lack
+                max_request_size=8 * 1024 * 1024,
+            )
+        except Exception as exc:
+            raise DriverError(
+                f"cannot connect a kafka producer to {','.join(driver.bootstrap)}: {exc!r}"
+            ) from None
+        self.topic, self.partitions = topic, partitions
+        self.next_partition = index % partitions  # producers start on different partitions
+        self.error: BaseException | None = None
+        self.lock = threading.Lock()
+
+    def _failed(self, exc: BaseException) -> None:
+        with self.lock:
+            if self.error is None:
+                self.error = exc
+
+    def send(self, payload: bytearray) -> None:
+        if self.error is not None:
+            raise DriverError(f"kafka failed to deliver a message: {self.error!r}")
+        partition = self.next_partition
+        self.next_partition = (partition + 1) % self.partitions
+        try:
+            # The client batches asynchronously, so it gets its own copy of the reused buffer.
+            future = self.producer.send(self.topic, value=bytes(payload), partition=partition)
+        except Exception as exc:  # buffer full for max_block_ms, message too large, ...
+            raise DriverError(f"kafka refused a message: {exc!r}") from None
+        future.add_errback(self._failed)
+
+    def flush(self, timeout: float) -> None:
+        try:
+            self.producer.flush(timeout=timeout)
+        except Exception:  # timed out: the runner counts what did not arrive
+            pass
+        if self.error is not None:
+            raise DriverError(f"kafka failed to deliver a message: {self.error!r}")
+
+    def close(self) -> None:
+        try:
+            self.producer.close(timeout=10)
+        except Exception:
+            pass
+
+
+class _KafkaConsumer(Consumer):
+    def __init__(self, driver: KafkaDriver, topic: str, partitions: list[int]) -> None:
+        from kafka import KafkaConsumer
+
+        try:
+            self.consumer = KafkaConsumer(
+                bootstrap_servers=driver.bootstrap,
+                group_id=None,
+                enable_auto_commit=False,
+                auto_offset_reset="earliest",
+                fetch_max_bytes=64 * 1024 * 1024,
+                max_partition_fetch_bytes=16 * 1024 * 1024,
+            )
+        except Exception as exc:
+            raise DriverError(
+                f"cannot connect a kafka consumer to {','.join(driver.bootstrap)}: {exc!r}"
+            ) from None
+        self.topic, self.partitions = topic, partitions
+        self.on_message: Callable[[bytes], None] | None = None
+
+    def start(self, on_message: Callable[[bytes], None]) -> None:
+        from kafka import TopicPartition
+
+        self.on_message = on_message
+        assigned = [TopicPartition(self.topic, p) for p in self.partitions]
+        self.consumer.assign(assigned)
+        if assigned:
+            # Start at the current end: knowable now, so nothing produced after start() is missed.
+            for tp, offset in self.consumer.end_offsets(assigned).items():
+                self.consumer.seek(tp, offset)
+
+    def poll(self, timeout: float) -> None:
+        on_message = self.on_message
+        assert on_message is not None, "start() first"
+        if not self.partitions:  # more consumers than partitions: this one has nothing to read
+            import time
+
+            time.sleep(timeout)
+            return
+        batches = self.consumer.poll(timeout_ms=max(1, int(timeout * 1000)))
+        for records in batches.values():
+            for record in records:
+                on_message(record.value)
+
+    def close(self) -> None:
+        try:
+            self.consumer.close()
+        except Exception:
+            pass

@@ -1,0 +1,207 @@
+"""MQTT 3.1.1 through paho-mqtt (v2 callback API), written against Mosquitto 2.
+
+Each producer/consumer is one client with paho's network thread (``loop_start``); consumers receive in that
+thread (callback-style). pubsub: every consumer subscribes to the topic; queue: consumers share the
+subscription ``$share/mqbench/<topic>`` (MQTT 5 shared subscriptions, which Mosquitto 2 also offers to 3.1.1
+clients). QoS 1/2 consumers ack after ``on_message`` returns (paho's manual ack). Producers keep a window
+of unfinished publishes: QoS 0 counts as finished when written to the socket, QoS 1/2 when acknowledged.
+"""
+
+from __future__ import annotations
+
+import collections
+import threading
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+from harness.brokers.options import option_names, parse_options
+from harness.drivers.base import (
+    BrokerEndpoint,
+    Consumer,
+    Driver,
+    DriverError,
+    Guarantee,
+    Pattern,
+    Producer,
+    Role,
+    topology_from_plan,
+)
+
+WINDOW = 1000  # unfinished publishes per producer
+SHARE_GROUP = "mqbench"
+CONNECT_TIMEOUT = 15.0
+
+
+@dataclass(frozen=True)
+class MqttOptions:
+    qos: int = 0  # 0, 1 or 2, for publishing and subscribing
+    inflight: int = 100  # paho's window of unacknowledged QoS 1/2 publishes
+
+    def __post_init__(self) -> None:
+        if self.qos not in (0, 1, 2):
+            raise DriverError(f"mqtt option 'qos' must be 0, 1 or 2, not {self.qos!r}")
+        if self.inflight < 1:
+            raise DriverError("mqtt option 'inflight' must be at least 1")
+
+
+class MqttDriver(Driver):
+    name = "mqtt"
+    patterns = frozenset({Pattern.PUBSUB, Pattern.QUEUE})
+    needs_broker = True
+    client_packages = ("paho-mqtt",)
+
+    def __init__(self, options: Mapping[str, Any], broker: BrokerEndpoint | None = None) -> None:
+        super().__init__(options, broker)
+        self.opts = parse_options(self.name, MqttOptions, self.options)
+
+    @classmethod
+    def option_names(cls) -> frozenset[str]:
+        return option_names(MqttOptions)
+
+    def guarantee(self) -> Guarantee:
+        # Clean sessions on a broker without persistence: nothing survives a restart.
+        return Guarantee.AT_MOST_ONCE if self.opts.qos == 0 else Guarantee.AT_LEAST_ONCE
+
+    @classmethod
+    def unavailable_reason(cls) -> str | None:
+        try:
+            import paho.mqtt.client  # noqa: F401
+        except ImportError:
+            return "the Python package paho-mqtt is not installed (pip install paho-mqtt)"
+        return None
+
+    def create_producer(self, plan: Mapping[str, Any], role: Role) -> Producer:
+        topic = topology_from_plan(plan).topic_name(role.topic)
+        return _MqttProducer(_Connection(self, f"p{role.index}", manual_ack=False), topic, self.opts.qos)
+
+    def create_consumer(self, plan: Mapping[str, Any], role: Role) -> Consumer:
+        topology = topology_from_plan(plan)
+        topic = topology.topic_name(role.topic)
+        if topology.pattern is Pattern.QUEUE:
+            topic = f"$share/{SHARE_GROUP}/{topic}"
+        conn = _Connection(self, f"c{role.index}", manual_ack=self.opts.qos > 0)
+        return _MqttConsumer(conn, topic, self.opts.qos)
+
+
+class _Connection:
+    """A connected paho client with its network thread running."""
+
+    def __init__(self, driver: MqttDriver, label: str, manual_ack: bool) -> None:
+        import paho.mqtt.client as mqtt
+
+        assert driver.broker is not None
+        url = urlsplit(driver.broker.url)
+        self.client = mqtt.Client(
+            mqtt.CallbackAPIVersion.VERSION2,
+            client_id=f"mqbench-{label}-{uuid.uuid4().hex[:8]}",
+            clean_session=True,
+            manual_ack=manual_ack,
+        )
+        self.client.max_inflight_messages_set(driver.opts.inflight)
+        self.client.max_queued_messages_set(0)
+        if url.username is not None:
+            self.client.username_pw_set(url.username, url.password)
+        self.connected = threading.Event()
+        self.refused: str | None = None
+        self.lost: str | None = None
+        self.client.on_connect = self._on_connect
+        self.client.on_disconnect = self._on_disconnect
+        where = f"{url.hostname}:{url.port or 1883}"
+        try:
+            self.client.connect(url.hostname or "localhost", url.port or 1883, keepalive=60)
+        except OSError as exc:
+            raise DriverError(f"cannot connect to the mqtt broker at {where}: {exc}") from None
+        self.client.loop_start()
+        if not self.connected.wait(CONNECT_TIMEOUT) or self.refused:
+            self.close()
+            raise DriverError(
+                f"the mqtt broker at {where} refused the connection: {self.refused or 'no CONNACK'}"
+            )
+
+    def _on_connect(self, _client: Any, _userdata: Any, _flags: Any, reason: Any, _props: Any) -> None:
+        if reason.is_failure:
+            self.refused = str(reason)
+        self.connected.set()
+
+    def _on_disconnect(self, _client: Any, _userdata: Any, _flags: Any, reason: Any, _props: Any) -> None:
+        if reason.is_failure:
+            self.lost = str(reason)
+
+    def check(self) -> None:
+        if self.lost:
+            raise DriverError(f"the mqtt connection was lost: {self.lost}")
+
+    def close(self) -> None:
+        try:
+            self.client.disconnect()
+        finally:
+            self.client.loop_stop()
+
+
+class _MqttProducer(Producer):
+    def __init__(self, conn: _Connection, topic: str, qos: int) -> None:
+        self.conn, self.topic, self.qos = conn, topic, qos
+        self.unfinished: collections.deque[Any] = collections.deque()
+
+    def _finish_oldest(self, timeout: float) -> None:
+        info = self.unfinished.popleft()
+        info.wait_for_publish(timeout)
+        if not info.is_published():
+            raise DriverError(f"mqtt publish {info.mid} did not complete within {timeout:.0f} s")
+
+    def send(self, payload: bytearray) -> None:
+        import paho.mqtt.client as mqtt
+
+        self.conn.check()
+        info = self.conn.client.publish(self.topic, bytes(payload), qos=self.qos)
+        if info.rc != mqtt.MQTT_ERR_SUCCESS:
+            raise DriverError(f"mqtt publish failed: {mqtt.error_string(info.rc)}")
+        self.unfinished.append(info)
+        if len(self.unfinished) >= WINDOW:
+            self._finish_oldest(60.0)
+
+    def flush(self, timeout: float) -> None:
+        while self.unfinished:
+            self._finish_oldest(timeout)
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+class _MqttConsumer(Consumer):
+    def __init__(self, conn: _Connection, topic: str, qos: int) -> None:
+        self.conn, self.topic, self.qos = conn, topic, qos
+        self.stopped = threading.Event()
+
+    def start(self, on_message: Callable[[bytes], None]) -> None:
+        client = self.conn.client
+        subscribed = threading.Event()
+        granted: list[Any] = []
+
+        def deliver(_client: Any, _userdata: Any, msg: Any) -> None:
+            on_message(msg.payload)
+            if msg.qos > 0:
+                client.ack(msg.mid, msg.qos)
+
+        def on_subscribe(_client: Any, _userdata: Any, _mid: int, reasons: list[Any], _props: Any) -> None:
+            granted.extend(reasons)
+            subscribed.set()
+
+        client.on_message = deliver
+        client.on_subscribe = on_subscribe
+        result, _mid = client.subscribe(self.topic, qos=self.qos)
+        if result != 0 or not subscribed.wait(CONNECT_TIMEOUT):
+            raise DriverError(f"the mqtt broker did not confirm the subscription to {self.topic}")
+        if any(r.is_failure for r in granted):
+            raise DriverError(f"the mqtt broker refused the subscription to {self.topic}: {granted[0]}")
+
+    def poll(self, timeout: float) -> None:
+        self.conn.check()
+        self.stopped.wait(timeout)  # messages arrive in paho's network thread
+
+    def close(self) -> None:
+        self.stopped.set()
+        self.conn.close()

@@ -1,0 +1,230 @@
+"""Core NATS through nats-py, whose asyncio loop runs in a background thread of the worker.
+
+Threads: each producer/consumer/requester/replier owns one ``_LoopThread``; only that thread touches the
+nats client. Producers submit publishes to it with a bounded window of outstanding publishes (back-pressure
+without a round trip per message); consumers get messages in the loop thread (callback-style). queue:
+subscribers share a queue group per topic; pubsub: plain subscriptions; reqrep: request/reply with the
+client's shared reply inbox, repliers in a queue group. Core NATS keeps nothing: at-most-once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Callable, Coroutine, Mapping
+from concurrent.futures import Future
+from typing import Any, TypeVar
+
+from harness.drivers.base import (
+    BrokerEndpoint,
+    Consumer,
+    Driver,
+    DriverError,
+    Guarantee,
+    Pattern,
+    Producer,
+    Replier,
+    Requester,
+    Role,
+    topology_from_plan,
+)
+
+T = TypeVar("T")
+WINDOW = 1000  # publishes handed to the loop thread and not yet done
+QUEUE_GROUP = "mqbench"
+
+
+class NatsDriver(Driver):
+    name = "nats"
+    patterns = frozenset({Pattern.PUBSUB, Pattern.QUEUE, Pattern.REQREP})
+    needs_broker = True
+    client_packages = ("nats-py",)
+
+    def __init__(self, options: Mapping[str, Any], broker: BrokerEndpoint | None = None) -> None:
+        super().__init__(options, broker)
+        if self.options:
+            raise DriverError(f"nats has no options (core NATS); got {', '.join(sorted(self.options))}")
+
+    def guarantee(self) -> Guarantee:
+        return Guarantee.AT_MOST_ONCE
+
+    @classmethod
+    def unavailable_reason(cls) -> str | None:
+        try:
+            import nats  # noqa: F401
+        except ImportError:
+            return "the Python package nats-py is not installed (pip install nats-py)"
+        return None
+
+    def create_producer(self, plan: Mapping[str, Any], role: Role) -> Producer:
+        return _NatsProducer(self._session(), topology_from_plan(plan).topic_name(role.topic))
+
+    def create_consumer(self, plan: Mapping[str, Any], role: Role) -> Consumer:
+        topology = topology_from_plan(plan)
+        group = QUEUE_GROUP if topology.pattern is Pattern.QUEUE else ""
+        return _NatsConsumer(self._session(), topology.topic_name(role.topic), group)
+
+    def create_requester(self, plan: Mapping[str, Any], role: Role) -> Requester:
+        return _NatsRequester(self._session(), topology_from_plan(plan).topic_name(role.topic))
+
+    def create_replier(self, plan: Mapping[str, Any], role: Role) -> Replier:
+        return _NatsReplier(self._session(), topology_from_plan(plan).topic_name(role.topic))
+
+    def _session(self) -> _Session:
+        assert self.broker is not None
+        return _Session(self.broker.url)
+
+
+class _Session:
+    """A nats client connected inside its own event-loop thread."""
+
+    def __init__(self, url: str) -> None:
+        import nats
+
+        self.errors: list[BaseException] = []
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, name="nats-loop", daemon=True)
+        self.thread.start()
+
+        async def on_error(exc: Exception) -> None:
+            self.errors.append(exc)
+
+        try:
+            self.nc: Any = self.call(nats.connect(url, error_cb=on_error, max_reconnect_attempts=0), 15)
+        except Exception as exc:
+            self.stop()
+            raise DriverError(f"cannot connect to nats at {url}: {exc!r}") from None
+
+    def submit(self, coro: Coroutine[Any, Any, T]) -> Future[T]:
+        return asyncio.run_coroutine_threadsafe(coro, self.loop)
+
+    def call(self, coro: Coroutine[Any, Any, T], timeout: float) -> T:
+        return self.submit(coro).result(timeout)
+
+    def check(self) -> None:
+        if self.errors:
+            raise DriverError(f"nats reported an error: {self.errors[0]!r}")
+
+    def close(self) -> None:
+        try:
+            self.call(self.nc.close(), 10)
+        except Exception:
+            pass
+        self.stop()
+
+    def stop(self) -> None:
+        async def cancel_rest() -> None:
+            tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+        if self.loop.is_running():
+            try:
+                self.call(cancel_rest(), 5)
+            except Exception:
+                pass
+            self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(timeout=10)
+        if not self.thread.is_alive():
+            self.loop.close()
+
+
+class _NatsProducer(Producer):
+    def __init__(self, session: _Session, subject: str) -> None:
+        self.session, self.subject = session, subject
+        self.window = threading.BoundedSemaphore(WINDOW)
+
+    def _done(self, future: Future[None]) -> None:
+        self.window.release()
+        if not future.cancelled() and future.exception() is not None:
+            self.session.errors.append(future.exception())  # type: ignore[arg-type]
+
+    def send(self, payload: bytearray) -> None:
+        self.session.check()
+        self.window.acquire()  # blocks while WINDOW publishes are outstanding
+        future = self.session.submit(self.session.nc.publish(self.subject, bytes(payload)))
+        future.add_done_callback(self._done)
+
+    def flush(self, timeout: float) -> None:
+        # Publishes run in submission order; once this round trip (PING/PONG) is done, so are they.
+        try:
+            self.session.call(self.session.nc.flush(timeout=max(1, int(timeout))), timeout + 1)
+        except Exception as exc:
+            raise DriverError(f"nats did not confirm the flush: {exc!r}") from None
+        self.session.check()
+
+    def close(self) -> None:
+        self.session.close()
+
+
+class _NatsConsumer(Consumer):
+    def __init__(self, session: _Session, subject: str, group: str) -> None:
+        self.session, self.subject, self.group = session, subject, group
+        self.stopped = threading.Event()
+
+    def start(self, on_message: Callable[[bytes], None]) -> None:
+        async def deliver(msg: Any) -> None:
+            on_message(msg.data)
+
+        async def subscribe() -> None:
+            await self.session.nc.subscribe(self.subject, queue=self.group, cb=deliver)
+            await self.session.nc.flush()  # the server has processed SUB once PONG is back
+
+        self.session.call(subscribe(), 15)
+
+    def poll(self, timeout: float) -> None:
+        self.session.check()
+        self.stopped.wait(timeout)  # messages arrive in the loop thread
+
+    def close(self) -> None:
+        self.stopped.set()
+        self.session.close()
+
+
+class _NatsRequester(Requester):
+    def __init__(self, session: _Session, subject: str) -> None:
+        self.session, self.subject = session, subject
+
+    def request(self, payload: bytearray, timeout: float) -> bytes | None:
+        import nats.errors
+
+        try:
+            msg = self.session.call(
+                self.session.nc.request(self.subject, bytes(payload), timeout=timeout), timeout + 5
+            )
+        except (nats.errors.TimeoutError, nats.errors.NoRespondersError, TimeoutError):
+            return None
+        data: bytes = msg.data
+        return data
+
+    def close(self) -> None:
+        self.session.close()
+
+
+class _NatsReplier(Replier):
+    def __init__(self, session: _Session, subject: str) -> None:
+        self.session, self.subject = session, subject
+        self.answered = 0
+        self.stopped = threading.Event()
+
+    def start(self) -> None:
+        async def answer(msg: Any) -> None:
+            await msg.respond(msg.data)
+            self.answered += 1  # only the loop thread writes it
+
+        async def subscribe() -> None:
+            await self.session.nc.subscribe(self.subject, queue=QUEUE_GROUP, cb=answer)
+            await self.session.nc.flush()
+
+        self.session.call(subscribe(), 15)
+
+    def poll(self, timeout: float) -> int:
+        before = self.answered
+        self.session.check()
+        self.stopped.wait(timeout)
+        return self.answered - before
+
+    def close(self) -> None:
+        self.stopped.set()
+        self.session.close()

@@ -1,0 +1,287 @@
+"""RabbitMQ through pika's BlockingConnection (one connection per worker, used by one thread).
+
+queue: one queue per topic, producers publish to it through the default exchange, consumers compete.
+pubsub: one fanout exchange per topic; each consumer binds its own queue (exclusive, or durable and named
+per consumer when ``persistent``). reqrep: requests on a queue per topic, replies through direct reply-to.
+Consumers are pull-style: ``on_message`` runs inside ``poll`` (pika dispatches in process_data_events).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from harness.brokers.options import option_names, parse_options
+from harness.drivers.base import (
+    Consumer,
+    Driver,
+    DriverError,
+    Guarantee,
+    Pattern,
+    Producer,
+    Replier,
+    Requester,
+    Role,
+    Topology,
+    topology_from_plan,
+)
+
+REPLY_TO = "amq.rabbitmq.reply-to"  # direct reply-to: no reply queue to declare
+
+
+@dataclass(frozen=True)
+class RabbitMQOptions:
+    persistent: bool = False  # durable queues/exchanges + delivery_mode 2
+    confirms: bool = False  # publisher confirms; send returns after the broker's ack
+    prefetch: int = 100  # basic.qos prefetch count (manual ack only)
+    manual_ack: bool = False  # consumers ack after on_message; otherwise auto-ack
+
+    def __post_init__(self) -> None:
+        if self.prefetch < 0:
+            raise DriverError("rabbitmq option 'prefetch' must be 0 (unlimited) or more")
+
+
+class RabbitMQDriver(Driver):
+    name = "rabbitmq"
+    patterns = frozenset({Pattern.QUEUE, Pattern.PUBSUB, Pattern.REQREP})
+    needs_broker = True
+    client_packages = ("pika",)
+
+    def __init__(self, options: Mapping[str, Any], broker: Any = None) -> None:
+        super().__init__(options, broker)
+        self.opts = parse_options(self.name, RabbitMQOptions, self.options)
+
+    @classmethod
+    def option_names(cls) -> frozenset[str]:
+        return option_names(RabbitMQOptions)
+
+    def guarantee(self) -> Guarantee:
+        if not (self.opts.manual_ack and self.opts.confirms):
+            return Guarantee.AT_MOST_ONCE
+        return Guarantee.DURABLE if self.opts.persistent else Guarantee.AT_LEAST_ONCE
+
+    @classmethod
+    def unavailable_reason(cls) -> str | None:
+        try:
+            import pika  # noqa: F401
+        except ImportError:
+            return "the Python package pika is not installed (pip install pika)"
+        return None
+
+    # -- parent ----------------------------------------------------------------------------------
+
+    def plan(self, topology: Topology) -> dict[str, Any]:
+        plan = super().plan(topology)
+        conn = self._connect()
+        try:
+            ch = conn.channel()
+            for i in range(topology.topics):
+                name = topology.topic_name(i)
+                if topology.pattern is Pattern.PUBSUB:
+                    ch.exchange_declare(name, exchange_type="fanout", durable=self.opts.persistent)
+                else:
+                    ch.queue_declare(name, durable=self.opts.persistent)
+        finally:
+            conn.close()
+        return plan
+
+    def teardown(self, plan: Mapping[str, Any]) -> None:
+        topology = topology_from_plan(plan)
+        try:
+            conn = self._connect()
+        except DriverError:
+            return
+        try:
+            for i in range(topology.topics):
+                name = topology.topic_name(i)
+                ch = conn.channel()
+                if topology.pattern is Pattern.PUBSUB:
+                    ch.exchange_delete(name)
+                    for c in range(topology.consumers):
+                        ch.queue_delete(_subscriber_queue(name, c))
+                else:
+                    ch.queue_delete(name)
+                ch.close()
+        except Exception:  # already gone or broker stopping: teardown must not raise
+            pass
+        finally:
+            _close_quietly(conn)
+
+    # -- workers ---------------------------------------------------------------------------------
+
+    def create_producer(self, plan: Mapping[str, Any], role: Role) -> Producer:
+        topology = topology_from_plan(plan)
+        name = topology.topic_name(role.topic)
+        if topology.pattern is Pattern.PUBSUB:
+            return _RabbitProducer(self._connect(), self.opts, exchange=name, routing_key="")
+        return _RabbitProducer(self._connect(), self.opts, exchange="", routing_key=name)
+
+    def create_consumer(self, plan: Mapping[str, Any], role: Role) -> Consumer:
+        topology = topology_from_plan(plan)
+        return _RabbitConsumer(self._connect(), self.opts, topology, role)
+
+    def create_requester(self, plan: Mapping[str, Any], role: Role) -> Requester:
+        topology = topology_from_plan(plan)
+        return _RabbitRequester(self._connect(), topology.topic_name(role.topic))
+
+    def create_replier(self, plan: Mapping[str, Any], role: Role) -> Replier:
+        topology = topology_from_plan(plan)
+        return _RabbitReplier(self._connect(), topology.topic_name(role.topic), self.opts.prefetch)
+
+    def _connect(self) -> Any:
+        import pika
+
+        assert self.broker is not None
+        params = pika.URLParameters(self.broker.url)
+        params.heartbeat = 0  # workers may wait at the start barrier longer than a heartbeat interval
+        params.connection_attempts = 3
+        params.retry_delay = 0.5
+        params.socket_timeout = 10
+        try:
+            return pika.BlockingConnection(params)
+        except pika.exceptions.AMQPError as exc:
+            raise DriverError(
+                f"cannot connect to rabbitmq at {self.broker.url.split('@')[-1]}: {exc!r}"
+            ) from None
+
+
+def _subscriber_queue(exchange: str, consumer: int) -> str:
+    return f"{exchange}.c{consumer}"
+
+
+def _close_quietly(conn: Any) -> None:
+    try:
+        if conn.is_open:
+            conn.close()
+    except Exception:
+        pass
+
+
+class _RabbitProducer(Producer):
+    def __init__(self, conn: Any, opts: RabbitMQOptions, exchange: str, routing_key: str) -> None:
+        import pika
+
+        self.conn = conn
+        self.channel = conn.channel()
+        self.exchange, self.routing_key = exchange, routing_key
+        self.properties = pika.BasicProperties(delivery_mode=2 if opts.persistent else 1)
+        if opts.confirms:
+            self.channel.confirm_delivery()
+        self.acks_synchronously = opts.confirms
+
+    def send(self, payload: bytearray) -> None:
+        import pika
+
+        try:
+            # With confirms on, basic_publish returns only after the broker's basic.ack.
+            self.channel.basic_publish(self.exchange, self.routing_key, bytes(payload), self.properties)
+        except (pika.exceptions.AMQPError, pika.exceptions.NackError) as exc:
+            raise DriverError(f"rabbitmq refused a message: {exc!r}") from None
+
+    def flush(self, timeout: float) -> None:
+        # basic_publish writes each message to the socket (and with confirms waits for its ack) before it
+        # returns, so nothing is left in pika; this only services events that arrived meanwhile.
+        self.conn.process_data_events(time_limit=0)
+
+    def close(self) -> None:
+        _close_quietly(self.conn)
+
+
+class _RabbitConsumer(Consumer):
+    def __init__(self, conn: Any, opts: RabbitMQOptions, topology: Topology, role: Role) -> None:
+        self.conn, self.opts = conn, opts
+        self.channel = conn.channel()
+        self.topology, self.role = topology, role
+
+    def start(self, on_message: Callable[[bytes], None]) -> None:
+        ch, name = self.channel, self.topology.topic_name(self.role.topic)
+        queue = name
+        if self.topology.pattern is Pattern.PUBSUB:
+            if self.opts.persistent:
+                queue = _subscriber_queue(name, self.role.index)
+                ch.queue_declare(queue, durable=True)
+            else:
+                queue = ch.queue_declare("", exclusive=True, auto_delete=True).method.queue
+            ch.queue_bind(queue, name)  # synchronous: bound when this returns
+        manual = self.opts.manual_ack
+        if manual:
+            ch.basic_qos(prefetch_count=self.opts.prefetch)
+
+        def deliver(channel: Any, method: Any, _props: Any, body: bytes) -> None:
+            on_message(body)
+            if manual:
+                channel.basic_ack(method.delivery_tag)
+
+        ch.basic_consume(queue, deliver, auto_ack=not manual)  # waits for basic.consume-ok
+
+    def poll(self, timeout: float) -> None:
+        import pika
+
+        try:
+            self.conn.process_data_events(time_limit=timeout)
+        except pika.exceptions.AMQPError as exc:
+            raise DriverError(f"rabbitmq consumer lost its connection: {exc!r}") from None
+
+    def close(self) -> None:
+        _close_quietly(self.conn)
+
+
+class _RabbitRequester(Requester):
+    def __init__(self, conn: Any, queue: str) -> None:
+        import pika
+
+        self.conn, self.queue = conn, queue
+        self.channel = conn.channel()
+        self.reply: bytes | None = None
+        self.correlation = 0
+        self.channel.basic_consume(REPLY_TO, self._on_reply, auto_ack=True)
+        self.pika = pika
+
+    def _on_reply(self, _ch: Any, _method: Any, props: Any, body: bytes) -> None:
+        if props.correlation_id == str(self.correlation):
+            self.reply = body
+
+    def request(self, payload: bytearray, timeout: float) -> bytes | None:
+        self.correlation += 1
+        self.reply = None
+        props = self.pika.BasicProperties(reply_to=REPLY_TO, correlation_id=str(self.correlation))
+        self.channel.basic_publish("", self.queue, bytes(payload), props)
+        deadline = time.monotonic() + timeout  # bounds the wait only; the runner takes the timings
+        while self.reply is None:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                break
+            self.conn.process_data_events(time_limit=min(remaining, 0.05))
+        return self.reply
+
+    def close(self) -> None:
+        _close_quietly(self.conn)
+
+
+class _RabbitReplier(Replier):
+    def __init__(self, conn: Any, queue: str, prefetch: int) -> None:
+        import pika
+
+        self.conn, self.queue, self.prefetch = conn, queue, prefetch
+        self.channel = conn.channel()
+        self.answered = 0
+        self.pika = pika
+
+    def start(self) -> None:
+        def answer(ch: Any, method: Any, props: Any, body: bytes) -> None:
+            reply = self.pika.BasicProperties(correlation_id=props.correlation_id)
+            ch.basic_publish("", props.reply_to, body, reply)
+            self.answered += 1
+
+        self.channel.basic_qos(prefetch_count=self.prefetch)
+        self.channel.basic_consume(self.queue, answer, auto_ack=True)
+
+    def poll(self, timeout: float) -> int:
+        before = self.answered
+        self.conn.process_data_events(time_limit=timeout)
+        return self.answered - before
+
+    def close(self) -> None:
+        _close_quietly(self.conn)

@@ -1,0 +1,249 @@
+"""Redis through redis-py: Streams for queues (and, by default, for pubsub), or Redis Pub/Sub.
+
+queue: one stream per topic with the consumer group ``mqbench`` created in ``plan``; consumers read with
+XREADGROUP and XACK each batch after ``on_message`` returned (at-least-once). pubsub, ``mode: stream``:
+every consumer XREADs the whole stream from the last entry id it saw at ``start()``. pubsub,
+``mode: pubsub``: PUBLISH/SUBSCRIBE (fire and forget). Pull-style: ``on_message`` runs inside ``poll``.
+``aof``: append-only file with fsync on every write; turned on by CONFIG SET on a provisioned broker, and
+required to be on already for an external one.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from harness.brokers.options import option_names, parse_options
+from harness.drivers.base import (
+    BrokerEndpoint,
+    Consumer,
+    Driver,
+    DriverError,
+    Guarantee,
+    Pattern,
+    Producer,
+    Role,
+    Topology,
+    topology_from_plan,
+)
+
+GROUP = "mqbench"
+FIELD = b"d"
+SOCKET_TIMEOUT = 30.0
+
+
+@dataclass(frozen=True)
+class RedisOptions:
+    mode: str = "stream"  # pubsub pattern through a stream ("stream") or Redis Pub/Sub ("pubsub")
+    aof: bool = False  # appendonly yes + appendfsync always
+    maxlen: int = 0  # approximate stream length cap (XADD MAXLEN ~); 0 keeps everything
+    batch: int = 100  # entries per XREAD/XREADGROUP
+
+    def __post_init__(self) -> None:
+        if self.mode not in ("stream", "pubsub"):
+            raise DriverError(f"redis option 'mode' must be stream or pubsub, not {self.mode!r}")
+        if self.maxlen < 0 or self.batch < 1:
+            raise DriverError("redis options 'maxlen' must be >= 0 and 'batch' >= 1")
+
+
+class RedisDriver(Driver):
+    name = "redis"
+    patterns = frozenset({Pattern.QUEUE, Pattern.PUBSUB})
+    needs_broker = True
+    client_packages = ("redis",)
+
+    def __init__(self, options: Mapping[str, Any], broker: BrokerEndpoint | None = None) -> None:
+        super().__init__(options, broker)
+        self.opts = parse_options(self.name, RedisOptions, self.options)
+
+    @classmethod
+    def option_names(cls) -> frozenset[str]:
+        return option_names(RedisOptions)
+
+    def guarantee(self) -> Guarantee:
+        # Stated for the pubsub pattern when mode is pubsub (queues always use streams).
+        if self.opts.mode == "pubsub":
+            return Guarantee.AT_MOST_ONCE
+        return Guarantee.DURABLE if self.opts.aof else Guarantee.AT_LEAST_ONCE
+
+    @classmethod
+    def unavailable_reason(cls) -> str | None:
+        try:
+            import redis  # noqa: F401
+        except ImportError:
+            return "the Python package redis is not installed (pip install redis)"
+        return None
+
+    # -- parent ----------------------------------------------------------------------------------
+
+    def plan(self, topology: Topology) -> dict[str, Any]:
+        plan = super().plan(topology)
+        client = self._client()
+        try:
+            if self.opts.aof:
+                self._ensure_aof(client)
+            if topology.pattern is Pattern.QUEUE:
+                for i in range(topology.topics):
+                    client.xgroup_create(topology.topic_name(i), GROUP, id="$", mkstream=True)
+        finally:
+            client.close()
+        return plan
+
+    def _ensure_aof(self, client: Any) -> None:
+        config = client.config_get("append*")
+        if config.get("appendonly") == "yes" and config.get("appendfsync") == "always":
+            return
+        assert self.broker is not None
+        if self.broker.backend == "external":
+            raise DriverError(
+                "redis option aof needs 'appendonly yes' and 'appendfsync always' on the external broker; "
+                "set them there or drop the option"
+            )
+        client.config_set("appendfsync", "always")
+        client.config_set("appendonly", "yes")
+
+    def teardown(self, plan: Mapping[str, Any]) -> None:
+        topology = topology_from_plan(plan)
+        try:
+            client = self._client()
+            client.delete(*[topology.topic_name(i) for i in range(topology.topics)])
+            client.close()
+        except Exception:  # broker gone: nothing left to remove
+            pass
+
+    # -- workers ---------------------------------------------------------------------------------
+
+    def create_producer(self, plan: Mapping[str, Any], role: Role) -> Producer:
+        topology = topology_from_plan(plan)
+        use_pubsub = topology.pattern is Pattern.PUBSUB and self.opts.mode == "pubsub"
+        return _RedisProducer(self._client(), topology.topic_name(role.topic), use_pubsub, self.opts.maxlen)
+
+    def create_consumer(self, plan: Mapping[str, Any], role: Role) -> Consumer:
+        topology = topology_from_plan(plan)
+        key = topology.topic_name(role.topic)
+        if topology.pattern is Pattern.QUEUE:
+            return _GroupConsumer(self._client(), key, f"c{role.index}", self.opts.batch)
+        if self.opts.mode == "pubsub":
+            return _ChannelConsumer(self._client(), key)
+        return _StreamConsumer(self._client(), key, self.opts.batch)
+
+    def _client(self) -> Any:
+        import redis
+
+        assert self.broker is not None
+        client = redis.Redis.from_url(
+            self.broker.url, socket_timeout=SOCKET_TIMEOUT, socket_connect_timeout=10, decode_responses=False
+        )
+        try:
+            client.ping()
+        except redis.RedisError as exc:
+            raise DriverError(f"cannot reach redis at {self.broker.url.split('@')[-1]}: {exc}") from None
+        return client
+
+
+class _RedisProducer(Producer):
+    acks_synchronously = True  # XADD / PUBLISH return after the server took the message
+
+    def __init__(self, client: Any, key: str, use_pubsub: bool, maxlen: int) -> None:
+        self.client, self.key, self.use_pubsub = client, key, use_pubsub
+        self.maxlen = maxlen or None
+
+    def send(self, payload: bytearray) -> None:
+        import redis
+
+        try:
+            if self.use_pubsub:
+                self.client.publish(self.key, bytes(payload))
+            else:
+                self.client.xadd(self.key, {FIELD: bytes(payload)}, maxlen=self.maxlen, approximate=True)
+        except redis.RedisError as exc:
+            raise DriverError(f"redis refused a message: {exc}") from None
+
+    def close(self) -> None:
+        self.client.close()
+
+
+def _block_ms(timeout: float) -> int:
+    return max(1, int(timeout * 1000))  # BLOCK 0 would wait forever
+
+
+class _GroupConsumer(Consumer):
+    def __init__(self, client: Any, key: str, name: str, batch: int) -> None:
+        self.client, self.key, self.name, self.batch = client, key, name, batch
+        self.on_message: Callable[[bytes], None] | None = None
+
+    def start(self, on_message: Callable[[bytes], None]) -> None:
+        self.on_message = on_message  # the group's cursor lives in the server since plan()
+
+    def poll(self, timeout: float) -> None:
+        assert self.on_message is not None, "start() first"
+        answer = self.client.xreadgroup(
+            GROUP, self.name, {self.key: ">"}, count=self.batch, block=_block_ms(timeout)
+        )
+        for _key, entries in answer or []:
+            ids = []
+            for entry_id, fields in entries:
+                self.on_message(fields[FIELD])
+                ids.append(entry_id)
+            if ids:
+                self.client.xack(self.key, GROUP, *ids)
+
+    def close(self) -> None:
+        self.client.close()
+
+
+class _StreamConsumer(Consumer):
+    def __init__(self, client: Any, key: str, batch: int) -> None:
+        self.client, self.key, self.batch = client, key, batch
+        self.cursor: bytes | str = "0-0"
+        self.on_message: Callable[[bytes], None] | None = None
+
+    def start(self, on_message: Callable[[bytes], None]) -> None:
+        self.on_message = on_message
+        last = self.client.xrevrange(self.key, count=1)
+        self.cursor = last[0][0] if last else "0-0"  # everything added after start() will be read
+
+    def poll(self, timeout: float) -> None:
+        assert self.on_message is not None, "start() first"
+        answer = self.client.xread({self.key: self.cursor}, count=self.batch, block=_block_ms(timeout))
+        for _key, entries in answer or []:
+            for entry_id, fields in entries:
+                self.on_message(fields[FIELD])
+                self.cursor = entry_id
+
+    def close(self) -> None:
+        self.client.close()
+
+
+class _ChannelConsumer(Consumer):
+    def __init__(self, client: Any, channel: str) -> None:
+        self.client, self.channel = client, channel
+        self.pubsub = client.pubsub()
+        self.on_message: Callable[[bytes], None] | None = None
+
+    def start(self, on_message: Callable[[bytes], None]) -> None:
+        self.on_message = on_message
+        self.pubsub.subscribe(self.channel)
+        deadline = time.monotonic() + 10.0  # wait for the server's subscribe confirmation
+        while time.monotonic() < deadline:
+            msg = self.pubsub.get_message(timeout=0.1)
+            if msg is not None and msg["type"] == "subscribe":
+                return
+        raise DriverError(f"redis did not confirm the subscription to {self.channel}")
+
+    def poll(self, timeout: float) -> None:
+        assert self.on_message is not None, "start() first"
+        deadline = time.monotonic() + timeout  # bounds the wait only
+        while True:
+            remaining = deadline - time.monotonic()
+            msg = self.pubsub.get_message(timeout=max(0.0, remaining))
+            if msg is not None and msg["type"] == "message":
+                self.on_message(msg["data"])
+            elif msg is None and remaining <= 0:
+                return
+
+    def close(self) -> None:
+        self.pubsub.close()
+        self.client.close()

@@ -1,0 +1,236 @@
+"""Shared helpers of the driver conformance suite: numbered payloads, an in-process run of one pattern,
+and the delivery checks every driver must pass.
+
+The run follows the runner's life cycle in one process: ``plan`` → consumers created and started (each
+polled by its own thread) → producer created → the runner's settle pause → it sends N numbered messages → ``flush`` → wait until every
+expected message arrived (or a generous deadline passed) → close → ``teardown``. Nothing here measures
+time; clocks only bound waits.
+"""
+
+from __future__ import annotations
+
+import struct
+import threading
+import time
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from harness.drivers.base import BrokerEndpoint, Consumer, Driver, Pattern, Role, Topology
+
+HEADER = struct.Struct(">IQ")  # producer id, sequence number
+DEADLINE = 60.0  # seconds to wait for delivery before checking what arrived
+STALL = 5.0  # ... or until nothing arrived for this long
+try:  # the runner's pause between "every worker ready" and the start, for subscriptions to propagate
+    from harness.runner.case import SETTLE
+except ImportError:  # pragma: no cover - runner not present
+    SETTLE = 0.2
+
+
+def fill_payload(buf: bytearray, producer: int, seq: int) -> None:
+    """Write the header and a body derived from ``seq`` into ``buf`` (reused, as the runner does)."""
+    HEADER.pack_into(buf, 0, producer, seq)
+    buf[HEADER.size :] = bytes([seq % 251]) * (len(buf) - HEADER.size)
+
+
+def parse_payload(payload: bytes, size: int) -> tuple[int, int]:
+    """(producer, seq) of a received payload; AssertionError when its content is not what was sent."""
+    assert len(payload) == size, f"payload of {len(payload)} bytes, sent {size}"
+    producer, seq = HEADER.unpack_from(payload, 0)
+    assert payload[HEADER.size :] == bytes([seq % 251]) * (size - HEADER.size), f"corrupt body of seq {seq}"
+    return producer, seq
+
+
+@dataclass
+class Delivery:
+    """What each consumer received, in arrival order, as (producer, seq)."""
+
+    sent: int
+    received: list[list[tuple[int, int]]] = field(default_factory=list)
+
+    def total(self) -> int:
+        return sum(len(r) for r in self.received)
+
+
+def topology(pattern: Pattern, consumers: int, size: int) -> Topology:
+    return Topology(
+        pattern=pattern,
+        topics=1,
+        producers=1,
+        consumers=consumers,
+        message_size=size,
+        run_tag=uuid.uuid4().hex[:10],
+    )
+
+
+class _Poller(threading.Thread):
+    """Polls one consumer until told to stop (for pull-style drivers; harmless for callback ones)."""
+
+    def __init__(self, consumer: Consumer) -> None:
+        super().__init__(daemon=True)
+        self.consumer = consumer
+        self.stopping = threading.Event()
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            while not self.stopping.is_set():
+                self.consumer.poll(0.05)
+        except BaseException as exc:  # reported by the test
+            self.error = exc
+
+
+def run_flow(
+    driver_cls: type[Driver],
+    options: Mapping[str, Any],
+    broker: BrokerEndpoint | None,
+    pattern: Pattern,
+    consumers: int,
+    count: int,
+    size: int,
+) -> Delivery:
+    """Send ``count`` messages of ``size`` bytes from one producer to ``consumers`` consumers."""
+    topo = topology(pattern, consumers, size)
+    parent = driver_cls(options, broker)
+    plan = parent.plan(topo)
+    delivery = Delivery(sent=count, received=[[] for _ in range(consumers)])
+    expected = count * consumers if pattern is Pattern.PUBSUB else count
+    arrived = threading.Semaphore(0)
+    started: list[Consumer] = []
+    pollers: list[_Poller] = []
+    try:
+        for c in range(consumers):
+            consumer = driver_cls(options, broker).create_consumer(plan, Role(index=c, topic=0))
+            started.append(consumer)
+            sink = delivery.received[c]
+
+            def on_message(payload: bytes, sink: list[tuple[int, int]] = sink) -> None:
+                sink.append(parse_payload(payload, size))
+                arrived.release()
+
+            consumer.start(on_message)
+            pollers.append(_Poller(consumer))
+        for poller in pollers:
+            poller.start()
+        producer = driver_cls(options, broker).create_producer(plan, Role(index=0, topic=0))
+        try:
+            time.sleep(SETTLE)  # as the runner does; brokerless PUB/SUB needs it, brokers do not
+            buf = bytearray(size)
+            for seq in range(count):
+                fill_payload(buf, 0, seq)
+                producer.send(buf)
+            producer.flush(30.0)
+            deadline = time.monotonic() + DEADLINE
+            got = 0
+            while got < expected and arrived.acquire(
+                timeout=max(0.0, min(STALL, deadline - time.monotonic()))
+            ):
+                got += 1
+            # A short grace so duplicates or extra deliveries show up in the checks.
+            time.sleep(0.2)
+        finally:
+            producer.close()
+    finally:
+        for poller in pollers:
+            poller.stopping.set()
+        for poller in pollers:
+            poller.join(timeout=10)
+        for consumer in started:
+            consumer.close()
+        parent.teardown(plan)
+    for poller in pollers:
+        if poller.error is not None:
+            raise poller.error
+    return delivery
+
+
+def run_reqrep(
+    driver_cls: type[Driver], options: Mapping[str, Any], broker: BrokerEndpoint | None, count: int, size: int
+) -> list[bytes | None]:
+    """``count`` requests through one requester and one replier; returns the replies in order."""
+    topo = topology(Pattern.REQREP, 1, size)
+    parent = driver_cls(options, broker)
+    plan = parent.plan(topo)
+    replier = driver_cls(options, broker).create_replier(plan, Role(index=0, topic=0))
+    stopping = threading.Event()
+    errors: list[BaseException] = []
+
+    def serve() -> None:
+        try:
+            while not stopping.is_set():
+                replier.poll(0.05)
+        except BaseException as exc:
+            errors.append(exc)
+
+    replies: list[bytes | None] = []
+    replier.start()
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        requester = driver_cls(options, broker).create_requester(plan, Role(index=0, topic=0))
+        try:
+            buf = bytearray(size)
+            for seq in range(count):
+                fill_payload(buf, 0, seq)
+                replies.append(requester.request(buf, timeout=10.0))
+        finally:
+            requester.close()
+    finally:
+        stopping.set()
+        thread.join(timeout=10)
+        replier.close()
+        parent.teardown(plan)
+    if errors:
+        raise errors[0]
+    return replies
+
+
+# -- checks --------------------------------------------------------------------------------------
+
+
+def check_pubsub(delivery: Delivery, ordered: bool, lossy: bool = False) -> None:
+    """Every consumer got every message exactly once (and in send order when ``ordered``).
+
+    ``lossy``: messages may be missing (a brokerless at-most-once drop at the high-water mark), but at
+    least one arrives, and what arrives is neither duplicated nor corrupt nor (when ``ordered``) reordered.
+    """
+    everything = [(0, s) for s in range(delivery.sent)]
+    for c, got in enumerate(delivery.received):
+        assert len(set(got)) == len(got), f"consumer {c} received duplicates"
+        if lossy:
+            assert got and set(got) <= set(everything), f"consumer {c} received nothing"
+        else:
+            assert len(got) == delivery.sent, f"consumer {c} received {len(got)} of {delivery.sent}"
+        if ordered:
+            assert got == sorted(got), f"consumer {c} received messages out of order"
+
+
+def check_queue(delivery: Delivery, ordered: bool, lossy: bool = False) -> None:
+    """Each message went to exactly one consumer; each consumer's share is in send order when ``ordered``.
+    ``lossy`` as for :func:`check_pubsub`."""
+    merged = [m for got in delivery.received for m in got]
+    assert len(set(merged)) == len(merged), "a message was delivered twice"
+    if lossy:
+        assert merged and set(merged) <= {(0, s) for s in range(delivery.sent)}, "nothing was received"
+    else:
+        assert len(merged) == delivery.sent, f"received {len(merged)} of {delivery.sent}"
+        assert sorted(merged) == [(0, s) for s in range(delivery.sent)]
+    if ordered:
+        for c, got in enumerate(delivery.received):
+            assert got == sorted(got), f"consumer {c} received its share out of order"
+
+
+def require_backend(system: str, backend: str = "auto") -> None:
+    """Skip (or, in CI, fail) when ``system`` has no usable broker backend here, with the reason."""
+    import os
+
+    import pytest
+
+    from harness.brokers import choose_backend
+
+    choice = choose_backend(system, backend)
+    if choice.backend is None:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"{system}: {choice.reason}")
+        pytest.skip(f"{system}: {choice.reason}")
