@@ -2,11 +2,16 @@
 
 No sockets, threads or event loops here: an engine feeds ``ZmtpConnection.receive_data`` with what
 it read, acts on ``next_events()``, and writes what ``start``, ``data_to_send`` and the
-``encode_*`` methods return. Mechanisms plug in through ``Mechanism``; NULL is built in.
+``encode_*`` methods return. Mechanisms plug in through ``Mechanism``: NULL (the default),
+``PlainMechanism`` and ``CurveMechanism``. Server mechanisms check clients through ZAP, which the
+engine relays: see ``ZmtpConnection.zap_request``/``zap_reply`` and the ``_connection`` module
+docstring for the hand-over. CURVE keys are 32 raw bytes or 40 Z85 characters (``curve_keypair``).
 """
 
 from mqcore.zmtp._connection import ZmtpConnection, ZmtpStateError
+from mqcore.zmtp._curve import CurveMechanism
 from mqcore.zmtp._events import (
+    AuthFailed,
     Cancel,
     Event,
     HandshakeDone,
@@ -20,8 +25,12 @@ from mqcore.zmtp._events import (
 )
 from mqcore.zmtp._frames import COMMAND, LONG, MORE
 from mqcore.zmtp._greeting import GREETING_SIZE, OUR_VERSION
+from mqcore.zmtp._keys import curve_keypair, curve_public
 from mqcore.zmtp._mechanism import HandshakeInfo, Mechanism, MechanismError, NullMechanism
+from mqcore.zmtp._plain import PlainMechanism
 from mqcore.zmtp._socket_types import SOCKET_TYPES, compatible
+from mqcore.zmtp._z85 import z85_decode, z85_encode
+from mqcore.zmtp._zap import ZAP_ENDPOINT
 
 __all__ = [
     "ZmtpConnection",
@@ -36,10 +45,18 @@ __all__ = [
     "PeerError",
     "UnknownCommand",
     "ProtocolViolation",
+    "AuthFailed",
     "Mechanism",
     "MechanismError",
     "HandshakeInfo",
     "NullMechanism",
+    "PlainMechanism",
+    "CurveMechanism",
+    "curve_keypair",
+    "curve_public",
+    "z85_encode",
+    "z85_decode",
+    "ZAP_ENDPOINT",
     "SOCKET_TYPES",
     "compatible",
     "GREETING_SIZE",

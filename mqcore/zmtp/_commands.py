@@ -15,6 +15,10 @@ CANCEL = b"CANCEL"
 PING = b"PING"
 PONG = b"PONG"
 
+# libzmq's PLAIN writes its ERROR as "\x05ERROR" in C, where the hex escape swallows the "E": the
+# body starts "^RROR" (0x5E) with no length byte. libzmq's PLAIN client only recognises that form.
+LIBZMQ_PLAIN_ERROR = b"^RROR"
+
 MAX_PING_CONTEXT = 16
 MAX_PING_TTL = 0xFFFF
 MAX_ERROR_REASON = 255

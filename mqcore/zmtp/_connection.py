@@ -5,6 +5,7 @@ States and transitions (the only ones there are):
     GREETING  -- peer greeting complete, ZMTP >= 3.0, same mechanism --> HANDSHAKE
     HANDSHAKE -- mechanism ready and socket types compatible ---------> TRAFFIC  (HandshakeDone)
     TRAFFIC   -- messages and commands --------------------------------> TRAFFIC
+    HANDSHAKE -- ZAP reply other than 200 (AuthFailed) ----------------> DEAD
     any       -- protocol violation (ProtocolViolation) or ERROR (PeerError) --> DEAD
 
 Rules: DEAD is final and ignores further input. Events come out in wire order. Handshake bytes to
@@ -12,6 +13,29 @@ send (our READY; an ERROR when we refuse the peer during the handshake) wait in 
 ``data_to_send``; the engine sends them before anything ``encode_*`` returns. Nothing here raises
 because of what the peer sent; misuse by the caller (encoding before the handshake, calling
 ``start`` twice) raises ZmtpStateError.
+
+ZAP hand-over (RFC 27), for the engine. The engine owns the ZAP socket (a REQ or DEALER connected to
+inproc://zeromq.zap.01) and tells the connection at construction what libzmq would know:
+``zap_handler`` (is a handler bound there now?), ``zap_domain`` (ZAP_DOMAIN), ``peer_address`` (the
+peer's IP address as text, b"" for ipc/inproc) and ``zap_enforce_domain`` (ZAP_ENFORCE_DOMAIN).
+After each ``receive_data`` (besides ``data_to_send`` and ``next_events``) it calls
+``zap_request(request_id)``: a list of frames means "deliver this request" (prepend the empty
+delimiter on a DEALER; use a distinct request id per connection if several share one socket).
+When the reply arrives the engine passes its frames to ``zap_reply`` (with or without the
+delimiter), then drains ``data_to_send``/``next_events`` as usual: status 200 continues the
+handshake (HandshakeDone follows once it completes; ``user_id`` and ``zap_properties`` hold what
+the handler returned); 400 and 500 queue an ERROR carrying the status code (in libzmq's PLAIN
+spelling for PLAIN, see ``_commands.LIBZMQ_PLAIN_ERROR``) and produce AuthFailed; 300 (temporary)
+produces AuthFailed without an ERROR, as libzmq and RFC 26 do. After AuthFailed the connection is
+dead: send ``data_to_send()`` and close.
+
+When ZAP is consulted, as libzmq 4.x does it (ZAP_ENFORCE_DOMAIN off, the default):
+- PLAIN server: always; with no handler bound every client is refused (ProtocolViolation).
+- CURVE server: whenever a handler is bound; with none, any client that knows the server key is
+  admitted (encryption without authentication). With ZAP_ENFORCE_DOMAIN on, ZAP is skipped when
+  ZAP_DOMAIN is empty and a missing handler refuses the client.
+- NULL: never here (libzmq asks ZAP for NULL only when ZAP_DOMAIN is set; not implemented yet).
+- Clients never ask ZAP.
 """
 
 from __future__ import annotations
@@ -22,6 +46,7 @@ from collections.abc import Iterable, Sequence
 from mqcore.zmtp import _commands as cmd
 from mqcore.zmtp._decoder import FrameDecoder
 from mqcore.zmtp._events import (
+    AuthFailed,
     Cancel,
     Event,
     HandshakeDone,
@@ -43,6 +68,7 @@ from mqcore.zmtp._greeting import (
 )
 from mqcore.zmtp._mechanism import HandshakeInfo, Mechanism, MechanismError, NullMechanism
 from mqcore.zmtp._socket_types import PUBLISHERS, SOCKET_TYPES, compatible
+from mqcore.zmtp._zap import ZapError, build_zap_request, parse_zap_reply
 
 __all__ = ["ZmtpConnection", "ZmtpStateError"]
 
@@ -72,6 +98,8 @@ class ZmtpConnection:
     included, so (as in libzmq) a limit under about 40 bytes refuses every peer. A frame over the
     limit is refused from its header, before any of its body is kept. ``as_server`` is announced
     in the greeting only if the mechanism has roles (NULL always announces 0, as RFC 37 requires).
+    ``zap_handler``, ``zap_domain``, ``peer_address`` and ``zap_enforce_domain`` configure ZAP for
+    a server mechanism (see the module docstring); ``peer_address`` may be str or bytes.
 
     Raises ValueError at construction for an unknown socket type or an identity that is longer
     than 255 bytes or starts with a zero byte (reserved by RFC 37).
@@ -84,6 +112,11 @@ class ZmtpConnection:
         as_server: bool = False,
         maxmsgsize: int = -1,
         mechanism: Mechanism | None = None,
+        *,
+        zap_handler: bool = False,
+        zap_domain: bytes | str = b"",
+        peer_address: bytes | str = b"",
+        zap_enforce_domain: bool = False,
     ) -> None:
         if socket_type not in SOCKET_TYPES:
             raise ValueError(f"unknown socket type {socket_type!r}; expected one of {sorted(SOCKET_TYPES)}")
@@ -108,6 +141,14 @@ class ZmtpConnection:
         self._peer_identity = b""
         self._peer_metadata: dict[str, bytes] = {}
         self._handshake_done = False
+        self.zap_handler = zap_handler
+        self.zap_domain = zap_domain.encode() if isinstance(zap_domain, str) else bytes(zap_domain)
+        self.peer_address = peer_address.encode() if isinstance(peer_address, str) else bytes(peer_address)
+        self.zap_enforce_domain = zap_enforce_domain
+        self._zap_credentials: list[bytes] | None = None  # asked for, not yet taken by the engine
+        self._zap_request_id: bytes | None = None  # taken, waiting for the reply
+        self._user_id = b""
+        self._zap_properties: dict[str, bytes] = {}
 
     # -- state ---------------------------------------------------------------------------------
 
@@ -140,6 +181,16 @@ class ZmtpConnection:
     def peer_metadata(self) -> dict[str, bytes]:
         """All the peer's metadata properties once the handshake is done, else empty."""
         return self._peer_metadata
+
+    @property
+    def user_id(self) -> bytes:
+        """The user id the ZAP handler returned with status 200 (``b""`` without ZAP)."""
+        return self._user_id
+
+    @property
+    def zap_properties(self) -> dict[str, bytes]:
+        """The metadata the ZAP handler returned with status 200 (empty without ZAP)."""
+        return self._zap_properties
 
     @property
     def buffered_bytes(self) -> int:
@@ -225,6 +276,9 @@ class ZmtpConnection:
             as_server=self.as_server,
             peer_as_server=greeting.as_server,
             peer_version=greeting.version,
+            zap_handler=self.zap_handler,
+            zap_domain=self.zap_domain,
+            zap_enforce_domain=self.zap_enforce_domain,
         )
         try:
             self.mechanism.start(info)
@@ -239,8 +293,10 @@ class ZmtpConnection:
         try:
             name, data = cmd.split_command(body)
         except cmd.CommandError as error:
-            self._fail(str(error))
-            return
+            if not body.startswith(cmd.LIBZMQ_PLAIN_ERROR):
+                self._fail(str(error))
+                return
+            name, data = cmd.ERROR, body[len(cmd.LIBZMQ_PLAIN_ERROR) :]
         if name == cmd.ERROR:
             self._events.append(PeerError(cmd.parse_error_data(data)))
             self._die()
@@ -271,6 +327,15 @@ class ZmtpConnection:
         except cmd.CommandError as error:
             self._fail(str(error))
 
+    def _on_sealed_frame(self, body: bytes) -> None:
+        """A data frame carrying a wrapping command (libzmq's CURVE MESSAGE), after the handshake."""
+        try:
+            name, data = cmd.split_command(body)
+        except cmd.CommandError as error:
+            self._fail(str(error))
+            return
+        self._on_wrapped_command(name, data)
+
     def _on_wrapped_command(self, name: bytes, data: bytes) -> None:
         try:
             frame = self.mechanism.unwrap_command(name, data)
@@ -299,6 +364,9 @@ class ZmtpConnection:
         """Move the mechanism's queued commands to ``_outgoing``; finish the handshake if ready."""
         for name, data in self.mechanism.take_commands():
             self._outgoing.append(encode_command(name, data))
+        credentials = self.mechanism.take_zap_credentials()
+        if credentials is not None:
+            self._zap_credentials = credentials
         if self.mechanism.ready and self._state is _State.HANDSHAKE:
             self._finish_handshake()
 
@@ -320,9 +388,59 @@ class ZmtpConnection:
         self._peer_metadata = metadata
         decoder = self._decoder
         decoder.messages_allowed = not self.mechanism.wraps_traffic
+        if self.mechanism.wraps_traffic and self.mechanism.wraps_in_data_frames:
+            decoder.sealed_frame = self._on_sealed_frame
         decoder.message_refusal = "clear-text message frame on a connection whose mechanism wraps traffic"
         decoder.subscription_messages = self.socket_type in PUBLISHERS
         self._events.append(HandshakeDone(peer_type, self._peer_identity, metadata, self._peer_version))
+
+    # -- ZAP -----------------------------------------------------------------------------------
+
+    def zap_request(self, request_id: bytes = b"1") -> list[bytes] | None:
+        """The frames of the ZAP request the handshake waits on, returned once (version first, no
+        delimiter), or None if there is none. ``request_id`` goes into the request and must come
+        back in the reply."""
+        if self._state is _State.HANDSHAKE:
+            self._advance_mechanism()
+        credentials = self._zap_credentials
+        if credentials is None or self._state is not _State.HANDSHAKE:
+            return None
+        self._zap_credentials = None
+        self._zap_request_id = request_id = bytes(request_id)
+        return build_zap_request(
+            request_id, self.zap_domain, self.peer_address, self.identity, self.mechanism.name, credentials
+        )
+
+    def zap_reply(self, frames: Sequence[BytesLike]) -> None:
+        """Take the ZAP handler's reply to ``zap_request``. Never raises for its content: a
+        malformed reply becomes a ProtocolViolation; a refusal, AuthFailed. ZmtpStateError if no
+        request is waiting for a reply. Ignored once the connection is dead."""
+        request_id = self._zap_request_id
+        if request_id is None:
+            raise ZmtpStateError("no ZAP request is waiting for a reply")
+        self._zap_request_id = None
+        if self._state is not _State.HANDSHAKE:
+            return
+        try:
+            reply = parse_zap_reply([bytes(frame) for frame in frames], request_id)
+        except ZapError as error:
+            self._fail(f"bad ZAP reply: {error}")
+            return
+        if reply.status_code == 200:
+            self._user_id = reply.user_id
+            self._zap_properties = reply.metadata
+            try:
+                self.mechanism.zap_approved()
+            except MechanismError as error:
+                self._fail(str(error))
+                return
+            self._advance_mechanism()
+            return
+        if reply.status_code != 300:  # 300 is a temporary failure: close without an ERROR
+            body = self.mechanism.error_prefix + cmd.encode_error_data(str(reply.status_code).encode())
+            self._outgoing.append(frame_header(COMMAND, len(body)) + body)
+        self._events.append(AuthFailed(reply.status_code, reply.status_text))
+        self._die()
 
     # -- failure -------------------------------------------------------------------------------
 
@@ -350,6 +468,9 @@ class ZmtpConnection:
         """One frame (``flags`` without LONG), wrapped by the mechanism if it protects traffic."""
         if self.mechanism.wraps_traffic:
             name, data = self.mechanism.wrap_frame(flags, bytes(body))
+            if self.mechanism.wraps_in_data_frames:
+                sealed = b"".join((bytes((len(name),)), name, data))
+                return frame_header(0, len(sealed)) + sealed
             return encode_command(name, data)
         body = bytes(body)
         return frame_header(flags, len(body)) + body

@@ -10,6 +10,9 @@ Invariants between calls to ``feed``:
   the read). Partial bodies are collected as chunks and joined once, so large frames arriving in
   many reads cost linear time.
 - Once ``stopped`` is set, nothing more is decoded and the buffers are empty.
+- A message frame that is not allowed is a violation, unless ``sealed_frame`` is set: then its body
+  goes there (wrapped traffic such as CURVE's MESSAGE). The fast path never sees such frames,
+  because it runs only while messages are allowed.
 
 Owned by one ZmtpConnection, which it calls back for commands and violations.
 """
@@ -39,6 +42,7 @@ class FrameDecoder:
         "messages_allowed",
         "message_refusal",
         "subscription_messages",
+        "sealed_frame",
         "stopped",
         "_on_command",
         "_on_violation",
@@ -63,6 +67,8 @@ class FrameDecoder:
         self.messages_allowed = False
         self.message_refusal = "message frame before the handshake completed"
         self.subscription_messages = False
+        # When set, message frames that are not allowed go here instead (e.g. CURVE MESSAGE bodies).
+        self.sealed_frame: Callable[[bytes], None] | None = None
         self.stopped = False
         self._on_command = on_command
         self._on_violation = on_violation
@@ -191,7 +197,10 @@ class FrameDecoder:
             else:
                 self._on_command(body)
         elif not self.messages_allowed:
-            self.fail(self.message_refusal)
+            if self.sealed_frame is None:
+                self.fail(self.message_refusal)
+            else:
+                self.sealed_frame(body)
         else:
             self.assemble(flags, body)
 

@@ -19,6 +19,7 @@ __all__ = [
     "PeerError",
     "UnknownCommand",
     "ProtocolViolation",
+    "AuthFailed",
 ]
 
 
@@ -102,6 +103,18 @@ class ProtocolViolation:
     reason: str
 
 
+@dataclass(frozen=True, slots=True)
+class AuthFailed:
+    """The ZAP handler refused the peer (status 300, 400 or 500); the connection is dead afterwards.
+
+    ``status_code`` is the ZAP status (300 = temporary failure, 400 = bad credentials, 500 =
+    handler error); ``status_text`` is the handler's explanation, possibly empty.
+    """
+
+    status_code: int
+    status_text: str
+
+
 Event = (
     HandshakeDone
     | Message
@@ -112,4 +125,5 @@ Event = (
     | PeerError
     | UnknownCommand
     | ProtocolViolation
+    | AuthFailed
 )

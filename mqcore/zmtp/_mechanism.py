@@ -9,7 +9,14 @@ Invariants: ``ready`` never goes back to False; commands queued by ``_send`` lea
 failed handshake is signalled by raising MechanismError, after which the mechanism is not used.
 
 Mechanisms that protect traffic (CURVE) set ``wraps_traffic`` and implement ``wrap_frame`` and
-``unwrap_command``; the connection then refuses clear-text message frames.
+``unwrap_command``; the connection then refuses clear-text message frames. The wrapping command
+travels in a command frame, or, if ``wraps_in_data_frames`` is set, in a final data frame whose body
+is the command (what libzmq does with CURVE's MESSAGE); such frames are then accepted both ways.
+
+A server mechanism that wants the peer's credentials checked (PLAIN, CURVE) calls
+``_request_zap(credentials)`` and waits; the connection turns that into a ZAP request for the engine
+and, on a 200 reply, calls ``zap_approved``. Any other reply ends the connection without involving
+the mechanism. ``HandshakeInfo`` tells the mechanism whether a ZAP handler is bound at all.
 """
 
 from __future__ import annotations
@@ -20,7 +27,7 @@ from typing import ClassVar
 
 from mqcore.zmtp._commands import READY, CommandError, encode_properties, parse_properties
 
-__all__ = ["HandshakeInfo", "Mechanism", "MechanismError", "NullMechanism"]
+__all__ = ["HandshakeInfo", "Mechanism", "MechanismError", "NullMechanism", "check_roles"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,6 +39,11 @@ class HandshakeInfo:
     as_server: bool
     peer_as_server: bool
     peer_version: tuple[int, int]
+    # ZAP as the engine configured it: whether a handler is bound at inproc://zeromq.zap.01,
+    # the socket's ZAP_DOMAIN, and ZAP_ENFORCE_DOMAIN (libzmq's option, off by default).
+    zap_handler: bool = False
+    zap_domain: bytes = b""
+    zap_enforce_domain: bool = False
 
     def local_metadata(self) -> list[tuple[str, bytes]]:
         """Our standard properties: Socket-Type, and Identity when we have one."""
@@ -56,11 +68,15 @@ class Mechanism(ABC):
     # Whether client and server roles exist; if not, the greeting's as-server byte is always 0.
     uses_roles: ClassVar[bool] = True
     wraps_traffic: ClassVar[bool] = False
+    wraps_in_data_frames: ClassVar[bool] = False
+    # Body prefix of the ERROR command sent when ZAP refuses the peer (name length byte + name).
+    error_prefix: ClassVar[bytes] = b"\x05ERROR"
 
     def __init__(self) -> None:
         self._outgoing: list[tuple[bytes, bytes]] = []
         self._ready = False
         self._peer_metadata: dict[str, bytes] = {}
+        self._zap_credentials: list[bytes] | None = None
 
     @abstractmethod
     def start(self, info: HandshakeInfo) -> None:
@@ -96,6 +112,18 @@ class Mechanism(ABC):
         """
         return None
 
+    def take_zap_credentials(self) -> list[bytes] | None:
+        """The credential frames of a ZAP request this mechanism waits on (returned once), or None."""
+        credentials, self._zap_credentials = self._zap_credentials, None
+        return credentials
+
+    def zap_approved(self) -> None:
+        """The ZAP handler admitted the peer (status 200): continue the handshake."""
+        raise MechanismError(f"the {self.name.decode()} mechanism did not ask for a ZAP check")
+
+    def _request_zap(self, credentials: list[bytes]) -> None:
+        self._zap_credentials = credentials
+
     def _send(self, name: bytes, data: bytes) -> None:
         self._outgoing.append((name, data))
 
@@ -125,3 +153,11 @@ class NullMechanism(Mechanism):
             self._finish(parse_properties(data))
         except CommandError as error:
             raise MechanismError(f"malformed READY: {error}") from None
+
+
+def check_roles(info: HandshakeInfo, as_server: bool, mechanism: str) -> None:
+    """Refuse a handshake if the mechanism's role is not the connection's. The peer's as-server
+    byte is not checked: libzmq always sends 0 there, even from a PLAIN or CURVE server."""
+    if info.as_server != as_server:
+        side = "server" if as_server else "client"
+        raise MechanismError(f"the {mechanism} mechanism is a {side} but the connection is not")
