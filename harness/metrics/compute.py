@@ -101,10 +101,15 @@ def delivery(
 
 
 def out_of_order(arrived_keys_in_order: npt.ArrayLike) -> int:
-    """Arrivals whose seq is lower than the highest seq already seen from the same producer."""
+    """First arrivals whose seq is lower than the highest seq already seen from the same producer.
+
+    A duplicate is counted as a duplicate, not again as out of order: only first arrivals are looked at.
+    """
     keys = np.asarray(arrived_keys_in_order, dtype=np.int64)
     if keys.size < 2:
         return 0
+    _, first = np.unique(keys, return_index=True)
+    keys = keys[np.sort(first)]
     producers = keys >> 32
     seqs = keys & 0xFFFFFFFF
     total = 0

@@ -95,9 +95,13 @@ def resolve_systems(
     return ready
 
 
+def supports(system: str, scenario: Scenario) -> bool:
+    return scenario.pattern in driver_class(system).patterns
+
+
 def _cases(scenarios: Sequence[Scenario], systems: Sequence[str]) -> Iterator[tuple[Scenario, Variant, int, float | None, int]]:
     for sc in scenarios:
-        chosen = [s for s in systems if sc.systems is None or s in sc.systems]
+        chosen = [s for s in systems if (sc.systems is None or s in sc.systems) and supports(s, sc)]
         for size in sc.message_sizes:
             for rate in sc.rates:
                 for rep in range(sc.repetitions):
@@ -122,12 +126,23 @@ def compare(
     brokers = dict(brokers or {})
     ready = resolve_systems(scenarios, systems, brokers, backend)
     order = [s for s in SYSTEMS if s in ready]
+    for sc in scenarios:
+        listed = [s for s in order if sc.systems is None or s in sc.systems]
+        if sc.systems is not None or systems is not None:
+            unsupported = [s for s in listed if not supports(s, sc)]
+            if unsupported and len(unsupported) == len(listed):
+                raise CompareError(f"scenario {sc.name}: no chosen system supports the {sc.pattern.value} pattern")
     cases = list(_cases(scenarios, order))
+    skipped = sorted({f"{s} ({sc.pattern.value})" for sc in scenarios for s in order
+                      if (sc.systems is None or s in sc.systems) and not supports(s, sc)})
     if not cases:
         raise CompareError("the scenarios and systems chosen leave nothing to run")
     run = RunFolder(out_root, new_run_id(label or "-".join(sc.name for sc in scenarios[:2])))
     run.manifest["scenarios"] = [sc.as_dict() for sc in scenarios]
     console.print(f"[bold]mqbench compare[/] → {run.path}  ({len(cases)} cases; systems: {', '.join(order)})")
+    if skipped:
+        console.print(f"not run, the driver lacks the pattern: {', '.join(skipped)}")
+        run.manifest["not_supported"] = skipped
     problems: list[str] = []
     complete = True
     interrupted = False
