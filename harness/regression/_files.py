@@ -1,0 +1,158 @@
+"""Reading run folders and baseline folders, writing baseline folders. The only IO of the check.
+
+A run folder (DESIGN.md, "Results") holds ``summary.parquet`` (one row per case and repetition) and
+``manifest.json``. A baseline folder (committed to git, so small and diff-friendly) holds:
+
+* ``summary.csv``  - the run's summary rows, only the columns the ratios need (the source of truth: the
+  check recomputes ratios from it, so ``--reference`` can change later);
+* ``ratios.csv``   - the per-repetition ratios to the reference the baseline was made with (for readers);
+* ``baseline.json`` - where it came from: run id, scenarios, host, system versions, git revision.
+
+Every file is written to a temporary sibling name and renamed, so a baseline is never half-written.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from harness.regression._errors import RegressionInputError
+from harness.regression._ratios import SUMMARY_INPUT_COLUMNS
+
+SUMMARY_FILE = "summary.parquet"
+MANIFEST_FILE = "manifest.json"
+BASELINE_SUMMARY = "summary.csv"
+BASELINE_RATIOS = "ratios.csv"
+BASELINE_ENVIRONMENT = "baseline.json"
+#: Bumped when the baseline folder's layout changes incompatibly.
+BASELINE_FORMAT = 1
+
+_TEXT_COLUMNS = {"scenario": str, "pattern": str, "system": str, "variant": str, "label": str}
+
+
+@dataclass(frozen=True)
+class RunData:
+    path: Path
+    summary: pd.DataFrame
+    manifest: Mapping[str, Any]
+
+    @property
+    def run_id(self) -> str:
+        return str(self.manifest.get("run_id") or self.path.name)
+
+
+@dataclass(frozen=True)
+class Baseline:
+    path: Path
+    summary: pd.DataFrame
+    environment: Mapping[str, Any]
+
+
+def _read_json(path: Path, what: str) -> dict[str, Any]:
+    if not path.is_file():
+        raise RegressionInputError(f"{path}: missing; {what}")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise RegressionInputError(f"{path}: not readable JSON ({exc}); {what}") from None
+    if not isinstance(data, dict):
+        raise RegressionInputError(f"{path}: expected a JSON object; {what}")
+    return data
+
+
+def read_run(path: Path) -> RunData:
+    """Read a run folder's summary and manifest; :class:`RegressionInputError` if unusable."""
+    if not path.is_dir():
+        raise RegressionInputError(f"{path}: no such run folder; pass a folder under results/")
+    summary_path = path / SUMMARY_FILE
+    if not summary_path.is_file():
+        raise RegressionInputError(
+            f"{summary_path}: missing; the run did not finish writing its summary (run the scenario again)"
+        )
+    try:
+        summary = pd.read_parquet(summary_path)
+    except Exception as exc:  # pyarrow raises several types for a damaged file
+        raise RegressionInputError(f"{summary_path}: not a readable Parquet file ({exc})") from None
+    manifest = _read_json(path / MANIFEST_FILE, "every run folder has one; run the scenario again")
+    return RunData(path=path, summary=summary, manifest=manifest)
+
+
+def read_baseline(path: Path) -> Baseline:
+    """Read a baseline folder written by :func:`write_baseline`."""
+    hint = "create one with 'mqbench baseline RUN_DIR --out " + str(path) + "'"
+    if not path.is_dir():
+        raise RegressionInputError(f"{path}: no such baseline folder; {hint}")
+    environment = _read_json(path / BASELINE_ENVIRONMENT, hint)
+    fmt = environment.get("format")
+    if fmt != BASELINE_FORMAT:
+        raise RegressionInputError(
+            f"{path / BASELINE_ENVIRONMENT}: baseline format {fmt!r}, this mqbench reads {BASELINE_FORMAT}; "
+            "re-create it with 'mqbench baseline'"
+        )
+    summary_path = path / BASELINE_SUMMARY
+    if not summary_path.is_file():
+        raise RegressionInputError(f"{summary_path}: missing; {hint}")
+    try:
+        summary = pd.read_csv(summary_path, dtype=_TEXT_COLUMNS, keep_default_na=False, na_values=[""])
+    except (OSError, ValueError) as exc:
+        raise RegressionInputError(f"{summary_path}: not a readable CSV file ({exc}); {hint}") from None
+    return Baseline(path=path, summary=summary, environment=environment)
+
+
+def baseline_rows(summary: pd.DataFrame) -> pd.DataFrame:
+    """The columns of ``summary`` a baseline keeps (those present), rows in a stable order."""
+    keep = [c for c in (*SUMMARY_INPUT_COLUMNS, "label") if c in summary.columns]
+    order = [c for c in ("scenario", "system", "variant", "size", "rate", "repetition") if c in keep]
+    return summary[keep].sort_values(order, kind="mergesort", na_position="first").reset_index(drop=True)
+
+
+def environment(run: RunData, reference: str, created: str) -> dict[str, Any]:
+    """What ``baseline.json`` records about the run a baseline comes from."""
+    m = run.manifest
+    return {
+        "format": BASELINE_FORMAT,
+        "created": created,
+        "run_id": run.run_id,
+        "reference": reference,
+        "git_revision": m.get("git_revision", ""),
+        "host": m.get("host", {}),
+        "systems": m.get("systems", {}),
+        "scenarios": m.get("scenarios", []),
+    }
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
+    try:
+        with open(tmp, "xb") as handle:
+            handle.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def write_baseline(
+    out: Path, summary: pd.DataFrame, ratios: pd.DataFrame, env: Mapping[str, Any]
+) -> list[Path]:
+    """Write a baseline folder (each file through a temporary name and a rename); return the paths.
+
+    The environment file is written last: a first baseline interrupted midway has none and is rejected
+    by :func:`read_baseline`.
+    """
+    out.mkdir(parents=True, exist_ok=True)
+    files = (
+        (out / BASELINE_SUMMARY, baseline_rows(summary).to_csv(index=False)),
+        (out / BASELINE_RATIOS, ratios.to_csv(index=False)),
+        (out / BASELINE_ENVIRONMENT, json.dumps(dict(env), indent=2, sort_keys=True, default=str) + "\n"),
+    )
+    for path, text in files:
+        _atomic_write(path, text.encode("utf-8"))
+    return [path for path, _ in files]

@@ -1,0 +1,233 @@
+"""`mqbench baseline` and `mqbench regress` end to end on synthetic run folders in tmp dirs."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from harness.regression import baseline, regress
+from tests.harness.test_regress_synthetic import manifest, scenario_dicts, summary_frame, write_run
+
+
+@pytest.fixture(scope="module")
+def baseline_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("results")
+    run = write_run(root, summary_frame(0, run_id="run-base"), manifest("run-base", hostname="builder"))
+    out = root / "baseline"
+    assert baseline.main([str(run), "--out", str(out)]) == 0
+    return out
+
+
+def regress_run(
+    tmp_path: Path, baseline_dir: Path, frame: pd.DataFrame, *args: str, **manifest_kwargs: object
+) -> int:
+    run = write_run(tmp_path, frame, manifest(str(frame["run_id"].iloc[0]), **manifest_kwargs))  # type: ignore[arg-type]
+    return regress.main([str(run), "--baseline", str(baseline_dir), *args])
+
+
+def last_line(text: str) -> str:
+    return text.strip().splitlines()[-1]
+
+
+def assert_one_sentence_error(err: str, *fragments: str) -> None:
+    assert "Traceback" not in err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert lines[0].startswith("mqbench ")
+    for fragment in fragments:
+        assert fragment in lines[0], lines[0]
+
+
+# --- baseline ---------------------------------------------------------------------------------------
+
+
+def test_baseline_folder_holds_rows_ratios_and_environment(baseline_dir: Path) -> None:
+    names = sorted(p.name for p in baseline_dir.iterdir())
+    assert names == ["baseline.json", "ratios.csv", "summary.csv"]  # no temporary files left behind
+    env = json.loads((baseline_dir / "baseline.json").read_text())
+    assert env["run_id"] == "run-base" and env["reference"] == "zmq" and env["format"] == 1
+    assert env["host"]["hostname"] == "builder"
+    assert env["git_revision"].startswith("0123456789")
+    assert env["systems"]["zmq"]["versions"]["libzmq"] == "4.3.5"
+    assert [s["name"] for s in env["scenarios"]] == ["regress-queue", "regress-reqrep"]
+    rows = pd.read_csv(baseline_dir / "summary.csv")
+    assert len(rows) == 2 * 4 * 6  # systems x cases x repetitions
+    assert "receiver_msgs_per_s" in rows.columns and "lost" not in rows.columns
+    ratios = pd.read_csv(baseline_dir / "ratios.csv")
+    assert set(ratios["system"]) == {"mqcore"} and len(ratios) == 8 * 6
+
+
+def test_baseline_refuses_too_few_repetitions(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    run = write_run(tmp_path, summary_frame(0, repetitions=4), manifest(repetitions=4))
+    assert baseline.main([str(run), "--out", str(tmp_path / "b")]) == 2
+    assert_one_sentence_error(capsys.readouterr().err, "at least 5 repetitions", "has 4")
+    assert not (tmp_path / "b").exists()
+
+
+def test_baseline_refuses_an_incomplete_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    run = write_run(tmp_path, summary_frame(0), manifest(complete=False))
+    assert baseline.main([str(run), "--out", str(tmp_path / "b")]) == 2
+    assert_one_sentence_error(capsys.readouterr().err, "incomplete")
+
+
+# --- regress: verdicts ------------------------------------------------------------------------------
+
+
+def test_same_performance_passes(
+    tmp_path: Path, baseline_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert regress_run(tmp_path, baseline_dir, summary_frame(1)) == 0
+    out = capsys.readouterr().out
+    assert "baseline ratio" in out and "p-value" in out
+    assert last_line(out).startswith("No regression: 8 metric(s) of mqcore checked")
+    assert "different hosts" in out  # built on "builder", checked on "ci-runner"
+
+
+def test_a_2x_slowdown_fails_naming_system_and_metric(
+    tmp_path: Path, baseline_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    frame = summary_frame(2, slowdown=2.0, slow_metrics={"receiver_msgs_per_s"})
+    assert regress_run(tmp_path, baseline_dir, frame) == 1
+    line = last_line(capsys.readouterr().out)
+    assert line.startswith("REGRESSION: mqcore receiver throughput at 100 B (regress-queue) fell 5")
+    assert "relative to zmq" in line and "64 KiB" in line and "sender" not in line
+
+
+def test_latency_regression_and_per_metric_threshold(
+    tmp_path: Path, baseline_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    frame = summary_frame(3, slowdown=1.4, slow_metrics={"lat_p99_us"})
+    assert regress_run(tmp_path / "a", baseline_dir, frame) == 1
+    assert "mqcore RTT p99 at 100 B (regress-reqrep) rose" in last_line(capsys.readouterr().out)
+    assert regress_run(tmp_path / "b", baseline_dir, frame, "--metric-threshold", "lat_p99_us=0.6") == 0
+
+
+def test_an_improvement_passes(
+    tmp_path: Path, baseline_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert regress_run(tmp_path, baseline_dir, summary_frame(4, slowdown=0.5)) == 0
+    assert "(8 improved)" in last_line(capsys.readouterr().out)
+
+
+def test_a_test_build_can_stand_in_for_the_baseline_system(
+    tmp_path: Path, baseline_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    frame = summary_frame(5, slowdown=2.0).replace({"system": {"mqcore": "mqcore-delayed"}})
+    assert regress_run(tmp_path, baseline_dir, frame, "--baseline-system", "mqcore-delayed=mqcore") == 1
+    assert last_line(capsys.readouterr().out).startswith("REGRESSION: mqcore-delayed ")
+
+
+def test_wired_into_mqbench(tmp_path: Path, baseline_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from harness.cli import main as mqbench
+
+    run = write_run(tmp_path, summary_frame(6), manifest())
+    assert mqbench(["regress", str(run), "--baseline", str(baseline_dir), "--threshold", "0.2"]) == 0
+    assert "No regression" in capsys.readouterr().out
+    assert mqbench(["baseline", str(run), "--out", str(tmp_path / "b2")]) == 0
+    assert (tmp_path / "b2" / "baseline.json").is_file()
+    assert mqbench(["regress", str(tmp_path / "missing"), "--baseline", str(baseline_dir)]) == 2
+
+
+def test_add_parsers_registers_both_subcommands() -> None:
+    from harness.regress import add_parsers
+
+    parser = argparse.ArgumentParser(prog="mqbench")
+    sub = parser.add_subparsers(dest="command", required=True)
+    assert [p.prog for p in add_parsers(sub)] == ["mqbench regress", "mqbench baseline"]
+    args = parser.parse_args(["regress", "run", "--metric-threshold", "lat_p99_us=0.25"])
+    assert args.func is regress.run and args.metric_threshold == ["lat_p99_us=0.25"]
+    assert parser.parse_args(["baseline", "run"]).func is baseline.run
+
+
+# --- regress: unusable input -> exit 2 and one sentence -------------------------------------------
+
+
+def test_missing_run_folder(baseline_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert regress.main([str(tmp_path / "nope"), "--baseline", str(baseline_dir)]) == 2
+    assert_one_sentence_error(capsys.readouterr().err, "no such run folder")
+
+
+def test_missing_summary_or_manifest(
+    tmp_path: Path, baseline_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = write_run(tmp_path, summary_frame(1), manifest())
+    (run / "manifest.json").unlink()
+    assert regress.main([str(run), "--baseline", str(baseline_dir)]) == 2
+    assert_one_sentence_error(capsys.readouterr().err, "manifest.json: missing")
+    (run / "summary.parquet").unlink()
+    assert regress.main([str(run), "--baseline", str(baseline_dir)]) == 2
+    assert_one_sentence_error(capsys.readouterr().err, "summary.parquet: missing")
+
+
+def test_missing_or_damaged_baseline(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    run = write_run(tmp_path, summary_frame(1), manifest())
+    assert regress.main([str(run), "--baseline", str(tmp_path / "none")]) == 2
+    assert_one_sentence_error(capsys.readouterr().err, "no such baseline folder", "mqbench baseline")
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "baseline.json").write_text("{not json")
+    assert regress.main([str(run), "--baseline", str(broken)]) == 2
+    assert_one_sentence_error(capsys.readouterr().err, "not readable JSON")
+
+
+def test_no_reference_system(tmp_path: Path, baseline_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert regress_run(tmp_path, baseline_dir, summary_frame(1), "--reference", "nats") == 2
+    assert_one_sentence_error(capsys.readouterr().err, "'nats' was not measured")
+
+
+def test_too_few_repetitions(tmp_path: Path, baseline_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    frame = summary_frame(1, repetitions=3)
+    assert regress_run(tmp_path, baseline_dir, frame, repetitions=3) == 2
+    assert_one_sentence_error(capsys.readouterr().err, "at least 5 repetitions", "has 3", "repetitions: 5")
+
+
+def test_baseline_for_a_different_scenario(
+    tmp_path: Path, baseline_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    other = summary_frame(1, scenario_names={"regress-queue": "smoke-queue", "regress-reqrep": "smoke-rr"})
+    other_manifest = [{**s, "name": "smoke-" + s["pattern"]} for s in scenario_dicts(6)]
+    assert regress_run(tmp_path / "a", baseline_dir, other, scenarios=other_manifest) == 2
+    assert_one_sentence_error(capsys.readouterr().err, "baseline is for scenario(s) regress-queue")
+    # Same name, other sizes: caught from the manifest's scenario definition.
+    frame = summary_frame(1, sizes=(100, 1000, 65536))
+    changed = scenario_dicts(6, sizes=(100, 1000, 65536))
+    changed[0]["warmup"] = 50
+    assert regress_run(tmp_path / "b", baseline_dir, frame, scenarios=changed) == 2
+    assert_one_sentence_error(capsys.readouterr().err, "different scenario", "warmup is 1000 in the baseline")
+
+
+def test_incomplete_run(tmp_path: Path, baseline_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert regress_run(tmp_path, baseline_dir, summary_frame(1), complete=False) == 2
+    assert_one_sentence_error(capsys.readouterr().err, "marked incomplete")
+
+
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [
+        (["--metric-threshold", "lat_p95_us=0.2"], "unknown metric 'lat_p95_us'"),
+        (["--metric-threshold", "lat_p99_us"], "expected NAME=VALUE"),
+        (["--metric-threshold", "lat_p99_us=20"], "fraction between 0 and 1"),
+        (["--threshold", "0"], "--threshold must be a fraction"),
+        (["--alpha", "1.5"], "--alpha must be a fraction"),
+    ],
+)
+def test_bad_options(
+    tmp_path: Path, baseline_dir: Path, capsys: pytest.CaptureFixture[str], args: list[str], fragment: str
+) -> None:
+    assert regress_run(tmp_path, baseline_dir, summary_frame(1), *args) == 2
+    assert_one_sentence_error(capsys.readouterr().err, fragment)
+
+
+def test_the_regression_scenario_file_is_usable() -> None:
+    from harness.regression import MIN_REPETITIONS
+    from harness.scenario import load_scenarios
+
+    scenarios = load_scenarios(Path(__file__).parents[2] / "scenarios" / "regress.yaml")
+    assert {s.pattern.value for s in scenarios} == {"queue", "reqrep"}
+    for s in scenarios:
+        assert s.systems == ("mqcore", "zmq")
+        assert s.repetitions >= MIN_REPETITIONS
