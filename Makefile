@@ -9,6 +9,8 @@ BROKER_PACKAGES := rabbitmq-server nats-server mosquitto redis-server activemq
 BROWSER_PACKAGES := chromium
 PYTEST_ARGS ?=
 
+LATEST_RUN = $$(ls -1dt results/*/manifest.json 2>/dev/null | head -1 | xargs -r dirname)
+
 .PHONY: compare test report regress brokers lint
 
 # The virtual environment, rebuilt only when pyproject.toml changes.
@@ -21,6 +23,15 @@ $(STAMP): pyproject.toml
 ## compare: run the default scenario on every system that can run here (mqcore and pyzmq need no broker)
 compare: $(STAMP)
 	$(VENV)/bin/mqbench compare $(SCENARIOS)
+
+## report: summarise the newest run (or RUNS="results/a results/b") into report.html, figures and summary.md
+report: $(STAMP)
+	$(VENV)/bin/mqbench report $(RUNS)
+
+## regress: measure mqcore against pyzmq in one run and compare the ratios with results/baseline/
+regress: $(STAMP)
+	$(VENV)/bin/mqbench compare scenarios/regress.yaml --no-report
+	$(VENV)/bin/mqbench regress "$(LATEST_RUN)" --baseline results/baseline
 
 ## brokers: install the broker binaries from Debian's packages (as root, on Debian/Ubuntu)
 brokers:

@@ -66,7 +66,7 @@ class ZmqDriver(Driver):
     def versions(self) -> dict[str, str]:
         out = super().versions()
         zmq = self.module()
-        if hasattr(zmq, "zmq_version"):
+        if self.name == "zmq":  # mqcore also answers zmq_version() (pyzmq's API) but is not libzmq
             out["libzmq"] = zmq.zmq_version()
         return out
 

@@ -38,3 +38,38 @@ class _Stalling(Producer):
 
     def close(self) -> None:
         self._inner.close()
+
+
+class DelayedMqcoreDriver(ZmqDriver):
+    """mqcore with ``delay_us`` of busy work added to every send: a real slowdown of mqcore's send path,
+    for proving that `mqbench regress` catches one."""
+
+    name: ClassVar[str] = "mqcore-delayed"
+
+    @classmethod
+    def module(cls) -> Any:
+        from harness.drivers.mqcore_driver import MqcoreDriver
+
+        return MqcoreDriver.module()
+
+    @classmethod
+    def option_names(cls) -> frozenset[str]:
+        return super().option_names() | {"delay_us"}
+
+    def create_producer(self, plan: Mapping[str, Any], role: Role) -> Producer:
+        return _Delayed(super().create_producer(plan, role), int(self.options.get("delay_us", 25)))
+
+
+class _Delayed(Producer):
+    def __init__(self, inner: Producer, delay_us: int) -> None:
+        self._inner = inner
+        self._delay_ns = delay_us * 1000
+
+    def send(self, payload: bytearray) -> None:
+        until = time.perf_counter_ns() + self._delay_ns
+        while time.perf_counter_ns() < until:  # sleep() cannot wait microseconds
+            pass
+        self._inner.send(payload)
+
+    def close(self) -> None:
+        self._inner.close()

@@ -1,0 +1,55 @@
+"""The whole chain catches a real slowdown: runner -> summary -> baseline -> regress.
+
+A baseline of mqcore vs zmq is recorded; a second run of the unchanged code passes; a run where mqcore's
+send path does extra work per message (a test-only driver) fails, naming the system and the metric.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from harness.cli import main
+from harness.drivers import SYSTEMS, register
+from harness.runner.compare import compare
+from harness.scenario import parse_scenario
+
+pytestmark = pytest.mark.slow
+
+
+def scenario(system: str):  # type: ignore[no-untyped-def]
+    spec = {
+        "name": "chain", "pattern": "queue", "systems": [system, "zmq"], "message_sizes": [100],
+        "messages": 20000, "warmup": 1000, "repetitions": 5,
+    }
+    return parse_scenario(spec, "chain.yaml")
+
+
+def run(tmp_path: Path, system: str) -> Path:
+    console = Console(file=open(os.devnull, "w"))  # noqa: SIM115
+    out = compare([scenario(system)], out_root=tmp_path / "runs", console=console, write_report=False)
+    assert out.complete, out.problems
+    return out.run_dir
+
+
+def test_regress_catches_a_slowdown_of_mqcore(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    register("mqcore-delayed", "tests.harness.fake_drivers:DelayedMqcoreDriver")
+    try:
+        base = run(tmp_path, "mqcore")
+        assert main(["baseline", str(base), "--out", str(tmp_path / "baseline")]) == 0
+        same = run(tmp_path, "mqcore")
+        slow = run(tmp_path, "mqcore-delayed")
+        capsys.readouterr()
+        assert main(["regress", str(same), "--baseline", str(tmp_path / "baseline")]) == 0
+        capsys.readouterr()
+        code = main(["regress", str(slow), "--baseline", str(tmp_path / "baseline"),
+                     "--baseline-system", "mqcore-delayed=mqcore"])
+        captured = capsys.readouterr()
+        text = captured.out + captured.err
+    finally:
+        SYSTEMS.pop("mqcore-delayed", None)
+    assert code == 1, text
+    assert "mqcore-delayed" in text and "REGRESSION" in text
