@@ -10,8 +10,10 @@ from __future__ import annotations
 from mqcore.constants import (
     ContextOption,
     Errno,
+    Event,
     Flag,
     PollEvent,
+    SecurityMechanism,
     SocketOption,
     SocketType,
 )
@@ -28,7 +30,9 @@ from mqcore.error import (
 from mqcore.frame import Frame, Message, MessageTracker
 from mqcore.poller import Poller
 from mqcore.poller import select_sockets as select
+from mqcore.proxy import proxy, proxy_steerable
 from mqcore.socket import Socket
+from mqcore.zmtp import curve_keypair, curve_public
 
 __version__ = "0.1.0"
 VERSION_MAJOR, VERSION_MINOR, VERSION_PATCH = 4, 3, 5
@@ -49,14 +53,16 @@ def pyzmq_version() -> str:
 
 def has(capability: str) -> bool:
     """Which optional transports/mechanisms this build has (pyzmq's ``zmq.has``)."""
-    return capability in ("ipc",)
+    return capability in ("ipc", "curve")
 
 
 # Module-level constants, as pyzmq exposes them.
-for _enum in (SocketType, SocketOption, Flag, PollEvent, ContextOption, Errno):
+for _enum in (SocketType, SocketOption, Flag, PollEvent, ContextOption, Errno, SecurityMechanism):
     for _name, _member in _enum.__members__.items():
         globals()[_name] = _member
-del _enum, _name, _member
+for _ev_name, _ev in Event.__members__.items():
+    globals()["EVENT_" + _ev_name] = _ev
+del _enum, _name, _member, _ev_name, _ev
 
 # typing helpers for the names injected above
 PAIR: SocketType
@@ -84,10 +90,31 @@ EMSGSIZE: Errno
 ENOTSUP: Errno
 EINVAL: Errno
 EADDRINUSE: Errno
+NULL: SecurityMechanism
+PLAIN: SecurityMechanism
+CURVE: SecurityMechanism
+EVENT_CONNECTED: Event
+EVENT_CONNECT_DELAYED: Event
+EVENT_CONNECT_RETRIED: Event
+EVENT_LISTENING: Event
+EVENT_BIND_FAILED: Event
+EVENT_ACCEPTED: Event
+EVENT_ACCEPT_FAILED: Event
+EVENT_CLOSED: Event
+EVENT_CLOSE_FAILED: Event
+EVENT_DISCONNECTED: Event
+EVENT_MONITOR_STOPPED: Event
+EVENT_HANDSHAKE_FAILED_NO_DETAIL: Event
+EVENT_HANDSHAKE_SUCCEEDED: Event
+EVENT_HANDSHAKE_FAILED_PROTOCOL: Event
+EVENT_HANDSHAKE_FAILED_AUTH: Event
+EVENT_ALL: Event
 
 __all__ = [
     "Context", "Socket", "Poller", "Frame", "Message", "MessageTracker", "select",
     "ZMQBaseError", "ZMQError", "ZMQBindError", "Again", "ContextTerminated", "NotDone", "strerror",
-    "SocketType", "SocketOption", "Flag", "PollEvent", "ContextOption", "Errno",
+    "SocketType", "SocketOption", "Flag", "PollEvent", "ContextOption", "Errno", "Event",
+    "proxy", "proxy_steerable",
     "zmq_version", "zmq_version_info", "pyzmq_version", "has",
+    "SecurityMechanism", "curve_keypair", "curve_public",
 ]

@@ -95,10 +95,20 @@ class SocketOption(IntEnum):
     XPUB_VERBOSER = 78
     CONNECT_TIMEOUT = 79
     TCP_MAXRT = 80
+    ZAP_ENFORCE_DOMAIN = 93
     # pyzmq aliases
     IDENTITY = 5
     CONNECT_RID = 61
     DELAY_ATTACH_ON_CONNECT = 39
+
+
+class SecurityMechanism(IntEnum):
+    """Values of the MECHANISM option (pyzmq's ``zmq.SecurityMechanism``)."""
+
+    NULL = 0
+    PLAIN = 1
+    CURVE = 2
+    GSSAPI = 3
 
 
 class Flag(IntFlag):
@@ -116,6 +126,28 @@ class PollEvent(IntFlag):
     POLLOUT = 2
     POLLERR = 4
     POLLPRI = 8
+
+
+class Event(IntFlag):
+    """Socket monitor events (libzmq's ZMQ_EVENT_*), as pyzmq's ``zmq.Event``."""
+
+    CONNECTED = 0x0001
+    CONNECT_DELAYED = 0x0002
+    CONNECT_RETRIED = 0x0004
+    LISTENING = 0x0008
+    BIND_FAILED = 0x0010
+    ACCEPTED = 0x0020
+    ACCEPT_FAILED = 0x0040
+    CLOSED = 0x0080
+    CLOSE_FAILED = 0x0100
+    DISCONNECTED = 0x0200
+    MONITOR_STOPPED = 0x0400
+    HANDSHAKE_FAILED_NO_DETAIL = 0x0800
+    HANDSHAKE_SUCCEEDED = 0x1000
+    HANDSHAKE_FAILED_PROTOCOL = 0x2000
+    HANDSHAKE_FAILED_AUTH = 0x4000
+    ALL_V1 = 0x07FF
+    ALL = 0xFFFF
 
 
 class ContextOption(IntEnum):

@@ -10,6 +10,12 @@ and its session's pipe:
   ``encode_messages`` and writes them; a partial write waits for EVENT_WRITE.
 Subscriptions: SUBSCRIBE/CANCEL commands become ``\\x01topic``/``\\x00topic`` messages for the
 socket; a SUB socket's outgoing ``\\x01``/``\\x00`` messages become commands (3.0 peers: messages).
+Heartbeats (``mqcore.heartbeat``) start after the handshake. Socket-monitor events (handshake
+succeeded/failed, disconnected) go out through ``emit_event``; closing before the handshake reports
+HANDSHAKE_FAILED_NO_DETAIL unless a more precise failure was reported already.
+Security: the mechanism (NULL, PLAIN, CURVE) and its role come from the options (``mqcore.security``);
+a server mechanism asks the ZAP handler through a ``mqcore.zap.ZapClient`` pipe without blocking, and a
+refusal is reported as HANDSHAKE_FAILED_AUTH with the ZAP status code (on both sides, as libzmq does).
 """
 
 from __future__ import annotations
@@ -17,11 +23,17 @@ from __future__ import annotations
 import logging
 import selectors
 import socket
+import time
 from typing import TYPE_CHECKING
 
-from mqcore.constants import SOCKET_TYPE_NAMES, SocketType
+from mqcore import security
+from mqcore.constants import SOCKET_TYPE_NAMES, Event, SocketType
+from mqcore.heartbeat import Heartbeat
+from mqcore.monitor import emit, protocol_error_code
 from mqcore.pipe import Msg
+from mqcore.zap import ZapClient, handler_bound, next_request_id
 from mqcore.zmtp import (
+    AuthFailed,
     Cancel,
     HandshakeDone,
     Message,
@@ -44,6 +56,7 @@ WRITE = selectors.EVENT_WRITE
 RECV_BYTES = 65536
 BATCH_BYTES = 65536
 _SUBSCRIBERS = (SocketType.SUB, SocketType.XSUB)
+_monotonic = time.monotonic
 
 
 class StreamEngine:
@@ -55,11 +68,26 @@ class StreamEngine:
         self.session = session
         self.sock = sock
         self.fd = sock.fileno()
+        # Security: the mechanism and its role come from the options; a server asks ZAP (see zap.py)
+        # if a handler is bound when the connection starts, as libzmq does.
+        self._setup_error = ""
+        try:
+            mechanism = security.build_mechanism(options)
+        except ValueError as exc:  # e.g. a CURVE client without CURVE_SERVERKEY: refused in plug()
+            mechanism, self._setup_error = None, str(exc)
+        secure = mechanism is not None and mechanism.name != b"NULL"
+        zap_server = secure and bool(options.as_server)
+        self._asks_zap = zap_server and handler_bound(session.ctx)
+        self._zap: ZapClient | None = None
         self.conn = ZmtpConnection(
             socket_type=SOCKET_TYPE_NAMES[options.type], identity=options.routing_id,
-            as_server=as_server, maxmsgsize=options.maxmsgsize,
+            as_server=bool(options.as_server) if secure else as_server, maxmsgsize=options.maxmsgsize,
+            mechanism=mechanism, zap_handler=self._asks_zap, zap_domain=options.zap_domain,
+            peer_address=security.peer_address(sock) if zap_server else "",
+            zap_enforce_domain=bool(options.zap_enforce_domain),
         )
         self.handshake_ivl = options.handshake_ivl
+        self.options = options
         self.is_sub = options.type in _SUBSCRIBERS
         self.alive = True
         self.handshaken = False
@@ -68,9 +96,14 @@ class StreamEngine:
         self._input_stopped = False
         self._pending: list[object] = []
         self._timer: Timer | None = None
+        self._heartbeat: Heartbeat | None = None
+        self._failure_reported = False  # a HANDSHAKE_FAILED_* event was emitted already
 
     # -- life cycle ----------------------------------------------------------------------------------
     def plug(self) -> None:
+        if self._setup_error:
+            self._error(self._setup_error)
+            return
         self._out = self.conn.start()
         if self.handshake_ivl > 0:
             self._timer = self.io.add_timer(self.handshake_ivl / 1000.0, self._handshake_timeout)
@@ -84,6 +117,10 @@ class StreamEngine:
         self.alive = False
         if self._timer is not None:
             self._timer.cancel()
+        if self._heartbeat is not None:
+            self._heartbeat.cancel()
+        if self._zap is not None:
+            self._zap.close()
         self.io.remove_fd(self.fd)
         try:
             self.sock.close()
@@ -95,8 +132,20 @@ class StreamEngine:
             return
         if reason:
             log.debug("mqcore engine: closing connection: %s", reason)
+        if not self.handshaken and not self._failure_reported:
+            self.emit_event(Event.HANDSHAKE_FAILED_NO_DETAIL, 0)
+        self.emit_event(Event.DISCONNECTED, self.fd)
         self.close()
         self.session.engine_error(self)
+
+    def emit_event(self, event: int, value: int) -> None:
+        """Report a socket-monitor event for this connection (e.g. HANDSHAKE_FAILED_AUTH with the ZAP
+        status code); the endpoint is the session's. Handshake failures suppress the generic
+        HANDSHAKE_FAILED_NO_DETAIL that closing would report."""
+        if event & (Event.HANDSHAKE_FAILED_PROTOCOL | Event.HANDSHAKE_FAILED_AUTH
+                    | Event.HANDSHAKE_FAILED_NO_DETAIL):
+            self._failure_reported = True
+        emit(self.session.owner, event, value, self.session.endpoint)
 
     def _handshake_timeout(self) -> None:
         self._timer = None
@@ -126,11 +175,19 @@ class StreamEngine:
         if not data:
             self._error("peer closed the connection")
             return
+        if self._heartbeat is not None:
+            self._heartbeat.last_recv = _monotonic()
+        self.conn.receive_data(data)
+        self._after_input()
+
+    def _after_input(self) -> None:
+        """Send handshake replies, relay a ZAP request, deliver events (after bytes or a ZAP reply)."""
         conn = self.conn
-        conn.receive_data(data)
         out = conn.data_to_send()
         if out:
             self._queue(out)
+        if self._asks_zap and self._zap is None and self.alive:
+            self._ask_zap()
         events = conn.next_events()
         if events:
             self._deliver(events)
@@ -159,14 +216,45 @@ class StreamEngine:
                 pipe.write([(b"\x01" if type(ev) is Subscribe else b"\x00") + ev.topic])
             elif type(ev) is Ping:
                 self._queue(self.conn.encode_pong(ev.context))
+                if self._heartbeat is not None:
+                    self._heartbeat.peer_ping(ev.ttl_ds)
+            elif type(ev) is AuthFailed:
+                self._auth_failed(ev)
+                return
             elif type(ev) is PeerError or type(ev) is ProtocolViolation:
                 if pipe is not None:
                     pipe.flush()
+                if not self.handshaken and type(ev) is ProtocolViolation:
+                    self.emit_event(Event.HANDSHAKE_FAILED_PROTOCOL, protocol_error_code(ev.reason))
+                elif not self.handshaken and security.zap_status(ev.reason):  # the server's ZAP said no
+                    self.emit_event(Event.HANDSHAKE_FAILED_AUTH, security.zap_status(ev.reason))
                 self._error(f"{type(ev).__name__}: {ev.reason!r}")
                 return
             i += 1
         if pipe is not None:
             pipe.flush()
+
+    # -- ZAP (RFC 27): the codec says when to ask; the reply comes back through the IO thread ----------
+    def _ask_zap(self) -> None:
+        frames = self.conn.zap_request(next_request_id())
+        if frames is None:
+            return
+        self._zap = ZapClient(self.session.ctx, self.io, self._on_zap_reply, self._on_zap_lost)
+        if not self._zap.send(frames):
+            self._error("the ZAP handler at inproc://zeromq.zap.01 went away")
+
+    def _on_zap_reply(self, frames: list[bytes]) -> None:
+        if self.alive:
+            self.conn.zap_reply(frames)
+            self._after_input()
+
+    def _on_zap_lost(self) -> None:
+        self._error("the ZAP handler closed before answering")
+
+    def _auth_failed(self, ev: AuthFailed) -> None:
+        """The ZAP handler refused the peer; the codec already queued (and we sent) its ERROR."""
+        self.emit_event(Event.HANDSHAKE_FAILED_AUTH, ev.status_code)  # as libzmq: the ZAP status code
+        self._error(f"ZAP refused the peer: {ev.status_code} {ev.status_text}")
 
     def _on_handshake(self, ev: HandshakeDone) -> bool:
         self.handshaken = True
@@ -176,8 +264,15 @@ class StreamEngine:
         if not self.session.engine_ready(self, ev.peer_identity):
             self.close()
             return False
+        self.emit_event(Event.HANDSHAKE_SUCCEEDED, 0)
+        self._heartbeat = Heartbeat(self.io, self.options, self._send_ping, self._error)
+        self._heartbeat.start()
         self.restart_output()  # messages queued before the connection existed
         return self.alive
+
+    def _send_ping(self, ttl_ds: int) -> None:
+        if self.alive:
+            self._queue(self.conn.encode_ping(ttl_ds))
 
     def _stop_input(self, pending: list) -> None:  # type: ignore[type-arg]
         self._pending = pending

@@ -11,6 +11,7 @@ from typing import Any
 
 from mqcore.constants import Errno, SocketOption
 from mqcore.error import ZMQError
+from mqcore.security import SECURITY_OPTIONS, get_security_option, set_security_option
 
 Opt = SocketOption
 
@@ -52,6 +53,9 @@ _TABLE: dict[int, tuple[str, str]] = {
     Opt.HANDSHAKE_IVL: ("handshake_ivl", "int"),
     Opt.XPUB_VERBOSE: ("xpub_verbose", "int"),
     Opt.XPUB_NODROP: ("xpub_nodrop", "int"),
+    Opt.XPUB_VERBOSER: ("xpub_verboser", "int"),
+    Opt.XPUB_MANUAL: ("xpub_manual", "int"),
+    Opt.XPUB_WELCOME_MSG: ("xpub_welcome_msg", "bytes"),
     Opt.INVERT_MATCHING: ("invert_matching", "int"),
     Opt.HEARTBEAT_IVL: ("heartbeat_ivl", "int"),
     Opt.HEARTBEAT_TTL: ("heartbeat_ttl", "int"),
@@ -105,12 +109,24 @@ class Options:
         self.handshake_ivl = 30000
         self.xpub_verbose = 0
         self.xpub_nodrop = 0
+        self.xpub_verboser = 0
+        self.xpub_manual = 0
+        self.xpub_welcome_msg = b""
         self.invert_matching = 0
         self.heartbeat_ivl = 0
         self.heartbeat_ttl = 0
         self.heartbeat_timeout = -1
         self.connect_timeout = 0
         self.tcp_maxrt = 0
+        # security (see mqcore/security.py): role, credentials, raw CURVE keys (b"" = unset), ZAP
+        self.as_server = 0
+        self.plain_username = b""
+        self.plain_password = b""
+        self.curve_public_key = b""
+        self.curve_secret_key = b""
+        self.curve_server_key = b""
+        self.zap_domain = b""
+        self.zap_enforce_domain = 0
 
     def copy(self) -> Options:
         return copy.copy(self)
@@ -120,6 +136,9 @@ class Options:
         if option == Opt.HWM:
             self.set(Opt.SNDHWM, value)
             self.set(Opt.RCVHWM, value)
+            return
+        if option in SECURITY_OPTIONS:
+            set_security_option(self, option, value)
             return
         entry = _TABLE.get(option)
         if entry is None or option in READ_ONLY:
@@ -146,6 +165,8 @@ class Options:
             return self.sndhwm
         if option == Opt.TYPE:
             return self.type
+        if option in SECURITY_OPTIONS:
+            return get_security_option(self, option)
         entry = _TABLE.get(option)
         if entry is None:
             raise ZMQError(Errno.EINVAL)

@@ -172,6 +172,29 @@ class Pipe:
         self.peer._post(name)
 
 
+class ConflatingPipe(Pipe):
+    """A pipe endpoint whose writes replace whatever the reader has not taken yet (CONFLATE).
+
+    No HWM applies; the reader sees at most one message (the newest). Only whole single-part
+    messages make sense here, as in libzmq.
+    """
+
+    __slots__ = ()
+
+    def write(self, msg: Msg) -> None:
+        q = self.peer.inbound
+        q.clear()
+        q.append(msg)
+        self.msgs_written += 1
+
+
+def make_conflating(a: Pipe, b: Pipe) -> None:
+    """Turn a fresh pair into conflating endpoints (before either end is used)."""
+    for end in (a, b):
+        end.__class__ = ConflatingPipe
+        end.hwm = end.lwm = 0
+
+
 def pipe_pair(
     owner_a: Any, mailbox_a: Mailbox | None, hwm_a: int,
     owner_b: Any, mailbox_b: Mailbox | None, hwm_b: int,

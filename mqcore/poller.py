@@ -12,6 +12,7 @@ import time
 from typing import Any
 
 from mqcore.constants import PollEvent
+from mqcore.error import ContextTerminated
 from mqcore.socket_base import SocketBase
 
 POLLIN = int(PollEvent.POLLIN)
@@ -55,12 +56,17 @@ class Poller:
         for sock, flags in self.sockets:
             if isinstance(sock, SocketBase):
                 events = sock._events() & flags
+                if sock._ctx_terminated:
+                    raise ContextTerminated()  # as zmq_poll's ETERM
                 if events:
                     ready.append((sock, events))
         return ready
 
     def poll(self, timeout: float | None = None) -> list[tuple[Any, int]]:
-        """Events ready now or within ``timeout`` ms (None or negative: wait forever)."""
+        """Events ready now or within ``timeout`` ms (None or negative: wait forever).
+
+        Raises ContextTerminated once the context of a registered socket is terminated.
+        """
         deadline = None if timeout is None or timeout < 0 else time.monotonic() + timeout / 1000.0
         while True:
             ready = self._ready()

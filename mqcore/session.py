@@ -5,6 +5,8 @@ Owned by one IO thread (all methods run there, via commands posted to its mailbo
   queue before the connection exists. It connects asynchronously and, whenever the engine dies,
   reconnects after RECONNECT_IVL (doubling to RECONNECT_IVL_MAX, with jitter). A SUB socket's queued
   outbound messages are dropped on reconnect and the socket is told (``hiccup``) to resubscribe.
+  With IMMEDIATE the pipe is made only when a connection completes and is dropped when it breaks.
+  With CONFLATE (PUB/SUB/PUSH/PULL/DEALER/XPUB/XSUB) the pipes keep only the newest message.
 * bind side: created by a listener for one accepted connection; its pipe pair is made when the
   handshake completes, and the session ends with its engine.
 When the socket closes (or disconnects) the pipe is terminated; the session then lingers: it keeps
@@ -20,17 +22,24 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from mqcore.backoff import reconnect_delay
-from mqcore.constants import SocketType
+from mqcore.constants import Event, SocketType
 from mqcore.engine import WRITE, StreamEngine
 from mqcore.error import ZMQError
-from mqcore.pipe import Pipe, pipe_pair
+from mqcore.monitor import emit
+from mqcore.pipe import Pipe, make_conflating, pipe_pair
 from mqcore.transports import address as addr_mod
+from mqcore.transports.keepalive import apply_tcp_keepalive
 
 if TYPE_CHECKING:
     from mqcore.context import Context
     from mqcore.io_thread import IoThread, Timer
     from mqcore.options import Options
     from mqcore.socket_base import SocketBase
+
+
+#: socket types whose pipes keep only the newest message with CONFLATE (as libzmq)
+_CONFLATING = (SocketType.PUB, SocketType.SUB, SocketType.PUSH, SocketType.PULL, SocketType.DEALER,
+               SocketType.XPUB, SocketType.XSUB)
 
 
 class Session:
@@ -55,13 +64,26 @@ class Session:
         self._connecting: socket.socket | None = None
         ctx._io_object_started()
 
-    def make_connect_pipe(self) -> Pipe:
-        """Connect side, called in the socket's thread before ``plug``: the socket's end of the pipe."""
+    def make_connect_pipe(self) -> Pipe | None:
+        """Connect side, called in the socket's thread before ``plug``: the socket's end of the pipe,
+        or None with IMMEDIATE (the pipe is then made when a connection completes)."""
+        if self.options.immediate:
+            return None
+        spipe, upipe = self._make_pipes()
+        self.pipe = spipe
+        return upipe
+
+    def _make_pipes(self) -> tuple[Pipe, Pipe]:
         opts = self.options
         spipe, upipe = pipe_pair(self, self.io.mailbox, opts.rcvhwm,
                                  self.owner, self.owner._mailbox, opts.sndhwm)
-        self.pipe = spipe
-        return upipe
+        if opts.conflate and opts.type in _CONFLATING:
+            make_conflating(spipe, upipe)
+        return spipe, upipe
+
+    def event(self, event: int, value: int) -> None:
+        """Report a socket-monitor event for this session's endpoint (any thread)."""
+        emit(self.owner, event, value, self.endpoint)
 
     # -- IO thread from here on --------------------------------------------------------------------
     def plug(self) -> None:
@@ -91,10 +113,13 @@ class Session:
         sock.setblocking(False)
         if transport == "tcp":
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            apply_tcp_keepalive(sock, self.options)
         err = sock.connect_ex(target)
         if err == 0:
+            self.event(Event.CONNECTED, sock.fileno())
             self.start_engine(sock)
         elif err in (errno.EINPROGRESS, errno.EWOULDBLOCK, errno.EAGAIN):
+            self.event(Event.CONNECT_DELAYED, err)
             self._connecting = sock
             self.io.add_fd(sock.fileno(), WRITE, self._on_connect_ready)
         else:
@@ -112,6 +137,7 @@ class Session:
             sock.close()
             self._schedule_reconnect()
         else:
+            self.event(Event.CONNECTED, sock.fileno())
             self.start_engine(sock)
 
     def _schedule_reconnect(self) -> None:
@@ -119,6 +145,7 @@ class Session:
             return
         opts = self.options
         delay, self._ivl = reconnect_delay(self._ivl, opts.reconnect_ivl, opts.reconnect_ivl_max)
+        self.event(Event.CONNECT_RETRIED, int(delay * 1000))
         self._timer = self.io.add_timer(delay, self._start_connecting)
 
     # engine callbacks ---------------------------------------------------------------------------------
@@ -127,9 +154,7 @@ class Session:
         if self.done:
             return False
         if self.pipe is None:
-            opts = self.options
-            spipe, upipe = pipe_pair(self, self.io.mailbox, opts.rcvhwm,
-                                     self.owner, self.owner._mailbox, opts.sndhwm)
+            spipe, upipe = self._make_pipes()
             upipe.peer_routing_id = peer_identity
             if not self.owner._attach_remote(upipe, self.endpoint):
                 self._finish()
@@ -151,6 +176,10 @@ class Session:
             self._finish()
             return
         pipe = self.pipe
+        if pipe is not None and self.options.immediate:
+            self.pipe = None  # IMMEDIATE: nothing queues for a peer that is not connected
+            pipe.terminate()
+            pipe = None
         if pipe is not None and self.options.type in (SocketType.SUB, SocketType.XSUB):
             pipe.drop_inbound()
             pipe.hiccup()

@@ -13,7 +13,7 @@ import random
 from collections.abc import Sequence
 from typing import Any
 
-from mqcore.constants import Errno, PollEvent, SocketOption
+from mqcore.constants import Errno, Event, PollEvent, SocketOption, SocketType
 from mqcore.error import ZMQBindError, ZMQError
 from mqcore.frame import Frame
 from mqcore.socket_base import SocketBase, _as_bytes
@@ -175,8 +175,41 @@ class Socket(SocketBase):
             return port
         raise ZMQBindError("Could not bind socket to random port.")
 
-    def monitor(self, *args: Any, **kwargs: Any) -> None:
-        raise ZMQError(Errno.ENOTSUP, "socket monitors are not implemented in mqcore yet")
+    def monitor(self, addr: str | bytes | None, events: int = Event.ALL) -> None:
+        """Publish this socket's connection events on a PAIR bound at ``addr`` (inproc:// only);
+        ``addr=None`` (or events 0) stops monitoring. Read them with
+        ``mqcore.utils.monitor.recv_monitor_message``. ZMQError(EPROTONOSUPPORT) for other transports,
+        ZMQError(EADDRINUSE) if ``addr`` is taken."""
+        from mqcore.monitor import Monitor
+
+        self._check_open()
+        if self._monitor is not None:
+            self._monitor.stop()
+            self._monitor = None
+        if addr is None or not events:
+            return
+        if isinstance(addr, bytes):
+            addr = addr.decode()
+        self._monitor = Monitor(self.context, addr, events)
+
+    def get_monitor_socket(self, events: int = Event.ALL, addr: str | None = None) -> Socket:
+        """Start monitoring (see ``monitor``) and return a PAIR socket connected to the events."""
+        existing = self.__dict__.get("_monitor_socket")
+        if existing is not None and not existing.closed and self._monitor is not None:
+            return existing  # type: ignore[no-any-return]
+        if addr is None:
+            addr = f"inproc://monitor.s-{id(self):x}"
+        self.monitor(addr, events)
+        sock = self.context.socket(SocketType.PAIR)
+        sock.setsockopt(Opt.LINGER, 0)
+        sock.connect(addr)
+        self.__dict__["_monitor_socket"] = sock
+        return sock
+
+    def disable_monitor(self) -> None:
+        """Stop monitoring; the monitor socket receives MONITOR_STOPPED (it is not closed)."""
+        self.__dict__["_monitor_socket"] = None
+        self.monitor(None, 0)
 
     def __getattr__(self, name: str) -> Any:
         option = getattr(SocketOption, name.upper(), None) if name.isupper() else None

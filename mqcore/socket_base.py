@@ -75,6 +75,7 @@ class SocketBase:
         self._pipes: set[Pipe] = set()
         # endpoint string -> transport objects to stop on unbind/disconnect/close
         self._endpoints: dict[str, list[Any]] = {}
+        self._monitor: Any = None  # mqcore.monitor.Monitor while socket.monitor() is active
         ctx._socket_opened(self)
 
     # -- commands (run in the socket's thread) --------------------------------------------------------
@@ -317,6 +318,9 @@ class SocketBase:
             self._closed = True
         self._mailbox.process()  # attach offered pipes, so they are terminated below
         endpoints.close_all(self)
+        if self._monitor is not None:
+            self._monitor.stop()
+            self._monitor = None
         linger_ms = self._opts.linger
         for pipe in list(self._pipes):
             pipe.linger = linger_ms

@@ -1,7 +1,8 @@
 """The `mqcore` driver: our own pure-Python library, driven through its pyzmq-compatible API.
 
 Everything is the `zmq` driver's: only the module differs, which is also a standing check that code written
-for pyzmq runs on mqcore by changing the import.
+for pyzmq runs on mqcore by changing the import. That includes the `curve` option: its keys come from
+`mqcore.curve_keypair()` and the sockets are configured through the same pyzmq option names.
 """
 
 from __future__ import annotations

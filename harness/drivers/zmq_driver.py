@@ -4,6 +4,11 @@ Topology: producers bind (PUB for pubsub, PUSH for queue), and each consumer con
 its topic, so a PUSH load-balances over the consumers of its topic and a SUB fair-queues over its
 publishers. For reqrep each replier binds a REP and each requester's REQ connects to every replier.
 
+Option ``curve: true`` encrypts every connection with CURVE: the plan holds a key pair per binder (made
+with the library's own ``curve_keypair()``) and one client key pair; binders are CURVE servers and a
+connecting socket sets the binder's public key as CURVE_SERVERKEY before each connect (the key is taken
+at connect time, so one socket can reach several servers). No ZAP handler: encryption, not access control.
+
 The module is written against pyzmq's API only, so `mqcore_driver` reuses it with `mqcore` swapped in.
 """
 
@@ -53,7 +58,7 @@ class ZmqDriver(Driver):
 
     @classmethod
     def option_names(cls) -> frozenset[str]:
-        return frozenset({"transport", "sndhwm", "rcvhwm", "io_threads"})
+        return frozenset({"transport", "sndhwm", "rcvhwm", "io_threads", "curve"})
 
     @classmethod
     def unavailable_reason(cls) -> str | None:
@@ -83,6 +88,10 @@ class ZmqDriver(Driver):
             value = self.options.get(key)
             if value is not None and (not isinstance(value, int) or value < 0):
                 raise DriverError(f"{self.name}: option {key} must be a whole number >= 0, got {value!r}")
+        curve = self.options.get("curve", False)
+        if not isinstance(curve, bool):
+            raise DriverError(f"{self.name}: option curve must be true or false, got {curve!r}")
+        self.curve = curve
         self._ctx: Any = None
 
     # -- parent ------------------------------------------------------------------------------------
@@ -96,6 +105,12 @@ class ZmqDriver(Driver):
             folder = tempfile.mkdtemp(prefix=f"mqbench-{topology.run_tag}-")
             plan["ipc_dir"] = folder
             plan["endpoints"] = [f"ipc://{folder}/e{i}" for i in range(binders)]
+        if self.curve:
+            keypair = self.module().curve_keypair
+            plan["curve"] = {
+                "servers": [[k.decode("ascii") for k in keypair()] for _ in range(binders)],
+                "client": [k.decode("ascii") for k in keypair()],
+            }
         return plan
 
     def teardown(self, plan: Mapping[str, Any]) -> None:
@@ -126,6 +141,28 @@ class ZmqDriver(Driver):
             s.setsockopt(self.module().RCVHWM, self.options["rcvhwm"])
         return s
 
+    def _bind(self, s: Any, plan: Mapping[str, Any], index: int) -> None:
+        """Bind ``s`` to binder ``index``'s endpoint, as a CURVE server if the plan says so."""
+        if "curve" in plan:
+            zmq = self.module()
+            s.setsockopt(zmq.CURVE_SERVER, 1)
+            s.setsockopt(zmq.CURVE_SECRETKEY, plan["curve"]["servers"][index][1].encode("ascii"))
+        s.bind(plan["endpoints"][index])
+
+    def _connect(self, s: Any, plan: Mapping[str, Any], endpoints: list[str]) -> None:
+        """Connect ``s`` to ``endpoints``; with CURVE, each connect carries that binder's server key."""
+        curve = plan.get("curve")
+        zmq = self.module()
+        if curve is not None:
+            public, secret = (k.encode("ascii") for k in curve["client"])
+            s.setsockopt(zmq.CURVE_PUBLICKEY, public)
+            s.setsockopt(zmq.CURVE_SECRETKEY, secret)
+        for endpoint in endpoints:
+            if curve is not None:
+                server_public = curve["servers"][plan["endpoints"].index(endpoint)][0]
+                s.setsockopt(zmq.CURVE_SERVERKEY, server_public.encode("ascii"))
+            s.connect(endpoint)
+
     def _peers(self, plan: Mapping[str, Any], role: Role, binder_is_producer: bool) -> list[str]:
         """Endpoints of the binders that share this worker's topic."""
         t = topology_from_plan(plan)
@@ -136,21 +173,23 @@ class ZmqDriver(Driver):
         zmq = self.module()
         pattern = topology_from_plan(plan).pattern
         s = self._socket(zmq.PUB if pattern is Pattern.PUBSUB else zmq.PUSH)
-        s.bind(plan["endpoints"][role.index])
+        self._bind(s, plan, role.index)
         return _ZmqProducer(s, self)
 
     def create_consumer(self, plan: Mapping[str, Any], role: Role) -> Consumer:
         zmq = self.module()
         pattern = topology_from_plan(plan).pattern
         s = self._socket(zmq.SUB if pattern is Pattern.PUBSUB else zmq.PULL)
-        return _ZmqConsumer(s, self._peers(plan, role, binder_is_producer=True), pattern, self)
+        peers = self._peers(plan, role, binder_is_producer=True)
+        return _ZmqConsumer(s, lambda sock: self._connect(sock, plan, peers), pattern, self)
 
     def create_requester(self, plan: Mapping[str, Any], role: Role) -> Requester:
-        return _ZmqRequester(self, self._peers(plan, role, binder_is_producer=False))
+        peers = self._peers(plan, role, binder_is_producer=False)
+        return _ZmqRequester(self, lambda sock: self._connect(sock, plan, peers))
 
     def create_replier(self, plan: Mapping[str, Any], role: Role) -> Replier:
         s = self._socket(self.module().REP)
-        s.bind(plan["endpoints"][role.index])
+        self._bind(s, plan, role.index)
         return _ZmqReplier(s, self)
 
     def close_context(self) -> None:
@@ -175,9 +214,9 @@ class _ZmqProducer(Producer):
 
 
 class _ZmqConsumer(Consumer):
-    def __init__(self, sock: Any, peers: list[str], pattern: Pattern, driver: ZmqDriver) -> None:
+    def __init__(self, sock: Any, connect: Callable[[Any], None], pattern: Pattern, driver: ZmqDriver) -> None:
         self._sock = sock
-        self._peers = peers
+        self._connect = connect
         self._pattern = pattern
         self._driver = driver
         self._on: Callable[[bytes], None] | None = None
@@ -186,8 +225,7 @@ class _ZmqConsumer(Consumer):
         zmq = self._driver.module()
         if self._pattern is Pattern.PUBSUB:
             self._sock.setsockopt(zmq.SUBSCRIBE, b"")
-        for endpoint in self._peers:
-            self._sock.connect(endpoint)
+        self._connect(self._sock)
         self._on = on_message
 
     def poll(self, timeout: float) -> None:
@@ -213,15 +251,14 @@ class _ZmqConsumer(Consumer):
 class _ZmqRequester(Requester):
     """REQ over every replier. After a timeout the REQ is replaced (a REQ that missed its reply is stuck)."""
 
-    def __init__(self, driver: ZmqDriver, peers: list[str]) -> None:
+    def __init__(self, driver: ZmqDriver, connect: Callable[[Any], None]) -> None:
         self._driver = driver
-        self._peers = peers
+        self._connect_to_peers = connect
         self._sock = self._connect()
 
     def _connect(self) -> Any:
         s = self._driver._socket(self._driver.module().REQ)
-        for endpoint in self._peers:
-            s.connect(endpoint)
+        self._connect_to_peers(s)
         return s
 
     def request(self, payload: bytearray, timeout: float) -> bytes | None:

@@ -9,6 +9,7 @@ from mqcore.sockets.base import SocketImpl
 from mqcore.sockets.pubsub import Pub, Sub
 from mqcore.sockets.reqrep import Rep, Req, Router
 from mqcore.sockets.simple import Dealer, Pair, Pull, Push
+from mqcore.sockets.xpubsub import XPub, XSub
 
 _TYPES: dict[int, type[SocketImpl]] = {
     SocketType.PAIR: Pair,
@@ -20,6 +21,8 @@ _TYPES: dict[int, type[SocketImpl]] = {
     SocketType.ROUTER: Router,
     SocketType.PULL: Pull,
     SocketType.PUSH: Push,
+    SocketType.XPUB: XPub,
+    SocketType.XSUB: XSub,
 }
 
 

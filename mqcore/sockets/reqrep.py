@@ -7,7 +7,7 @@ when its first message is read. A duplicate id is refused unless ROUTER_HANDOVER
 Unroutable sends are dropped, or raise EHOSTUNREACH with ROUTER_MANDATORY (EAGAIN when the peer is at
 its HWM).
 
-REQ prepends an empty delimiter, load-balances the request, and accepts the reply only from the pipe
+REQ prepends an empty delimiter (after a 4-byte request id with REQ_CORRELATE), load-balances the request, and accepts the reply only from the pipe
 the request went to. REP strips the envelope (frames up to and including the empty delimiter) and
 puts it back on the reply. Single-threaded: each instance belongs to its socket's thread.
 """
@@ -176,6 +176,7 @@ class Req(SocketImpl):
         self.fq = FairQueue()
         self.reply_pipe: Pipe | None = None
         self.expecting_reply = False
+        self.request_id = random.getrandbits(32)
 
     def attach(self, pipe: Pipe) -> None:
         self.lb.attach(pipe)
@@ -200,10 +201,16 @@ class Req(SocketImpl):
 
     def xsend(self, msg: Msg) -> bool:
         self.check_send_start()
-        msg.insert(0, b"")
+        if self.options.req_correlate:
+            # REQ_CORRELATE: a request id frame before the delimiter; only its reply is accepted
+            self.request_id = (self.request_id + 1) & 0xFFFFFFFF
+            envelope = [struct.pack("=I", self.request_id), b""]
+        else:
+            envelope = [b""]
+        msg[0:0] = envelope
         pipe = self.lb.send(msg)
         if pipe is None:
-            del msg[0]
+            del msg[: len(envelope)]
             return False
         self.reply_pipe = pipe
         self.expecting_reply = True
@@ -217,8 +224,14 @@ class Req(SocketImpl):
             msg = fq.recv()
             if msg is None:
                 return None
-            if fq.last_pipe is not self.reply_pipe or len(msg) < 2 or msg[0]:
-                continue  # stale reply or malformed: dropped
+            if fq.last_pipe is not self.reply_pipe:
+                continue  # a reply to an older request (REQ_RELAXED): dropped
+            if self.options.req_correlate:
+                if len(msg) < 3 or msg[0] != struct.pack("=I", self.request_id) or msg[1]:
+                    continue  # not the reply to the current request id
+                del msg[0]
+            if len(msg) < 2 or msg[0]:
+                continue  # malformed: dropped
             self.expecting_reply = False
             self.reply_pipe = None
             del msg[0]

@@ -14,15 +14,25 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from mqcore.constants import Errno
+from mqcore.constants import Errno, Event, SocketType
 from mqcore.error import ZMQError
-from mqcore.pipe import Pipe, pipe_pair
+from mqcore.monitor import emit
+from mqcore.pipe import ConflatingPipe, Pipe, make_conflating, pipe_pair
 from mqcore.session import Session
 from mqcore.transports import address as addr_mod
 from mqcore.transports.stream import Listener, open_listening_socket
 
 if TYPE_CHECKING:
+    from mqcore.options import Options
     from mqcore.socket_base import SocketBase
+
+
+_CONFLATING = frozenset({SocketType.PUB, SocketType.SUB, SocketType.PUSH, SocketType.PULL,
+                         SocketType.DEALER, SocketType.XPUB, SocketType.XSUB})
+
+
+def _conflates(opts: Options) -> bool:
+    return bool(opts.conflate) and opts.type in _CONFLATING
 
 
 def _sum_hwm(a: int, b: int) -> int:
@@ -36,7 +46,12 @@ def bind(sock: SocketBase, endpoint: str) -> str:
         ctx._inproc_bind(sock, rest)
         sock._endpoints.setdefault(endpoint, []).append(("inproc-bind", rest))
         return endpoint
-    os_sock, resolved = open_listening_socket(transport, rest, sock._opts)
+    try:
+        os_sock, resolved = open_listening_socket(transport, rest, sock._opts)
+    except ZMQError as exc:
+        emit(sock, Event.BIND_FAILED, exc.errno or 0, endpoint)
+        raise
+    emit(sock, Event.LISTENING, os_sock.fileno(), resolved)
     io = ctx._choose_io_thread()
     listener = Listener(ctx, io, sock, os_sock, resolved, sock._opts.copy())
     entry = ("listener", listener)
@@ -59,9 +74,10 @@ def connect(sock: SocketBase, endpoint: str) -> None:
     ctx = sock.context
     io = ctx._choose_io_thread()
     session = Session(ctx, io, sock, sock._opts.copy(), endpoint, connect=True)
-    upipe = session.make_connect_pipe()
+    upipe = session.make_connect_pipe()  # None with IMMEDIATE
     sock._endpoints.setdefault(endpoint, []).append(("session", session, upipe))
-    sock._attach(upipe)
+    if upipe is not None:
+        sock._attach(upipe)
     io.post(session.plug)
 
 
@@ -74,6 +90,8 @@ def inproc_connect(sock: SocketBase, name: str, endpoint: str) -> None:
         if peer is None:
             mine, theirs = pipe_pair(sock, sock._mailbox, opts.sndhwm, None, None, opts.rcvhwm)
             theirs.peer_routing_id = opts.routing_id
+            if _conflates(opts):
+                make_conflating(mine, theirs)  # (the binder's CONFLATE is unknown yet: ours decides)
             ctx._inproc_pending.setdefault(name, []).append((sock, theirs))
         else:
             popts = peer._opts
@@ -81,9 +99,13 @@ def inproc_connect(sock: SocketBase, name: str, endpoint: str) -> None:
                                      peer, peer._mailbox, _sum_hwm(popts.sndhwm, opts.rcvhwm))
             theirs.peer_routing_id = opts.routing_id
             mine.peer_routing_id = popts.routing_id
+            if _conflates(opts) or _conflates(popts):
+                make_conflating(mine, theirs)
             if not peer._attach_remote(theirs):
                 theirs.terminate()
     sock._endpoints.setdefault(endpoint, []).append(("pipe", mine))
+    if peer is None and opts.immediate:
+        return  # IMMEDIATE: the pipe joins the socket when the bind completes it
     sock._attach(mine)
 
 
@@ -93,13 +115,16 @@ def complete_pending(binder: SocketBase, pending: list[tuple[SocketBase, Pipe]])
     for connecter, theirs in pending:
         mine = theirs.peer
         copts = connecter._opts
-        mine.hwm = _sum_hwm(copts.sndhwm, bopts.rcvhwm)
-        mine.lwm = (mine.hwm + 1) // 2
-        theirs.hwm = _sum_hwm(bopts.sndhwm, copts.rcvhwm)
-        theirs.lwm = (theirs.hwm + 1) // 2
+        if type(mine) is not ConflatingPipe:
+            mine.hwm = _sum_hwm(copts.sndhwm, bopts.rcvhwm)
+            mine.lwm = (mine.hwm + 1) // 2
+            theirs.hwm = _sum_hwm(bopts.sndhwm, copts.rcvhwm)
+            theirs.lwm = (theirs.hwm + 1) // 2
         theirs.set_owner(binder, binder._mailbox)
         mine.peer_routing_id = bopts.routing_id
         theirs._post_peer("_pipe_identified")  # the connecter's ROUTER learns our id
+        if copts.immediate and not connecter._attach_remote(mine):
+            mine.terminate()  # the connecter closed meanwhile
         binder._attach(theirs)
 
 
@@ -118,7 +143,11 @@ def _stop(sock: SocketBase, entry: tuple, closing: bool) -> None:  # type: ignor
         listener = entry[1]
         listener.io.post(listener.close, not closing)
     elif kind == "session":
-        _drop_pipe(sock, entry[2])
+        if entry[2] is None:  # IMMEDIATE: the session owns no pipe until connected
+            session = entry[1]
+            session.io.post(session.terminate)
+        else:
+            _drop_pipe(sock, entry[2])
     elif kind == "pipe":
         _drop_pipe(sock, entry[1])
     elif kind == "inproc-bind":
@@ -155,7 +184,7 @@ def close_all(sock: SocketBase) -> None:
             if id(entry) in seen:
                 continue
             seen.add(id(entry))
-            if entry[0] in ("listener", "inproc-bind"):
+            if entry[0] in ("listener", "inproc-bind") or entry[0] == "session" and entry[2] is None:
                 _stop(sock, entry, closing=True)
     sock._endpoints.clear()
     sock.context._inproc_forget(sock)

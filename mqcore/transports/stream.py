@@ -14,11 +14,13 @@ import os
 import socket
 from typing import TYPE_CHECKING, Any
 
-from mqcore.constants import Errno
+from mqcore.constants import Errno, Event
 from mqcore.engine import READ
 from mqcore.error import ZMQError
+from mqcore.monitor import emit
 from mqcore.session import Session
 from mqcore.transports import address as addr_mod
+from mqcore.transports.keepalive import apply_tcp_keepalive
 
 if TYPE_CHECKING:
     from mqcore.context import Context
@@ -85,11 +87,14 @@ class Listener:
                 conn, _ = self.sock.accept()
             except (BlockingIOError, InterruptedError):
                 return
-            except OSError:
+            except OSError as exc:
+                emit(self.owner, Event.ACCEPT_FAILED, exc.errno or 0, self.endpoint)
                 return  # e.g. EMFILE: try again on the next event
             conn.setblocking(False)
             if self.is_tcp:
                 conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                apply_tcp_keepalive(conn, self.options)
+            emit(self.owner, Event.ACCEPTED, conn.fileno(), self.endpoint)
             session = Session(self.ctx, self.io, self.owner, self.options, self.endpoint,
                               connect=False, on_done=self.sessions.discard)
             self.sessions.add(session)
@@ -101,8 +106,10 @@ class Listener:
         if self.closed:
             return
         self.closed = True
-        self.io.remove_fd(self.sock.fileno())
+        fd = self.sock.fileno()
+        self.io.remove_fd(fd)
         self.sock.close()
+        emit(self.owner, Event.CLOSED, fd, self.endpoint)
         if self.endpoint.startswith("ipc://") and not self.endpoint.startswith("ipc://@"):
             with contextlib.suppress(OSError):
                 os.unlink(self.endpoint[len("ipc://"):])
