@@ -24,6 +24,13 @@ Fields (see ``scenarios/*.yaml`` for examples)::
     variants:                  # per-system options handed to the driver
       rabbitmq: {persistent: true, confirms: true}          # one variant
       kafka: [{name: acks1, acks: 1}, {name: all, acks: all}]  # several: each is run
+    consumer_rate: 2000        # optional: each consumer handles at most this many msgs/s (a slow consumer;
+                               # the pause comes after the receive stamp, so latency includes the queueing)
+    faults:                    # optional: carried out by the runner at ``at`` after the common start
+      - {at: 2s, action: restart-broker, down: 0.5s}   # SIGKILL the broker, start it again (same port/data)
+      - {at: 4s, action: restart-consumer, target: 0}  # SIGKILL consumer 0, start it again
+    # actions: kill-broker, restart-broker, kill-consumer, restart-consumer, kill-producer,
+    # restart-producer, restart-peer (brokerless systems: restart-consumer; broker systems: restart-broker)
 """
 
 from __future__ import annotations
@@ -57,6 +64,35 @@ class Variant:
     options: Mapping[str, Any] = field(default_factory=dict)
 
 
+FAULT_ACTIONS = (
+    "kill-broker",
+    "restart-broker",
+    "kill-consumer",
+    "restart-consumer",
+    "kill-producer",
+    "restart-producer",
+    "restart-peer",
+)
+
+
+@dataclass(frozen=True)
+class Fault:
+    """One fault the runner injects: ``action`` at ``at`` seconds after the common start.
+
+    Kills are SIGKILL. ``restart-*`` kills, waits ``down`` seconds, and starts the same broker (same port,
+    same data directory) or the same worker (same role and endpoint; it continues the records of the one it
+    replaces). ``target`` is the producer/consumer index for worker actions.
+    """
+
+    at: float
+    action: str
+    target: int = 0
+    down: float = 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"at": self.at, "action": self.action, "target": self.target, "down": self.down}
+
+
 @dataclass(frozen=True)
 class Scenario:
     name: str
@@ -75,6 +111,8 @@ class Scenario:
     timeout: float = 30.0
     description: str = ""
     variants: Mapping[str, tuple[Variant, ...]] = field(default_factory=dict)
+    consumer_rate: float | None = None  # msgs/s each consumer handles at most; None = as fast as it can
+    faults: tuple[Fault, ...] = ()
     source: str = ""
 
     def variants_for(self, system: str) -> tuple[Variant, ...]:
@@ -92,6 +130,8 @@ class Scenario:
                 value = value.value
             elif f.name == "variants":
                 value = {s: [{"name": v.name, **dict(v.options)} for v in vs] for s, vs in value.items()}
+            elif f.name == "faults":
+                value = [fault.as_dict() for fault in value]
             elif isinstance(value, tuple):
                 value = list(value)
             out[f.name] = value
@@ -115,6 +155,8 @@ _FIELDS = (
     "payload",
     "timeout",
     "variants",
+    "consumer_rate",
+    "faults",
 )
 
 _UNITS = {"b": 1, "kb": 1000, "kib": 1024, "mb": 1000**2, "mib": 1024**2}
@@ -171,11 +213,11 @@ class _Checker:
             )
         return n
 
-    def rate(self, value: Any) -> float | None:
+    def rate(self, value: Any, fld: str = "rate") -> float | None:
         if value == "max":
             return None
         if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
-            raise self.fail("rate", f"must be 'max' or messages per second > 0 (or a list of those), got {value!r}")
+            raise self.fail(fld, f"must be 'max' or messages per second > 0 (or a list of those), got {value!r}")
         return float(value)
 
 
@@ -293,6 +335,13 @@ def parse_scenario(data: Any, source: str = "<scenario>") -> Scenario:
 
     variants = _parse_variants(c, data.get("variants", {}), systems)
 
+    consumer_rate = None
+    if data.get("consumer_rate") is not None:
+        consumer_rate = c.rate(data["consumer_rate"], "consumer_rate")
+        if consumer_rate is None:
+            raise c.fail("consumer_rate", "must be messages per second > 0 (leave it out for no limit)")
+    faults = _parse_faults(c, data.get("faults"), producers, consumers, pattern)
+
     return Scenario(
         name=name,
         pattern=pattern,
@@ -310,6 +359,8 @@ def parse_scenario(data: Any, source: str = "<scenario>") -> Scenario:
         timeout=timeout,
         description=description,
         variants=variants,
+        consumer_rate=consumer_rate,
+        faults=faults,
         source=source,
     )
 
@@ -357,3 +408,40 @@ def _parse_variants(c: _Checker, raw: Any, systems: tuple[str, ...] | None) -> d
             raise c.fail(f"variants.{system}", f"variant names must differ, got {names}")
         out[system] = tuple(parsed)
     return out
+
+
+_FAULT_KEYS = ("at", "action", "target", "down")
+
+
+def _parse_faults(c: _Checker, raw: Any, producers: int, consumers: int, pattern: Pattern) -> tuple[Fault, ...]:
+    if raw in (None, []):
+        return ()
+    if not isinstance(raw, list):
+        raise c.fail("faults", "must be a list of {at: 2s, action: restart-broker, ...} mappings")
+    out: list[Fault] = []
+    for i, item in enumerate(raw):
+        where = f"faults[{i}]"
+        if not isinstance(item, dict):
+            raise c.fail(where, f"must be a mapping like {{at: 2s, action: restart-broker}}, got {item!r}")
+        for key in item:
+            if key not in _FAULT_KEYS:
+                raise c.fail(f"{where}.{key}", f"is not a fault field; allowed: {', '.join(_FAULT_KEYS)}")
+        if "at" not in item:
+            raise c.fail(f"{where}.at", "required: seconds after the start (e.g. 2s)")
+        at = c.seconds(f"{where}.at", item["at"])
+        action = item.get("action")
+        if action not in FAULT_ACTIONS:
+            raise c.fail(f"{where}.action", f"must be one of {', '.join(FAULT_ACTIONS)}, got {action!r}")
+        if pattern is Pattern.REQREP and "broker" not in action:
+            raise c.fail(f"{where}.action", "worker faults are supported for pubsub and queue scenarios only")
+        target = c.integer(f"{where}.target", item.get("target", 0), 0)
+        workers = producers if "producer" in action else consumers
+        if target >= workers:
+            raise c.fail(f"{where}.target", f"there are only {workers} workers of that kind (0..{workers - 1})")
+        down = 0.0
+        if "down" in item:
+            down = 0.0 if item["down"] in (0, "0", "0s") else c.seconds(f"{where}.down", item["down"])
+            if not action.startswith("restart"):
+                raise c.fail(f"{where}.down", "only restart-* actions have a down time")
+        out.append(Fault(at=at, action=action, target=target, down=down))
+    return tuple(sorted(out, key=lambda f: f.at))

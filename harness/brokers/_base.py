@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import ClassVar
 from urllib.parse import urlsplit
 
-from harness.brokers._spec import ContainerSpec, Launch
+from harness.brokers._spec import Command, ContainerSpec, Launch
 
 
 class ProbeError(Exception):
@@ -53,6 +53,17 @@ class Provisioner(ABC):
         """Complete a protocol handshake with the broker at ``url``; return its version ("" if it does
         not say). Raises OSError or ProbeError (or the client library's error) while it is not ready."""
 
+    # -- restarts (fault injection) -----------------------------------------------------------------
+
+    def restart_state(self, url: str) -> object:
+        """Called just before the broker is killed: whatever ``restart_command`` needs to know about the
+        running broker (e.g. settings changed at run time). Default: nothing."""
+        return None
+
+    def restart_command(self, command: Command, state: object) -> Command:
+        """The command that starts the broker again on the same port and data directory. Default: the same."""
+        return command
+
 
 def which(*candidates: str) -> str | None:
     """The first candidate that is an executable path or a name on PATH."""
@@ -78,3 +89,4 @@ def redact(url: str) -> str:
         return url
     netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
     return parts._replace(netloc=netloc).geturl()
+

@@ -8,8 +8,11 @@ logs into ``logs_dir`` (or a kept temporary directory) and raises DriverError na
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
+import signal
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -18,8 +21,9 @@ from harness.brokers._base import Provisioner, redact
 from harness.brokers._choice import choose_backend
 from harness.brokers._containers import BrokerContainer, docker_host
 from harness.brokers._ports import free_port
-from harness.brokers._process import BrokerProcess
+from harness.brokers._process import BrokerProcess, _descendants
 from harness.brokers._registry import provisioner
+from harness.brokers._spec import Launch
 from harness.drivers.base import BrokerEndpoint, DriverError
 
 EXTERNAL_PROBE_TIMEOUT = 5.0
@@ -63,6 +67,74 @@ def _external(prov: Provisioner, url: str) -> BrokerEndpoint:
     return BrokerEndpoint(system=prov.system, url=url, backend="external", version=version)
 
 
+class BrokerControl:
+    """Kill and restart one local broker started by ``provision`` (process backend), for fault injection.
+
+    The broker proper is the launch's last command (earlier ones are helpers such as RabbitMQ's epmd, which
+    keep running). ``start`` runs that command again with the same argv and environment: same port, same
+    data directory, so what the broker persisted is there again. Used by the thread that runs the cases;
+    ``stop`` of the provisioning block still stops whatever runs at its end.
+    """
+
+    def __init__(self, prov: Provisioner, launch: Launch, workdir: Path, started: list[BrokerProcess]) -> None:
+        self.prov, self.launch, self.workdir, self.started = prov, launch, workdir, started
+        self.system = prov.system
+        self.url = launch.url
+        self._restart_state: object = None
+        self._lock = threading.Lock()
+
+    def pids(self) -> list[int]:
+        """Pids of the running broker processes and their descendants (for memory sampling)."""
+        out: list[int] = []
+        for proc in list(self.started):
+            if proc.exited() is None:
+                out.append(proc.pid)
+                out.extend(_descendants(proc.pid))
+        return out
+
+    def running(self) -> bool:
+        return bool(self.started) and self.started[-1].exited() is None
+
+    def kill(self) -> None:
+        """SIGKILL the broker process group and its descendants (no shutdown: a crash)."""
+        with self._lock:
+            proc = self.started[-1]
+            if proc.exited() is not None:
+                return
+            with contextlib.suppress(Exception):
+                self._restart_state = self.prov.restart_state(self.url)
+            victims = [proc.pid, *_descendants(proc.pid)]
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            for pid in victims:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, signal.SIGKILL)
+            proc.stop(0.5)  # reaps it and removes it from the live set
+
+    def start(self) -> str:
+        """Start the broker again (after ``kill``) and wait until it answers; returns its version."""
+        with self._lock:
+            if self.running():
+                return ""
+            command = self.prov.restart_command(self.launch.commands[-1], self._restart_state)
+            proc = BrokerProcess(command, cwd=self.workdir, log_dir=self.workdir / "logs")
+            self.started[-1] = proc
+            try:
+                return _wait_ready(self.prov, self.url, self.launch.ready_timeout, lambda: _first_exit([proc]))
+            except StartFailed as exc:
+                raise DriverError(f"the local {self.system} broker did not come back after a restart: {exc}") from None
+
+
+_CONTROLS: dict[str, BrokerControl] = {}
+
+
+def broker_control(endpoint: BrokerEndpoint | None) -> BrokerControl | None:
+    """The kill/restart handle of a broker provisioned here as a local process, else None."""
+    if endpoint is None:
+        return None
+    return _CONTROLS.get(endpoint.url)
+
+
 @contextlib.contextmanager
 def _process_broker(prov: Provisioner, logs_dir: Path | None) -> Iterator[BrokerEndpoint]:
     workdir = Path(tempfile.mkdtemp(prefix=f"mqbench-{prov.system}-"))
@@ -79,6 +151,7 @@ def _process_broker(prov: Provisioner, logs_dir: Path | None) -> Iterator[Broker
             raise DriverError(
                 f"the local {prov.system} broker failed to start: {exc}; its logs are in {kept}"
             ) from None
+        _CONTROLS[launch.url] = BrokerControl(prov, launch, workdir, started)
         yield BrokerEndpoint(
             system=prov.system,
             url=launch.url,
@@ -88,6 +161,8 @@ def _process_broker(prov: Provisioner, logs_dir: Path | None) -> Iterator[Broker
             extra={"pids": [p.pid for p in started], "workdir": str(workdir)},
         )
     finally:
+        if launch is not None:
+            _CONTROLS.pop(launch.url, None)
         grace = launch.stop_grace if launch is not None else 5.0
         for proc in reversed(started):
             proc.stop(grace)

@@ -60,6 +60,24 @@ class RedisProvisioner(Provisioner):
             stop_grace=5.0,
         )
 
+    def restart_state(self, url: str) -> object:
+        """The append-only settings in force (the driver's ``aof`` option turns them on at run time)."""
+        import redis
+
+        client = redis.Redis.from_url(url, socket_timeout=1.0, socket_connect_timeout=1.0, decode_responses=True)
+        try:
+            return client.config_get("append*")
+        finally:
+            client.close()
+
+    def restart_command(self, command: Command, state: object) -> Command:
+        """Restart with the AOF on when it was on, so the data written to it is loaded again."""
+        if isinstance(state, dict) and state.get("appendonly") == "yes":
+            fsync = str(state.get("appendfsync") or "always")
+            return Command(command.name, (*command.argv, "--appendonly", "yes", "--appendfsync", fsync),
+                           command.env, command.user)
+        return command
+
     def probe(self, url: str, timeout: float) -> str:
         import redis
 

@@ -118,7 +118,9 @@ class _Session:
 
     def wait_receipt(self, receipt: str, timeout: float = RECEIPT_TIMEOUT) -> None:
         with self.cond:
-            if not self.cond.wait_for(lambda: receipt in self.receipts or self.error is not None, timeout):
+            if not self.cond.wait_for(
+                lambda: receipt in self.receipts or self.error is not None or not self.conn.is_connected(), timeout
+            ):
                 raise DriverError(f"activemq at {self.where} sent no receipt within {timeout:.0f} s")
             self.receipts.discard(receipt)
         self.check()
@@ -126,6 +128,8 @@ class _Session:
     def check(self) -> None:
         if self.error is not None:
             raise DriverError(f"activemq at {self.where} reported an error: {self.error}")
+        if not self.conn.is_connected():  # e.g. the broker went away: say so instead of waiting forever
+            raise DriverError(f"activemq at {self.where} closed the connection")
 
     def close(self) -> None:
         try:
@@ -156,6 +160,11 @@ def _listener(session: _Session) -> Any:
         def on_error(self, frame: Any) -> None:
             with session.cond:
                 session.error = frame.headers.get("message", "ERROR frame")
+                session.cond.notify_all()
+
+        def on_disconnected(self) -> None:
+            # A sender waiting for a receipt must not wait out RECEIPT_TIMEOUT for a broker that is gone.
+            with session.cond:
                 session.cond.notify_all()
 
     return Listener()

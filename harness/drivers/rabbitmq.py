@@ -78,11 +78,7 @@ class RabbitMQDriver(Driver):
         try:
             ch = conn.channel()
             for i in range(topology.topics):
-                name = topology.topic_name(i)
-                if topology.pattern is Pattern.PUBSUB:
-                    ch.exchange_declare(name, exchange_type="fanout", durable=self.opts.persistent)
-                else:
-                    ch.queue_declare(name, durable=self.opts.persistent)
+                self._declare(ch, topology, i)
         finally:
             conn.close()
         return plan
@@ -111,16 +107,31 @@ class RabbitMQDriver(Driver):
 
     # -- workers ---------------------------------------------------------------------------------
 
+    def _declare(self, ch: Any, topology: Topology, topic: int) -> None:
+        """Declare the topic's queue (queue) or fanout exchange (pubsub); idempotent. Producers and consumers
+        declare it again when they connect, as applications do, so a broker that restarted without it
+        (transient variant) gets it back; only the messages it held are gone."""
+        name = topology.topic_name(topic)
+        if topology.pattern is Pattern.PUBSUB:
+            ch.exchange_declare(name, exchange_type="fanout", durable=self.opts.persistent)
+        else:
+            ch.queue_declare(name, durable=self.opts.persistent)
+
     def create_producer(self, plan: Mapping[str, Any], role: Role) -> Producer:
         topology = topology_from_plan(plan)
         name = topology.topic_name(role.topic)
         if topology.pattern is Pattern.PUBSUB:
-            return _RabbitProducer(self._connect(), self.opts, exchange=name, routing_key="")
-        return _RabbitProducer(self._connect(), self.opts, exchange="", routing_key=name)
+            producer = _RabbitProducer(self._connect(), self.opts, exchange=name, routing_key="")
+        else:
+            producer = _RabbitProducer(self._connect(), self.opts, exchange="", routing_key=name)
+        self._declare(producer.channel, topology, role.topic)
+        return producer
 
     def create_consumer(self, plan: Mapping[str, Any], role: Role) -> Consumer:
         topology = topology_from_plan(plan)
-        return _RabbitConsumer(self._connect(), self.opts, topology, role)
+        consumer = _RabbitConsumer(self._connect(), self.opts, topology, role)
+        self._declare(consumer.channel, topology, role.topic)
+        return consumer
 
     def create_requester(self, plan: Mapping[str, Any], role: Role) -> Requester:
         topology = topology_from_plan(plan)

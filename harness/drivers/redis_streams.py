@@ -173,15 +173,29 @@ class _GroupConsumer(Consumer):
     def __init__(self, client: Any, key: str, name: str, batch: int) -> None:
         self.client, self.key, self.name, self.batch = client, key, name, batch
         self.on_message: Callable[[bytes], None] | None = None
+        # A consumer (re)starting first reads its own pending entries: delivered to it earlier but never
+        # acknowledged (e.g. the connection died before the reply arrived). At-least-once: maybe twice.
+        self.cursor = "0"
 
     def start(self, on_message: Callable[[bytes], None]) -> None:
+        import redis
+
         self.on_message = on_message  # the group's cursor lives in the server since plan()
+        try:  # as applications do: make sure the group exists (a restarted broker without AOF lost it)
+            self.client.xgroup_create(self.key, GROUP, id="0", mkstream=True)
+        except redis.ResponseError as exc:
+            if "BUSYGROUP" not in str(exc):
+                raise
 
     def poll(self, timeout: float) -> None:
         assert self.on_message is not None, "start() first"
         answer = self.client.xreadgroup(
-            GROUP, self.name, {self.key: ">"}, count=self.batch, block=_block_ms(timeout)
+            GROUP, self.name, {self.key: self.cursor}, count=self.batch,
+            block=None if self.cursor != ">" else _block_ms(timeout),
         )
+        if self.cursor != ">" and not any(entries for _key, entries in answer or []):
+            self.cursor = ">"  # own pending entries done: new ones from now on
+            return
         for _key, entries in answer or []:
             ids = []
             for entry_id, fields in entries:

@@ -95,8 +95,24 @@ def header_rows(run: RunInfo, engine: str) -> list[tuple[str, str]]:
     return rows
 
 
-def render_html(summary: Summary, pngs: Mapping[str, bytes], captions: Mapping[str, str]) -> str:
-    """The whole report as one HTML document; figures are embedded as base64 PNG ``data:`` URLs."""
+def _figure_html(name: str, png: bytes, caption: str) -> str:
+    data = base64.b64encode(png).decode("ascii")
+    cap = html.escape(caption)
+    return (f"<figure><img id='fig-{html.escape(name)}' alt='{cap}' src='data:image/png;base64,{data}'>"
+            f"<figcaption>{cap}</figcaption></figure>")
+
+
+def render_html(
+    summary: Summary,
+    pngs: Mapping[str, bytes],
+    captions: Mapping[str, str],
+    extra: str = "",
+    extra_pngs: Mapping[str, bytes] | None = None,
+    extra_captions: Mapping[str, str] | None = None,
+) -> str:
+    """The whole report as one HTML document; figures are embedded as base64 PNG ``data:`` URLs.
+
+    ``extra`` (HTML) and ``extra_pngs`` form the evaluation section, placed after the delivery table."""
     esc = html.escape
     title = "mqbench report — " + ", ".join(run.run_id for run in summary.runs)
     out = [
@@ -126,6 +142,10 @@ def render_html(summary: Summary, pngs: Mapping[str, bytes], captions: Mapping[s
         )
     out.append("<h2>Delivery</h2>")
     out.append(to_html(delivery_table(summary), highlight="lost"))
+    if extra:
+        out.append(extra)
+    for name, png in (extra_pngs or {}).items():
+        out.append(_figure_html(name, png, (extra_captions or {}).get(name, name)))
     out.append("<h2>Definitions</h2><dl>")
     out += [f"<dt>{esc(term)}</dt><dd>{esc(text)}</dd>" for term, text in DEFINITIONS]
     out.append(
@@ -136,7 +156,7 @@ def render_html(summary: Summary, pngs: Mapping[str, bytes], captions: Mapping[s
     return "\n".join(out)
 
 
-def render_markdown(summary: Summary, figure_names: list[str]) -> str:
+def render_markdown(summary: Summary, figure_names: list[str], extra: str = "") -> str:
     """``summary.md``: run header, results table, delivery table, links to the figures."""
     lines = ["# mqbench summary", ""]
     for run in summary.runs:
@@ -153,6 +173,7 @@ def render_markdown(summary: Summary, figure_names: list[str]) -> str:
         "",
         to_markdown(delivery_table(summary)),
         "",
+        *([extra, ""] if extra else []),
         "## Figures",
         "",
     ]

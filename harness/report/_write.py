@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from harness.pipeline import Summary, summarize, write_summary
 from harness.pipeline._files import atomic_write_bytes, atomic_write_text
+from harness.report import evaluation
 from harness.report._page import render_html, render_markdown
 from harness.report.figures import FIGURES, png_bytes, render_figures
 
@@ -31,8 +32,26 @@ def write_report_from_summary(summary: Summary, out_dir: Path) -> Path:
     for name, png in pngs.items():
         atomic_write_bytes(out_dir / "figures" / f"{name}.png", png)
     captions = {name: (FIGURES[name].__doc__ or name).strip().splitlines()[0] for name in pngs}
-    atomic_write_text(out_dir / "summary.md", render_markdown(summary, list(pngs)))
-    return atomic_write_text(out_dir / "report.html", render_html(summary, pngs, captions))
+    extra_html = extra_md = ""
+    extra_pngs: dict[str, bytes] = {}
+    extra_captions: dict[str, str] = {}
+    section = evaluation.render(summary)
+    if section is not None:
+        eval_figures, extra_html, extra_md = section
+        for name, fig in eval_figures.items():
+            extra_pngs[name] = png_bytes(fig)
+            atomic_write_bytes(out_dir / "figures" / f"{name}.png", extra_pngs[name])
+            extra_captions[name] = fig.get_suptitle() or name
+        matrix = evaluation.load_evaluation(summary).matrix
+        if not matrix.empty:
+            atomic_write_text(out_dir / "feature_matrix.csv", matrix.to_csv(index=False))
+    atomic_write_text(
+        out_dir / "summary.md", render_markdown(summary, [*pngs, *extra_pngs], extra=extra_md)
+    )
+    return atomic_write_text(
+        out_dir / "report.html",
+        render_html(summary, pngs, captions, extra=extra_html, extra_pngs=extra_pngs, extra_captions=extra_captions),
+    )
 
 
 def write_report(

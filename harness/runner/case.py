@@ -24,6 +24,7 @@ import pandas as pd
 
 from harness.drivers import class_path
 from harness.drivers.base import BrokerEndpoint, Driver, Pattern, Role, Topology
+from harness.runner.faults import FaultInjector, Sampler, WorkerHooks, depth_probe
 from harness.runner.worker import WorkerSpec, worker_main
 from harness.scenario import Scenario, Variant
 
@@ -57,6 +58,10 @@ class CaseResult:
     rows: pd.DataFrame
     complete: bool
     problems: list[str] = field(default_factory=list)
+    start_ns: int = 0  # the common start stamp (monotonic_ns)
+    faults: list[dict[str, Any]] = field(default_factory=list)  # what FaultInjector did, one dict per fault
+    timeseries: pd.DataFrame | None = None  # Sampler rows (runs with faults or a slow consumer)
+    send_errors: pd.DataFrame | None = None  # producer, seq, t_ns of sends that raised (runs with faults)
 
 
 Progress = Callable[[int, int], None]  # (received so far, expected so far)
@@ -85,6 +90,7 @@ def _specs(case: Case, driver: Driver, plan: dict[str, Any], work_dir: Path) -> 
     else:
         send_cap = 1 << 16
     reqrep = sc.pattern is Pattern.REQREP
+    resilient = bool(sc.faults) and not reqrep
     common = dict(
         system=case.variant.system,
         driver=class_path(type(driver)),
@@ -94,6 +100,7 @@ def _specs(case: Case, driver: Driver, plan: dict[str, Any], work_dir: Path) -> 
         size=case.size,
         payload=sc.payload,
         duration_ns=duration_ns,
+        resilient=resilient,
     )
     consumers = []
     for c in range(sc.consumers):
@@ -106,8 +113,9 @@ def _specs(case: Case, driver: Driver, plan: dict[str, Any], work_dir: Path) -> 
                 role=Role(c, c % sc.topics),
                 total=None,
                 rate=None,
-                capacity=max(1024, int(send_cap * on_topic * 1.05)),
+                capacity=max(1024, int(send_cap * on_topic * (2.0 if resilient else 1.05))),
                 out=str(work_dir / f"consumer-{c}"),
+                consumer_rate=sc.consumer_rate,
                 **common,  # type: ignore[arg-type]
             )
         )
@@ -138,6 +146,8 @@ class _Workers:
         self.start_ns = _CTX.Value("q", 0, lock=False)
         self.progress = _CTX.Array("q", n, lock=False)
         self.procs: dict[str, Any] = {}
+        self.specs: dict[str, WorkerSpec] = {}
+        self.gone: list[Any] = []  # processes killed by a fault
         self.done: dict[str, tuple[int, str]] = {}
         self.errors: list[str] = []
 
@@ -146,6 +156,30 @@ class _Workers:
         p = _CTX.Process(target=worker_main, args=args, name=f"mqbench-{spec.name}", daemon=True)
         p.start()
         self.procs[spec.name] = p
+        self.specs[spec.name] = spec
+
+    # -- fault hooks (called from the FaultInjector thread) -------------------------------------------
+
+    def kill(self, name: str) -> bool:
+        p = self.procs.get(name)
+        if p is None or not p.is_alive() or p.pid is None:
+            return False
+        os.kill(p.pid, signal.SIGKILL)
+        p.join(5)
+        self.gone.append(p)
+        return True
+
+    def relaunch(self, name: str) -> None:
+        self.done.pop(name, None)
+        self.launch(self.specs[name])
+
+    def mark_done(self, name: str) -> None:
+        from harness.runner._resilient import leading_count
+
+        self.done[name] = (leading_count(f"{self.specs[name].out}.tsend"), "")
+
+    def pids(self) -> list[int]:
+        return [p.pid for p in self.procs.values() if p.pid is not None and p.is_alive()]
 
     def drain(self, timeout: float) -> tuple[Any, ...] | None:
         try:
@@ -202,6 +236,8 @@ class _Workers:
                 if p.is_alive():
                     p.kill()
                     p.join(2)
+        for p in self.gone:
+            p.join(1)
         while self.drain(0.05) is not None:
             pass
         self.status.close()
@@ -217,6 +253,12 @@ def _run(
     w = _Workers(len(producers) + len(consumers))
     problems: list[str] = []
     complete = True
+    sc = case.scenario
+    evaluating = bool(sc.faults) or sc.consumer_rate is not None
+    injector: FaultInjector | None = None
+    sampler: Sampler | None = None
+    fault_records: list[dict[str, Any]] = []
+    samples: list[dict[str, Any]] = []
     try:
         # All at once: producers only send after the start event, by which time every consumer is ready.
         for spec in [*consumers, *producers]:
@@ -224,10 +266,37 @@ def _run(
         w.wait_ready([s.name for s in [*consumers, *producers]])
         time.sleep(SETTLE)
         w.start_ns.value = time.monotonic_ns() + 20_000_000
+        control = _broker_control(case)
+        if evaluating:
+            fanout = max(1, sc.consumers // sc.topics) if sc.pattern is Pattern.PUBSUB else 1
+            sampler = Sampler(
+                w.progress, len(producers), fanout, int(w.start_ns.value),
+                broker_pids=control.pids if control is not None else list, worker_pids=w.pids,
+                depth=depth_probe(case.variant.system, case.broker, plan),
+            )
+        if sc.faults:
+            injector = FaultInjector(
+                sc.faults, int(w.start_ns.value), WorkerHooks(w.kill, w.relaunch, w.mark_done), control,
+                driver.needs_broker, [s.name for s in producers], [s.name for s in consumers],
+            )
         w.start.set()
-        complete = _watch(case, w, producers, consumers, problems, on_progress)
+        for thread in (sampler, injector):
+            if thread is not None:
+                thread.start()
+        complete = _watch(case, w, producers, consumers, problems, on_progress, injector)
     finally:
+        if injector is not None:
+            fault_records = injector.stop()
+        if sampler is not None:
+            samples = sampler.stop()
         forced = w.shutdown(grace=3.0)
+        if injector is not None:
+            try:
+                note = injector.ensure_broker()  # a kill-broker fault left it dead: the next case needs it
+                if note and fault_records:
+                    fault_records[-1]["detail"] += f"; {note}"
+            except Exception as exc:  # noqa: BLE001 - later cases will say the broker is unreachable
+                problems.append(f"the broker could not be started again after the case: {exc}")
     if forced:
         complete = False
         problems.append(f"workers that had to be killed (their records are missing): {', '.join(forced)}")
@@ -235,8 +304,32 @@ def _run(
     problems.extend(f"{name}: {err}" for name, (_, err) in sorted(w.done.items()) if err)
     if w.errors:
         complete = False
+    send_errors = None
+    if producers and producers[0].resilient:
+        from harness.runner._resilient import finalize, read_errors
+
+        for spec in [*producers, *consumers]:
+            finalize(spec.kind, spec.out)
+        parts = [
+            pd.DataFrame({"producer": spec.role.index, "seq": e[:, 0], "t_ns": e[:, 1]})
+            for spec in producers
+            if (e := read_errors(spec.out)).size
+        ]
+        send_errors = (pd.concat(parts, ignore_index=True) if parts
+                       else pd.DataFrame({"producer": [], "seq": [], "t_ns": []}, dtype="int64"))
     rows = assemble_rows(case, producers, consumers, work_dir)
-    return CaseResult(rows=rows, complete=complete, problems=problems)
+    return CaseResult(
+        rows=rows, complete=complete, problems=problems, start_ns=int(w.start_ns.value), faults=fault_records,
+        timeseries=pd.DataFrame(samples) if evaluating else None, send_errors=send_errors,
+    )
+
+
+def _broker_control(case: Case) -> Any:
+    if case.broker is None or case.broker.backend != "process":
+        return None
+    from harness.brokers import broker_control
+
+    return broker_control(case.broker)
 
 
 def _watch(
@@ -246,8 +339,13 @@ def _watch(
     consumers: list[WorkerSpec],
     problems: list[str],
     on_progress: Progress | None,
+    injector: FaultInjector | None = None,
 ) -> bool:
-    """Wait until the case is over; True when it ended normally, False on a stall."""
+    """Wait until the case is over; True when it ended normally, False on a stall.
+
+    With faults, the case is not over while a fault is still to come or under way, the drain wait counts
+    from the moment the last restarted broker/worker was back, and only the drain wait ends it (receipt
+    counts include redeliveries, so reaching the expected count does not mean everything arrived)."""
     sc = case.scenario
     timeout = sc.timeout + (sc.duration or 0.0)
     last_total = -1
@@ -265,6 +363,11 @@ def _watch(
         now = time.monotonic()
         if total != last_total:
             last_total, last_change = total, now
+        if injector is not None:
+            if injector.busy():
+                last_change = now
+                continue
+            last_change = max(last_change, injector.settled_at())
         producers_done = all(n in w.done for n in producer_names)
         expected = _expected(sc, producers, consumers, counts, w.done) if producers_done else None
         if on_progress is not None:
@@ -274,7 +377,9 @@ def _watch(
             if producers_done:
                 return True
         elif expected is not None:
-            if sc.pattern is Pattern.QUEUE:
+            if injector is not None:
+                pass  # after faults, receipts include redeliveries: counts cannot tell that all arrived
+            elif sc.pattern is Pattern.QUEUE:
                 topics_full = all(
                     sum(r for r, s in zip(received, consumers, strict=True) if s.role.topic == t)
                     >= sum(e for e, s in zip(expected, consumers, strict=True) if s.role.topic == t)

@@ -199,6 +199,9 @@ def _run_all(
     problems: list[str],
 ) -> bool:
     complete = True
+    from harness.runner.evaluation import EvaluationFiles
+
+    evaluation = EvaluationFiles(run)
     columns = (
         TextColumn("{task.description}"),
         BarColumn(),
@@ -244,6 +247,10 @@ def _run_all(
                 **summarize_rows(result.rows), "complete": result.complete,
             }
             run.add_summary(row)
+            if result.faults or result.timeseries is not None:
+                case_cols = {k: row[k] for k in ("scenario", "pattern", "system", "variant", "label", "guarantee",
+                                                  "size", "rate", "repetition")}
+                evaluation.add(name, case_cols, result)
             run.manifest["cases"].append({"raw": f"raw/{name}", "complete": result.complete})
             run.write_manifest()
             bar.remove_task(task)

@@ -128,6 +128,17 @@ class RunFolder:
         os.replace(tmp, path)
         return path
 
+    def write_table(self, relpath: str, frame: pd.DataFrame, csv: bool = False) -> Path:
+        """Write ``frame`` as ``<run>/<relpath>`` (Parquet; also ``.csv`` beside it when ``csv``), atomically."""
+        path = self.path / relpath
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.tmp")
+        frame.to_parquet(tmp, index=False)
+        os.replace(tmp, path)
+        if csv:
+            atomic_write_bytes(path.with_suffix(".csv"), frame.to_csv(index=False).encode())
+        return path
+
     def add_summary(self, row: dict[str, Any]) -> None:
         self.summary_rows.append(row)
         self.write_summary()

@@ -52,6 +52,8 @@ class WorkerSpec:
     capacity: int  # records to preallocate
     out: str  # path prefix of the records file
     request_timeout: float = 5.0
+    consumer_rate: float | None = None  # a slow consumer: msgs/s it handles at most (pause after the stamp)
+    resilient: bool = False  # runs with faults: mapped records, reconnects (harness.runner._resilient)
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -77,6 +79,10 @@ def worker_main(spec: WorkerSpec, status: Any, start: Any, stop: Any, start_ns: 
     try:
         driver = load_class(spec.driver)(spec.options, spec.broker)
         body = {"producer": _producer, "consumer": _consumer, "requester": _requester, "replier": _replier}
+        if spec.resilient:
+            from harness.runner import _resilient
+
+            body.update(producer=_resilient.producer, consumer=_resilient.consumer)
         body[spec.kind](spec, driver, status, start, stop, start_ns, progress)
     except DriverError as exc:
         status.put(("error", spec.name, str(exc)))
@@ -195,16 +201,38 @@ def _producer(spec: WorkerSpec, driver: Any, status: Any, start: Any, stop: Any,
     producer.close()
 
 
-def _recorder(capacity_hint: int) -> tuple[Callable[[bytes], None], array, bytearray, list[int]]:
+def _recorder(
+    capacity_hint: int, rate: float | None = None, report: Callable[[int], None] | None = None
+) -> tuple[Callable[[bytes], None], array, bytearray, list[int]]:
     """The consumer's per-message callback: one stamp and the 6 header bytes, appended; nothing parsed.
 
     Defaults bind everything the callback touches, so each message costs two C calls and a slice.
-    Messages shorter than a header are counted as foreign and dropped.
+    Messages shorter than a header are counted as foreign and dropped. With ``rate`` (a slow consumer) the
+    callback then pauses so that at most ``rate`` messages per second are handled, and passes the count to
+    ``report`` every 64 messages (a slow consumer may stay inside one ``poll`` for seconds).
     """
     t_recv = array("q")
     headers = bytearray()
     foreign = [0]
     size = SHORT_HEADER.size
+    if rate:
+        from harness.runner._resilient import pacer
+
+        pace = pacer(rate)
+        assert pace is not None
+
+        def on_slow_message(payload: bytes) -> None:
+            t = time.monotonic_ns()
+            if len(payload) >= size:
+                t_recv.append(t)
+                headers.extend(payload[:size])
+                if report is not None and not len(t_recv) & 63:
+                    report(len(t_recv))
+            else:
+                foreign[0] += 1
+            pace(t)
+
+        return on_slow_message, t_recv, headers, foreign
 
     def on_message(
         payload: bytes, stamp: Callable[[int], None] = t_recv.append, keep: Callable[[bytes], None] = headers.extend,
@@ -241,7 +269,10 @@ def _blast(
 
 def _consumer(spec: WorkerSpec, driver: Any, status: Any, start: Any, stop: Any, start_ns: Any, progress: Any) -> None:
     consumer = driver.create_consumer(spec.plan, spec.role)
-    on_message, t_recv, headers, foreign = _recorder(spec.capacity)
+    def report(n: int) -> None:
+        progress[spec.slot] = n
+
+    on_message, t_recv, headers, foreign = _recorder(spec.capacity, spec.consumer_rate, report)
     consumer.start(on_message)
     status.put(("ready", spec.name))
     try:

@@ -1,0 +1,149 @@
+"""Recovery after a fault, from raw rows: pure functions, no IO (unit-tested on synthetic records).
+
+For each fault that was carried out, the messages it is judged on are those sent between the previous
+fault (or the start) and the next fault (or the end), so a broker crash is charged with everything that was
+queued in it at that moment. Windows of consecutive faults therefore overlap (the stretch between two faults
+belongs to both); give a case one fault to charge each loss to exactly one fault. Within that window:
+
+- ``refused``: sends that raised at the producer (the system told the sender; the runner did not retry);
+- ``accepted``: the other messages of the window (send returned normally);
+- ``lost``: accepted messages that never arrived (pubsub: counted per subscriber that should have had it);
+- ``duplicated``: extra receipts of the window's messages; ``reordered``: first receipts below the highest
+  sequence number already received from the same producer (per consumer);
+- ``recovery_s``: from the fault to the first receipt once the restarted broker/worker was back (``t_back_ns``;
+  for a kill, the first receipt after the fault), NaN if none came;
+- ``first_new_s``: from the fault to the first receipt of a message sent at or after the fault;
+- ``max_gap_s``: the longest stretch without any receipt from the fault to the last receipt of the window.
+The three times look at the faulted consumer's receipts only when the fault was a consumer's.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from harness.metrics.compute import delivery, message_keys
+
+RECOVERY_COLUMNS = (
+    "fault",
+    "action",
+    "carried_out_as",
+    "at_s",
+    "window_messages",
+    "accepted",
+    "refused",
+    "lost",
+    "duplicated",
+    "reordered",
+    "recovery_s",
+    "first_new_s",
+    "max_gap_s",
+    "producer_saw_errors",
+)
+
+
+def _stamps(column: pd.Series) -> np.ndarray:
+    """int64 stamps with -1 for a missing one (never through float: ns stamps need 63 bits)."""
+    return np.asarray(column.to_numpy(dtype=np.int64, na_value=-1))
+
+
+def recovery_table(
+    rows: pd.DataFrame, faults: Sequence[dict[str, Any]], send_errors: pd.DataFrame | None = None
+) -> pd.DataFrame:
+    """One row per fault (``RECOVERY_COLUMNS``); faults not carried out get NaN metrics.
+
+    ``rows``: one case's raw rows (RAW_SCHEMA; warmup rows are ignored). ``faults``: dicts with at least
+    ``fault``, ``action``, ``carried_out_as``, ``at_s``, ``t_fault_ns`` (None when not carried out).
+    ``send_errors``: ``producer``, ``seq``, ``t_ns`` of sends that raised.
+    """
+    m = rows[~rows["warmup"].to_numpy(dtype=bool)] if "warmup" in rows else rows
+    pattern = str(m["pattern"].iloc[0]) if len(m) and "pattern" in m else "queue"
+    keys = message_keys(m["producer"].to_numpy(), m["seq"].to_numpy())
+    t_send = _stamps(m["t_send"])
+    t_recv = _stamps(m["t_recv"])
+    consumer = m["consumer"].to_numpy()
+    if send_errors is not None and len(send_errors):
+        err_keys = message_keys(send_errors["producer"].to_numpy(), send_errors["seq"].to_numpy())
+        err_t = send_errors["t_ns"].to_numpy(dtype=np.int64)
+    else:
+        err_keys = np.zeros(0, np.int64)
+        err_t = np.zeros(0, np.int64)
+
+    done = sorted((f for f in faults if f.get("t_fault_ns") is not None), key=lambda f: int(f["t_fault_ns"]))
+    times = [int(f["t_fault_ns"]) for f in done]
+    out = []
+    for f in faults:
+        base = {k: f.get(k) for k in ("fault", "action", "carried_out_as", "at_s")}
+        if f.get("t_fault_ns") is None:
+            out.append({**base, **{k: math.nan for k in RECOVERY_COLUMNS if k not in base}})
+            continue
+        t_f = int(f["t_fault_ns"])
+        i = times.index(t_f)
+        lo = times[i - 1] if i > 0 else -(2**62)
+        hi = times[i + 1] if i + 1 < len(times) else 2**62
+        back = f.get("t_back_ns")
+        t_back = t_f if back is None or (isinstance(back, float) and math.isnan(back)) else int(back)
+        # a consumer fault: time the restarted consumer itself, not the others that kept going
+        done_as = str(f.get("carried_out_as") or f.get("action") or "")
+        only = int(f.get("target") or 0) if done_as.endswith("-consumer") else None
+        out.append({**base, **_one(pattern, keys, t_send, t_recv, consumer, err_keys, err_t, t_f, t_back, lo, hi, only)})
+    return pd.DataFrame(out, columns=list(RECOVERY_COLUMNS))
+
+
+def _one(
+    pattern: str, keys: np.ndarray, t_send: np.ndarray, t_recv: np.ndarray, consumer: np.ndarray,
+    err_keys: np.ndarray, err_t: np.ndarray, t_f: int, t_back: int, lo: int, hi: int, only: int | None = None,
+) -> dict[str, Any]:
+    in_window = (t_send >= lo) & (t_send < hi)
+    window_keys = np.unique(keys[in_window])
+    refused_keys = np.unique(err_keys[(err_t >= lo) & (err_t < hi)])
+    accepted_keys = np.setdiff1d(window_keys, refused_keys)
+    arrived = t_recv >= 0
+
+    lost = duplicated = reordered = 0
+    if pattern == "pubsub":
+        for c in np.unique(consumer[consumer >= 0]):
+            mine = (consumer == c) & in_window
+            order = np.argsort(t_recv[mine & arrived], kind="stable")
+            got = keys[mine & arrived][order]
+            d = delivery(accepted_keys, got)
+            lost += d.lost
+            duplicated += delivery(window_keys, got).duplicated
+            reordered += delivery(window_keys, got).out_of_order
+    else:
+        sel = in_window & arrived
+        order = np.argsort(t_recv[sel], kind="stable")
+        got = keys[sel][order]
+        lost = delivery(accepted_keys, got).lost
+        duplicated = delivery(window_keys, got).duplicated
+        for c in np.unique(consumer[sel]):
+            mine = sel & (consumer == c)
+            reordered += delivery(window_keys, keys[mine][np.argsort(t_recv[mine], kind="stable")]).out_of_order
+
+    if only is not None:
+        arrived = arrived & (consumer == only)
+    after = arrived & (t_send >= t_f) & (t_send < hi)
+    first_new_s = (int(t_recv[after].min()) - t_f) / 1e9 if after.any() else math.nan
+    back = arrived & (t_recv >= t_back) & (t_send < hi)
+    recovery_s = (int(t_recv[back].min()) - t_f) / 1e9 if back.any() else math.nan
+    receipts = np.sort(t_recv[arrived & in_window & (t_recv >= t_f)])
+    if receipts.size:
+        max_gap_s = float(np.diff(np.concatenate(([t_f], receipts))).max()) / 1e9
+    else:
+        max_gap_s = math.nan
+    return {
+        "window_messages": int(window_keys.size),
+        "accepted": int(accepted_keys.size),
+        "refused": int(refused_keys.size),
+        "lost": int(lost),
+        "duplicated": int(duplicated),
+        "reordered": int(reordered),
+        "recovery_s": recovery_s,
+        "first_new_s": first_new_s,
+        "max_gap_s": max_gap_s,
+        "producer_saw_errors": bool(refused_keys.size),
+    }

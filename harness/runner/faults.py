@@ -1,0 +1,262 @@
+"""Faults injected during a case, and the time series sampled beside them (parent process only).
+
+``FaultInjector`` is a thread started with the case's common start stamp: it sleeps until each fault's
+``at``, carries it out (SIGKILL of the broker or of a worker, then for ``restart-*`` a start of the same
+broker on the same port and data directory, or of the same worker spec, which continues the killed one's
+mapped records) and records when it happened in ``time.monotonic_ns`` (the clock of the raw records).
+``Sampler`` is a thread that every ``interval`` seconds records the harness's progress counters (sent and
+received so far), the resident memory of the broker's processes and of the workers (from /proc), and the
+queue depth where the broker tells it cheaply (Redis consumer groups: lag + pending).
+
+Both threads are started after the start event and stopped (joined) before the workers are shut down;
+they touch the workers only through the callbacks the case gives them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from harness.scenario import Fault
+
+#: Why queue depth is not sampled for a system (shown in the report beside the figure).
+DEPTH_NOT_SAMPLED = {
+    "rabbitmq": "RabbitMQ's management plugin is off and each rabbitmqctl call starts an Erlang VM (~1 s of "
+    "CPU on a 2-core host), which would distort the measurement; sent - received stands in",
+    "activemq": "queue depth needs JMX; sent - received stands in",
+    "kafka": "consumer lag needs a group coordinator Tansu does not serve; sent - received stands in",
+    "nats": "core NATS keeps no queue (messages in flight only)",
+    "mqtt": "Mosquitto's $SYS topics report totals, not per-queue depth; sent - received stands in",
+    "zmq": "no broker: messages queue in the sender's and receiver's pipes (bounded by the HWMs)",
+    "mqcore": "no broker: messages queue in the sender's and receiver's pipes (bounded by the HWMs)",
+}
+
+_PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+
+
+def rss_bytes(pids: Sequence[int]) -> int:
+    """Sum of the resident set sizes of ``pids`` (processes that vanished count 0)."""
+    total = 0
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/statm", "rb") as f:
+                total += int(f.read().split()[1]) * _PAGE
+        except (OSError, IndexError, ValueError):
+            pass
+    return total
+
+
+@dataclass
+class WorkerHooks:
+    """What the injector may do to the workers of one case (implemented by ``case._Workers``)."""
+
+    kill: Callable[[str], bool]  # SIGKILL the worker of that name; False when it was not running
+    relaunch: Callable[[str], None]  # start the worker of that name again from its spec
+    mark_done: Callable[[str], None]  # a producer killed for good: count what it sent as its total
+
+
+class FaultInjector(threading.Thread):
+    def __init__(
+        self,
+        faults: Sequence[Fault],
+        start_ns: int,
+        hooks: WorkerHooks,
+        control: Any,  # harness.brokers.BrokerControl | None
+        needs_broker: bool,
+        producers: Sequence[str],
+        consumers: Sequence[str],
+    ) -> None:
+        super().__init__(name="mqbench-faults", daemon=True)
+        self.faults = list(faults)
+        self.start_ns = start_ns
+        self.hooks = hooks
+        self.control = control
+        self.needs_broker = needs_broker
+        self.producers = list(producers)
+        self.consumers = list(consumers)
+        self.records: list[dict[str, Any]] = []
+        self.halt = threading.Event()
+        self.broker_down = False
+        self._settled = time.monotonic()
+
+    def busy(self) -> bool:
+        """True while a fault is still to come or is being carried out."""
+        return not self.halt.is_set() and self.is_alive()
+
+    def settled_at(self) -> float:
+        """``time.monotonic()`` when the last fault was over (the restarted part back)."""
+        return self._settled
+
+    def run(self) -> None:
+        for index, fault in enumerate(self.faults):
+            due = self.start_ns + int(fault.at * 1e9)
+            while not self.halt.is_set() and time.monotonic_ns() < due:
+                self.halt.wait(min(0.05, max(0.0, (due - time.monotonic_ns()) / 1e9)))
+            if self.halt.is_set():
+                self.records.append(self._record(index, fault, fault.action, None, None, False, "not reached: the case ended first"))
+                continue
+            self.records.append(self._carry_out(index, fault))
+            self._settled = time.monotonic()
+
+    def stop(self) -> list[dict[str, Any]]:
+        """End the thread (faults not reached yet are recorded as such) and return the records."""
+        self.halt.set()
+        if self.is_alive():
+            self.join()
+        for index in range(len(self.records), len(self.faults)):
+            f = self.faults[index]
+            self.records.append(self._record(index, f, f.action, None, None, False, "not reached: the case ended first"))
+        return self.records
+
+    def _record(
+        self, index: int, fault: Fault, done_as: str, t_fault: int | None, t_back: int | None, ok: bool, detail: str
+    ) -> dict[str, Any]:
+        return {
+            "fault": index,
+            "action": fault.action,
+            "carried_out_as": done_as,
+            "target": fault.target,
+            "at_s": fault.at,
+            "down_s": fault.down,
+            "t_planned_ns": self.start_ns + int(fault.at * 1e9),
+            "t_fault_ns": t_fault,
+            "t_back_ns": t_back,
+            "ok": ok,
+            "detail": detail,
+        }
+
+    def _carry_out(self, index: int, fault: Fault) -> dict[str, Any]:
+        action = fault.action
+        if action == "restart-peer":
+            action = "restart-broker" if self.needs_broker else "restart-consumer"
+        kind, _, what = action.partition("-")
+        if what == "broker":
+            if not self.needs_broker:
+                return self._record(index, fault, action, None, None, False, "not applicable: no broker")
+            if self.control is None:
+                return self._record(
+                    index, fault, action, None, None, False,
+                    "skipped: only brokers provisioned here as local processes can be killed",
+                )
+            t = time.monotonic_ns()
+            self.control.kill()
+            self.broker_down = True
+            if kind == "kill":
+                return self._record(index, fault, action, t, None, True, "broker SIGKILLed")
+            self.halt.wait(fault.down)
+            try:
+                self.control.start()
+            except Exception as exc:  # noqa: BLE001 - recorded; the case goes on without a broker
+                return self._record(index, fault, action, t, None, False, f"broker did not come back: {exc}")
+            self.broker_down = False
+            return self._record(index, fault, action, t, time.monotonic_ns(), True, "broker SIGKILLed and started again")
+        names = self.producers if what == "producer" else self.consumers
+        name = names[fault.target]
+        t = time.monotonic_ns()
+        if not self.hooks.kill(name):
+            return self._record(index, fault, action, t, None, False, f"{name} was not running")
+        if kind == "kill":
+            if what == "producer":
+                self.hooks.mark_done(name)
+            return self._record(index, fault, action, t, None, True, f"{name} SIGKILLed")
+        self.halt.wait(fault.down)
+        self.hooks.relaunch(name)
+        return self._record(index, fault, action, t, time.monotonic_ns(), True, f"{name} SIGKILLed and started again")
+
+    def ensure_broker(self) -> str:
+        """After the case: start the broker again if a fault left it dead (the next case needs it)."""
+        if self.control is None or self.control.running():
+            return ""
+        self.control.start()
+        return "the broker was left dead by a fault and was started again after the case"
+
+
+class Sampler(threading.Thread):
+    """Backlog, memory and queue depth every ``interval`` seconds, as rows for ``timeseries/*.parquet``."""
+
+    def __init__(
+        self,
+        progress: Any,
+        n_producers: int,
+        fanout: int,
+        start_ns: int,
+        broker_pids: Callable[[], list[int]],
+        worker_pids: Callable[[], list[int]],
+        depth: Callable[[], float] | None,
+        interval: float = 0.2,
+    ) -> None:
+        super().__init__(name="mqbench-sampler", daemon=True)
+        self.progress, self.n_producers, self.fanout = progress, n_producers, fanout
+        self.start_ns = start_ns
+        self.broker_pids, self.worker_pids, self.depth = broker_pids, worker_pids, depth
+        self.interval = interval
+        self.rows: list[dict[str, Any]] = []
+        self.halt = threading.Event()
+
+    def sample(self) -> None:
+        counts = list(self.progress)
+        sent = sum(counts[: self.n_producers])
+        received = sum(counts[self.n_producers :])
+        depth = float("nan")
+        if self.depth is not None:
+            with contextlib.suppress(Exception):
+                depth = float(self.depth())
+        t = time.monotonic_ns()
+        broker = self.broker_pids()
+        self.rows.append(
+            {
+                "t_ns": t,
+                "seconds": (t - self.start_ns) / 1e9,
+                "sent": sent,
+                "received": received,
+                "backlog": sent * self.fanout - received,
+                "broker_rss_bytes": rss_bytes(broker) if broker else float("nan"),
+                "workers_rss_bytes": rss_bytes(self.worker_pids()),
+                "queue_depth": depth,
+            }
+        )
+
+    def run(self) -> None:
+        while not self.halt.is_set():
+            self.sample()
+            self.halt.wait(self.interval)
+
+    def stop(self) -> list[dict[str, Any]]:
+        self.halt.set()
+        if self.is_alive():
+            self.join()
+        self.sample()
+        return self.rows
+
+
+def redis_depth(url: str, keys: Sequence[str]) -> Callable[[], float]:
+    """Messages a Redis consumer group still has to deliver or have acknowledged (lag + pending)."""
+    import redis
+
+    client = redis.Redis.from_url(url, socket_timeout=0.5, socket_connect_timeout=0.5)
+
+    def depth() -> float:
+        total = 0.0
+        for key in keys:
+            for group in client.xinfo_groups(key):
+                lag = group.get("lag")
+                total += float(lag if lag is not None else 0) + float(group.get("pending", 0))
+        return total
+
+    return depth
+
+
+def depth_probe(system: str, broker: Any, plan: Mapping[str, Any]) -> Callable[[], float] | None:
+    """A cheap queue-depth probe for the system, or None (``DEPTH_NOT_SAMPLED`` says why)."""
+    from harness.drivers.base import Pattern, topology_from_plan
+
+    topology = topology_from_plan(plan)
+    if system == "redis" and broker is not None and topology.pattern is Pattern.QUEUE:
+        with contextlib.suppress(Exception):
+            return redis_depth(broker.url, [topology.topic_name(i) for i in range(topology.topics)])
+    return None

@@ -1,0 +1,88 @@
+"""FaultInjector with fake workers and a fake broker: what it does for each action and what it records."""
+
+from __future__ import annotations
+
+import time
+
+from harness.runner.faults import FaultInjector, Sampler, WorkerHooks, rss_bytes
+from harness.scenario import Fault
+
+
+class FakeBroker:
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+        self.up = True
+
+    def kill(self) -> None:
+        self.calls.append("kill")
+        self.up = False
+
+    def start(self) -> str:
+        self.calls.append("start")
+        self.up = True
+        return "1.0"
+
+    def running(self) -> bool:
+        return self.up
+
+    def pids(self) -> list[int]:
+        return []
+
+
+def injector(faults: list[Fault], broker: FakeBroker | None, needs_broker: bool, calls: list[str]) -> FaultInjector:
+    hooks = WorkerHooks(
+        kill=lambda name: calls.append(f"kill {name}") is None,
+        relaunch=lambda name: calls.append(f"relaunch {name}"),
+        mark_done=lambda name: calls.append(f"done {name}"),
+    )
+    return FaultInjector(faults, time.monotonic_ns(), hooks, broker, needs_broker, ["producer-0"], ["consumer-0", "consumer-1"])
+
+
+def test_broker_and_worker_actions_are_carried_out_in_order() -> None:
+    broker, calls = FakeBroker(), []
+    inj = injector([Fault(0.0, "restart-peer"), Fault(0.01, "restart-consumer", target=1),
+                    Fault(0.02, "kill-producer"), Fault(0.03, "kill-broker")], broker, True, calls)
+    inj.start()
+    inj.join(5)
+    records = inj.stop()
+    assert [r["carried_out_as"] for r in records] == ["restart-broker", "restart-consumer", "kill-producer", "kill-broker"]
+    assert all(r["ok"] for r in records)
+    assert broker.calls == ["kill", "start", "kill"]
+    assert calls == ["kill consumer-1", "relaunch consumer-1", "kill producer-0", "done producer-0"]
+    assert records[0]["t_back_ns"] > records[0]["t_fault_ns"] >= records[0]["t_planned_ns"]
+    assert records[3]["t_back_ns"] is None
+    assert inj.ensure_broker().startswith("the broker was left dead") and broker.calls[-1] == "start"
+
+
+def test_brokerless_systems_restart_the_consumer_for_restart_peer_and_skip_broker_faults() -> None:
+    calls: list[str] = []
+    inj = injector([Fault(0.0, "restart-peer"), Fault(0.0, "kill-broker")], None, False, calls)
+    inj.start()
+    inj.join(5)
+    records = inj.stop()
+    assert records[0]["carried_out_as"] == "restart-consumer" and records[0]["ok"]
+    assert calls == ["kill consumer-0", "relaunch consumer-0"]
+    assert not records[1]["ok"] and "no broker" in records[1]["detail"]
+
+
+def test_faults_after_the_end_are_recorded_as_not_reached() -> None:
+    inj = injector([Fault(60.0, "restart-broker")], FakeBroker(), True, [])
+    inj.start()
+    records = inj.stop()
+    assert len(records) == 1 and not records[0]["ok"] and records[0]["t_fault_ns"] is None
+    assert "not reached" in records[0]["detail"]
+
+
+def test_sampler_rows_and_rss() -> None:
+    import os
+
+    assert rss_bytes([os.getpid()]) > 0 and rss_bytes([2**22 + 12345]) == 0
+    progress = [10, 4, 3]  # one producer, two subscribers
+    sampler = Sampler(progress, 1, 2, time.monotonic_ns(), broker_pids=list, worker_pids=lambda: [os.getpid()],
+                      depth=lambda: 7.0, interval=0.01)
+    sampler.start()
+    time.sleep(0.05)
+    rows = sampler.stop()
+    assert len(rows) >= 2
+    assert rows[-1]["backlog"] == 10 * 2 - 7 and rows[-1]["queue_depth"] == 7.0
+    assert rows[-1]["workers_rss_bytes"] > 0

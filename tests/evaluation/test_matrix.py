@@ -1,0 +1,95 @@
+"""The measured feature matrix on synthetic summary and recovery rows: every cell's verdict follows the
+numbers, and says which number decided it."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from harness.report.matrix import MATRIX_COLUMNS, NOT_MEASURED, feature_matrix, scenario_roles
+
+
+def rep(scenario: str, system: str, variant: str = "default", pattern: str = "queue", **kw: float) -> dict:
+    row = {"scenario": scenario, "system": system, "variant": variant, "pattern": pattern, "label": system,
+           "guarantee": kw.pop("guarantee", "at-most-once"), "size": 100, "expected": 1000, "received": 1000,
+           "lost": 0, "out_of_order": 0, "sender_msgs_per_s": 5000.0, "receiver_msgs_per_s": 5000.0,
+           "lat_p50_us": 100.0, "lat_p99_us": 900.0}
+    row.update(kw)
+    return row
+
+
+def rec(system: str, variant: str, action: str, lost: float, accepted: int = 500, refused: int = 0,
+        recovery_s: float = 0.5) -> dict:
+    return {"system": system, "variant": variant, "carried_out_as": action, "lost": lost, "accepted": accepted,
+            "refused": refused, "duplicated": 0, "recovery_s": recovery_s,
+            "guarantee": "durable" if variant == "durable" else "at-most-once"}
+
+
+ROLES = scenario_roles([
+    {"name": "base", "pattern": "queue"},
+    {"name": "slow", "consumer_rate": 1000},
+    {"name": "crash", "faults": [{"at": 1.0, "action": "restart-peer"}]},
+])
+
+
+def test_roles_from_scenario_descriptions() -> None:
+    assert ROLES == {"base": "baseline", "slow": "slow-consumer", "crash": "faults"}
+
+
+def test_cells_follow_the_numbers() -> None:
+    per_rep = pd.DataFrame([
+        rep("base", "zmq", receiver_msgs_per_s=90000.0, sender_msgs_per_s=95000.0),
+        rep("slow", "zmq", pattern="pubsub", lost=400, expected=1000),
+        rep("slow", "zmq", pattern="queue", lost=0, sender_msgs_per_s=1000.0),
+        rep("base", "rabbitmq", variant="transient", receiver_msgs_per_s=8000.0, out_of_order=3),
+        rep("base", "rabbitmq", variant="durable", guarantee="durable", receiver_msgs_per_s=2000.0),
+        rep("crash", "rabbitmq", variant="durable", guarantee="at-most-once"),  # summaries may know only one
+        rep("base", "kafka", receiver_msgs_per_s=1000.0, label="kafka (tansu)"),
+    ])
+    per_rep.loc[per_rep["system"] == "kafka", "label"] = "kafka (tansu)"
+    recovery = pd.DataFrame([
+        rec("zmq", "default", "restart-consumer", 120),
+        rec("rabbitmq", "transient", "restart-broker", 205, refused=1),
+        rec("rabbitmq", "durable", "restart-broker", 0, refused=2, recovery_s=9.5),
+        rec("kafka", "default", "restart-broker", 300, recovery_s=math.nan),
+    ])
+    m = feature_matrix(per_rep, recovery, ROLES, {"zmq": True, "rabbitmq": False, "kafka": False})
+    assert list(m.columns) == list(MATRIX_COLUMNS)
+    by = m.set_index("system")
+    assert by.loc["zmq", "needs a broker"].startswith("no")
+    assert by.loc["rabbitmq", "needs a broker"] == "yes"
+    assert by.loc["zmq", "persistence (broker crash)"].startswith("no broker") and "lost 120 of 500" in by.loc["zmq", "persistence (broker crash)"]
+    assert by.loc["rabbitmq", "persistence (broker crash)"] == "yes — transient: lost 205 of 500; durable: lost 0 of 500"
+    assert by.loc["kafka (tansu)", "persistence (broker crash)"].startswith("no") and "memory only" in by.loc["kafka (tansu)", "persistence (broker crash)"]
+    assert by.loc["rabbitmq", "confirms / transactions"].startswith("yes — durable (durable)")
+    assert "told of 3 failed sends" in by.loc["rabbitmq", "confirms / transactions"]
+    assert by.loc["zmq", "confirms / transactions"].startswith("no")
+    assert by.loc["zmq", "loss under slow consumer"].startswith("drops")
+    assert "pubsub: lost 400 of 1,000 (40.0 %)" in by.loc["zmq", "loss under slow consumer"]
+    assert "queue: lost 0 of 1,000" in by.loc["zmq", "loss under slow consumer"]
+    assert by.loc["rabbitmq", "loss under slow consumer"] == NOT_MEASURED
+    assert by.loc["rabbitmq", "ordering"].startswith("not kept — 3 of")
+    assert by.loc["zmq", "ordering"].startswith("kept — 0 of 3,000")
+    assert by.loc["rabbitmq", "recovery after crash"].startswith("yes") and "9.5 s" in by.loc["rabbitmq", "recovery after crash"]
+    assert by.loc["kafka (tansu)", "recovery after crash"].startswith("no — default, broker restart: no delivery")
+    assert by.loc["zmq", "throughput"].startswith("90,000 msg/s received, 95,000 sent")
+    assert by.loc["rabbitmq", "throughput"].startswith("8,000 msg/s") and "transient" in by.loc["rabbitmq", "throughput"]
+    assert by.loc["rabbitmq", "latency"] == "p50 100 µs, p99 900 µs (transient)"
+
+
+def test_zero_loss_without_a_durable_variant_is_not_called_persistence() -> None:
+    per_rep = pd.DataFrame([rep("crash", "nats")])
+    recovery = pd.DataFrame([rec("nats", "default", "restart-broker", 0)])
+    m = feature_matrix(per_rep, recovery, ROLES, {"nats": False})
+    assert m.iloc[0]["persistence (broker crash)"] == "no loss seen, none promised — default: lost 0 of 500"
+
+
+def test_system_without_any_evaluation_data_says_not_measured() -> None:
+    per_rep = pd.DataFrame([rep("slow", "nats", lost=0)])
+    m = feature_matrix(per_rep, pd.DataFrame(), ROLES, {"nats": False})
+    row = m.iloc[0]
+    assert row["persistence (broker crash)"] == NOT_MEASURED
+    assert row["recovery after crash"] == NOT_MEASURED
+    assert row["throughput"] == NOT_MEASURED
+    assert row["loss under slow consumer"].startswith("none")

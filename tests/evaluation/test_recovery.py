@@ -1,0 +1,116 @@
+"""Recovery maths on synthetic raw rows: windows between faults, refused vs lost, duplicates, reordering,
+time to the first delivery after the restarted part was back."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from harness.metrics.recovery import RECOVERY_COLUMNS, recovery_table
+
+S = 1_000_000_000  # one second in ns
+
+
+def rows(pattern: str, sends: list[int], receipts: dict[int, list[tuple[int, int]]], consumers: int = 1) -> pd.DataFrame:
+    """One producer sending seq i at ``sends[i]``; ``receipts[consumer] = [(seq, t_recv), ...]``; messages a
+    consumer never got get a row with a null t_recv (pubsub: per consumer; queue: consumer -1)."""
+    out = []
+    got_any: set[int] = set()
+    for c in range(consumers):
+        mine = receipts.get(c, [])
+        got = {s for s, _ in mine}
+        got_any |= got
+        out += [(c, s, sends[s], t) for s, t in mine]
+        if pattern == "pubsub":
+            out += [(c, s, sends[s], None) for s in range(len(sends)) if s not in got]
+    if pattern == "queue":
+        out += [(-1, s, sends[s], None) for s in range(len(sends)) if s not in got_any]
+    df = pd.DataFrame(out, columns=["consumer", "seq", "t_send", "t_recv"])
+    df["producer"] = 0
+    df["pattern"] = pattern
+    df["warmup"] = False
+    df["t_send"] = df["t_send"].astype("Int64")
+    df["t_recv"] = df["t_recv"].astype("Int64")
+    return df
+
+
+def fault(t: int | None, back: int | None = None, index: int = 0, action: str = "restart-broker") -> dict:
+    return {"fault": index, "action": action, "carried_out_as": action, "at_s": 1.0, "t_fault_ns": t,
+            "t_back_ns": back}
+
+
+def test_no_loss_and_recovery_time_after_restart() -> None:
+    sends = [i * S // 10 for i in range(40)]  # 10 msgs/s for 4 s
+    # consumer gets everything 1 ms after sending, except a 1 s outage from t=2 s: those arrive at 3.5 s
+    receipts = [(i, t + 1_000_000) if not 2 * S <= t < 3 * S else (i, int(3.5 * S) + i) for i, t in enumerate(sends)]
+    table = recovery_table(rows("queue", sends, {0: receipts}), [fault(2 * S, back=3 * S)])
+    r = table.iloc[0]
+    assert list(table.columns) == list(RECOVERY_COLUMNS)
+    assert (r["window_messages"], r["accepted"], r["refused"], r["lost"]) == (40, 40, 0, 0)
+    assert r["duplicated"] == 0
+    assert r["recovery_s"] == pytest.approx(1.0 + 0.001, abs=1e-6)  # first receipt after t_back (msg 30 at 3.0 s)
+    assert r["first_new_s"] == pytest.approx(1.001, abs=1e-6)  # msgs 20-29 wait for the burst at 3.5 s
+    assert r["max_gap_s"] == pytest.approx(1.001, abs=1e-6)  # nothing arrives from the fault until 3.001 s
+    assert not r["producer_saw_errors"]
+
+
+def test_refused_sends_are_not_counted_as_lost() -> None:
+    sends = [i * S // 10 for i in range(20)]
+    receipts = [(i, t + 1000) for i, t in enumerate(sends) if i not in (5, 6, 7, 8)]
+    errors = pd.DataFrame({"producer": [0, 0], "seq": [5, 6], "t_ns": [sends[5], sends[6]]})
+    r = recovery_table(rows("queue", sends, {0: receipts}), [fault(sends[5])], errors).iloc[0]
+    assert (r["refused"], r["accepted"], r["lost"]) == (2, 18, 2)  # 7 and 8 were accepted and are gone
+    assert r["producer_saw_errors"]
+
+
+def test_windows_split_at_the_next_fault() -> None:
+    sends = [i * S for i in range(10)]
+    receipts = [(i, t + 10) for i, t in enumerate(sends) if i not in (3, 7)]
+    table = recovery_table(rows("queue", sends, {0: receipts}), [fault(2 * S + 1, index=0), fault(6 * S + 1, index=1)])
+    # each fault is judged on what was sent from the previous fault to the next: seqs 0-6 | 3-9
+    assert list(table["window_messages"]) == [7, 7]
+    assert list(table["lost"]) == [1, 2]
+
+
+def test_duplicates_and_reordering_after_redelivery() -> None:
+    sends = [i * S // 10 for i in range(10)]
+    order = [0, 1, 2, 3, 4, 2, 3, 5, 6, 8, 7, 9]  # 2 and 3 redelivered, 7 after 8
+    receipts = [(s, S + k * 1000) for k, s in enumerate(order)]
+    r = recovery_table(rows("queue", sends, {0: receipts}), [fault(int(0.45 * S))]).iloc[0]
+    assert (r["lost"], r["duplicated"], r["reordered"]) == (0, 2, 1)
+
+
+def test_pubsub_counts_per_subscriber() -> None:
+    sends = [i * S // 10 for i in range(10)]
+    all_ = [(i, t + 5) for i, t in enumerate(sends)]
+    some = [(i, t + 5) for i, t in enumerate(sends) if i < 4]  # consumer 1 was restarted and missed 6
+    r = recovery_table(rows("pubsub", sends, {0: all_, 1: some}, consumers=2), [fault(int(0.35 * S), action="restart-consumer")]).iloc[0]
+    assert (r["window_messages"], r["lost"]) == (10, 6)
+
+
+def test_fault_not_carried_out_gives_nan_metrics() -> None:
+    sends = [0, S]
+    table = recovery_table(rows("queue", sends, {0: [(0, 5), (1, S + 5)]}), [fault(None)])
+    assert math.isnan(table.iloc[0]["lost"])
+
+
+def test_nothing_after_the_fault_means_no_recovery() -> None:
+    sends = [i * S // 10 for i in range(10)]
+    receipts = [(i, t + 5) for i, t in enumerate(sends) if i < 5]
+    r = recovery_table(rows("queue", sends, {0: receipts}), [fault(sends[5], back=sends[5] + S)]).iloc[0]
+    assert r["lost"] == 5 and math.isnan(r["recovery_s"]) and math.isnan(r["first_new_s"])
+    assert np.isnan(r["max_gap_s"])
+
+
+def test_consumer_fault_times_the_restarted_consumer_only() -> None:
+    sends = [i * S // 10 for i in range(20)]
+    steady = [(i, t + 5) for i, t in enumerate(sends)]
+    restarted = [(i, t + 5) for i, t in enumerate(sends) if i < 5 or i >= 12]  # gone 0.5 s .. 1.2 s
+    f = {**fault(sends[5], back=sends[5] + S // 2, action="restart-consumer"), "target": 1}
+    r = recovery_table(rows("pubsub", sends, {0: steady, 1: restarted}, consumers=2), [f]).iloc[0]
+    assert r["lost"] == 7
+    assert r["recovery_s"] == pytest.approx(0.7, abs=1e-6)  # consumer 1's first receipt after the fault
+    assert r["max_gap_s"] == pytest.approx(0.7, abs=1e-6)
