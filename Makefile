@@ -11,7 +11,7 @@ PYTEST_ARGS ?=
 
 LATEST_RUN = $$(ls -1dt results/*/manifest.json 2>/dev/null | head -1 | xargs -r dirname)
 
-.PHONY: compare test report regress brokers lint
+.PHONY: compare test report regress evaluate brokers lint
 
 # The virtual environment, rebuilt only when pyproject.toml changes.
 $(STAMP): pyproject.toml
@@ -32,6 +32,10 @@ report: $(STAMP)
 regress: $(STAMP)
 	$(VENV)/bin/mqbench compare scenarios/regress.yaml --no-report
 	$(VENV)/bin/mqbench regress "$(LATEST_RUN)" --baseline results/baseline
+
+## evaluate: slow consumers, broker/peer crashes, recovery, durability, measured feature matrix (docs/evaluation.md)
+evaluate: $(STAMP)
+	$(VENV)/bin/mqbench compare scenarios/evaluation.yaml --backend process
 
 ## brokers: install the broker binaries from Debian's packages (as root, on Debian/Ubuntu)
 brokers:

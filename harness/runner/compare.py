@@ -70,9 +70,11 @@ class CompareOutcome:
 def resolve_systems(
     scenarios: Sequence[Scenario], requested: Sequence[str] | None, brokers: Mapping[str, str], backend: str
 ) -> dict[str, SystemStatus]:
-    """Systems to run: the ones asked for (which must be ready), else every ready one."""
+    """Every system in play with its status. Systems the user asked for with ``--systems`` must be ready;
+    systems a scenario lists, or all systems by default, are skipped (with their reason) when not ready, so
+    the same scenario file runs on a machine with brokers and on one without."""
     wanted: list[str] = []
-    explicit = requested is not None or any(s.systems for s in scenarios)
+    explicit = requested is not None
     if requested is not None:
         wanted = list(requested)
     else:
@@ -89,10 +91,9 @@ def resolve_systems(
         if missing:
             st = missing[0]
             raise CompareError(f"system {st.system} cannot run here: {st.reason}")
-    ready = {s: st for s, st in statuses.items() if st.ready}
-    if not ready:
+    if not any(st.ready for st in statuses.values()):
         raise CompareError("no system can run here; `mqbench systems` says why for each")
-    return ready
+    return statuses
 
 
 def supports(system: str, scenario: Scenario) -> bool:
@@ -124,7 +125,9 @@ def compare(
     """Run every case and write the results folder. KeyboardInterrupt leaves it marked incomplete."""
     console = console or Console()
     brokers = dict(brokers or {})
-    ready = resolve_systems(scenarios, systems, brokers, backend)
+    statuses = resolve_systems(scenarios, systems, brokers, backend)
+    ready = {s: st for s, st in statuses.items() if st.ready}
+    unready = [st for st in statuses.values() if not st.ready]
     order = [s for s in SYSTEMS if s in ready]
     for sc in scenarios:
         listed = [s for s in order if sc.systems is None or s in sc.systems]
@@ -143,6 +146,10 @@ def compare(
     if skipped:
         console.print(f"not run, the driver lacks the pattern: {', '.join(skipped)}")
         run.manifest["not_supported"] = skipped
+    if unready:
+        for st in unready:
+            console.print(f"not run, cannot run here: {st.system}: {st.reason}", highlight=False)
+        run.manifest["not_available"] = {st.system: st.reason for st in unready}
     problems: list[str] = []
     complete = True
     interrupted = False

@@ -167,3 +167,24 @@ def test_cli_errors_are_one_line(argv: list[str], tmp_path: Path) -> None:
     assert proc.returncode == 2
     text = (proc.stdout + proc.stderr).strip()
     assert "Traceback" not in text and len(text.splitlines()) == 1, text
+
+
+def test_unavailable_systems_are_skipped_unless_asked_for(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import harness.runner.compare as compare_module
+
+    real = compare_module.system_status
+
+    def nats_missing(system: str, brokers: object = None, backend: str = "auto") -> compare_module.SystemStatus:
+        if system == "nats":
+            return compare_module.SystemStatus(system, False, "", "nats-server is not installed")
+        return real(system, brokers, backend)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(compare_module, "system_status", nats_missing)
+    spec = {"name": "x", "pattern": "queue", "systems": ["zmq", "nats"], "message_sizes": [100],
+            "messages": 300, "warmup": 0}
+    out = run(tmp_path, spec)  # listed by the scenario: skipped with its reason
+    assert out.complete and list(out.summary["system"]) == ["zmq"]
+    manifest = json.loads((out.run_dir / "manifest.json").read_text())
+    assert manifest["not_available"] == {"nats": "nats-server is not installed"}
+    with pytest.raises(compare_module.CompareError, match="nats cannot run here"):
+        run(tmp_path, spec, ["zmq", "nats"])  # asked for with --systems: an error
