@@ -17,9 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-from harness.brokers.options import option_names, parse_options
 from harness.drivers.base import (
-    BrokerEndpoint,
     Consumer,
     Driver,
     DriverError,
@@ -50,28 +48,15 @@ class ActiveMQDriver(Driver):
     patterns = frozenset({Pattern.QUEUE, Pattern.PUBSUB})
     needs_broker = True
     client_packages = ("stomp.py",)
-
-    def __init__(self, options: Mapping[str, Any], broker: BrokerEndpoint | None = None) -> None:
-        super().__init__(options, broker)
-        self.opts = parse_options(self.name, ActiveMQOptions, self.options)
-
-    @classmethod
-    def option_names(cls) -> frozenset[str]:
-        return option_names(ActiveMQOptions)
+    client_module = "stomp"
+    options_type = ActiveMQOptions
+    opts: ActiveMQOptions
 
     def guarantee(self) -> Guarantee:
         # Durable holds for queues; topic subscriptions here are non-durable.
         if not (self.opts.client_ack and self.opts.receipts):
             return Guarantee.AT_MOST_ONCE
         return Guarantee.DURABLE if self.opts.persistent else Guarantee.AT_LEAST_ONCE
-
-    @classmethod
-    def unavailable_reason(cls) -> str | None:
-        try:
-            import stomp  # noqa: F401
-        except ImportError:
-            return "the Python package stomp.py is not installed (pip install stomp.py)"
-        return None
 
     # Destinations are created on first use, and a throwaway broker takes them with it: no plan/teardown.
 

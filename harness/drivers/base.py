@@ -19,6 +19,7 @@ call (asynchronous batching clients) must copy it (``bytes(payload)``).
 from __future__ import annotations
 
 import enum
+import importlib
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -137,21 +138,33 @@ class Driver(ABC):
     name: ClassVar[str]
     patterns: ClassVar[frozenset[Pattern]]
     needs_broker: ClassVar[bool] = False
-    #: Python distributions whose versions go into the manifest.
+    #: Python distributions whose versions go into the manifest; the first is the client library.
     client_packages: ClassVar[tuple[str, ...]] = ()
+    #: The client library's import name: when it does not import, the system is unavailable.
+    client_module: ClassVar[str | None] = None
+    #: A frozen dataclass of the variant options (see harness.drivers.options); parsed into ``self.opts``.
+    options_type: ClassVar[type[Any] | None] = None
 
     def __init__(self, options: Mapping[str, Any], broker: BrokerEndpoint | None = None) -> None:
         self.options = dict(options)
         self.broker = broker
         if self.needs_broker and broker is None:
             raise DriverError(f"{self.name} needs a broker, and none was provisioned")
+        if self.options_type is not None:
+            from harness.drivers.options import parse_options
+
+            self.opts: Any = parse_options(self.name, self.options_type, self.options)
 
     # -- description -------------------------------------------------------------------------------
 
     @classmethod
     def option_names(cls) -> frozenset[str]:
         """Variant options this driver understands; anything else in a scenario is rejected."""
-        return frozenset()
+        if cls.options_type is None:
+            return frozenset()
+        from harness.drivers.options import option_names
+
+        return option_names(cls.options_type)
 
     def guarantee(self) -> Guarantee:
         """Delivery guarantee of the configured variant."""
@@ -179,6 +192,13 @@ class Driver(ABC):
     @classmethod
     def unavailable_reason(cls) -> str | None:
         """None when the client library imports; otherwise one sentence saying what is missing."""
+        if cls.client_module is None:
+            return None
+        try:
+            importlib.import_module(cls.client_module)
+        except ImportError:
+            package = cls.client_packages[0] if cls.client_packages else cls.client_module
+            return f"the Python package {package} is not installed (pip install {package})"
         return None
 
     # -- parent process ----------------------------------------------------------------------------

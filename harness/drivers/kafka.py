@@ -15,7 +15,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from harness.brokers.options import option_names, parse_options
 from harness.drivers.base import (
     Consumer,
     Driver,
@@ -52,10 +51,12 @@ class KafkaDriver(Driver):
     patterns = frozenset({Pattern.PUBSUB, Pattern.QUEUE})
     needs_broker = True
     client_packages = ("kafka-python",)
+    client_module = "kafka"
+    options_type = KafkaOptions
+    opts: KafkaOptions
 
     def __init__(self, options: Mapping[str, Any], broker: Any = None) -> None:
         super().__init__(options, broker)
-        self.opts = parse_options(self.name, KafkaOptions, self.options)
         assert self.broker is not None
         if ACKS[str(self.opts.acks)] == 0 and self.broker.implementation == "tansu":
             # Seen with Tansu 0.6: it answers acks=0 produce requests, which kafka-python takes for a
@@ -65,10 +66,6 @@ class KafkaDriver(Driver):
             )
         self.bootstrap = self.broker.url.split("://", 1)[-1].rstrip("/").split(",")
 
-    @classmethod
-    def option_names(cls) -> frozenset[str]:
-        return option_names(KafkaOptions)
-
     def guarantee(self) -> Guarantee:
         acks = ACKS[str(self.opts.acks)]
         if acks == 0:
@@ -77,14 +74,6 @@ class KafkaDriver(Driver):
         if acks == "all" and (self.broker is None or self.broker.implementation != "tansu"):
             return Guarantee.DURABLE
         return Guarantee.AT_LEAST_ONCE
-
-    @classmethod
-    def unavailable_reason(cls) -> str | None:
-        try:
-            import kafka  # noqa: F401
-        except ImportError:
-            return "the Python package kafka-python is not installed (pip install kafka-python)"
-        return None
 
     # -- parent ----------------------------------------------------------------------------------
 

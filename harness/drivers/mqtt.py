@@ -17,9 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from harness.brokers.options import option_names, parse_options
 from harness.drivers.base import (
-    BrokerEndpoint,
     Consumer,
     Driver,
     DriverError,
@@ -52,26 +50,13 @@ class MqttDriver(Driver):
     patterns = frozenset({Pattern.PUBSUB, Pattern.QUEUE})
     needs_broker = True
     client_packages = ("paho-mqtt",)
-
-    def __init__(self, options: Mapping[str, Any], broker: BrokerEndpoint | None = None) -> None:
-        super().__init__(options, broker)
-        self.opts = parse_options(self.name, MqttOptions, self.options)
-
-    @classmethod
-    def option_names(cls) -> frozenset[str]:
-        return option_names(MqttOptions)
+    client_module = "paho.mqtt.client"
+    options_type = MqttOptions
+    opts: MqttOptions
 
     def guarantee(self) -> Guarantee:
         # Clean sessions on a broker without persistence: nothing survives a restart.
         return Guarantee.AT_MOST_ONCE if self.opts.qos == 0 else Guarantee.AT_LEAST_ONCE
-
-    @classmethod
-    def unavailable_reason(cls) -> str | None:
-        try:
-            import paho.mqtt.client  # noqa: F401
-        except ImportError:
-            return "the Python package paho-mqtt is not installed (pip install paho-mqtt)"
-        return None
 
     def create_producer(self, plan: Mapping[str, Any], role: Role) -> Producer:
         topic = topology_from_plan(plan).topic_name(role.topic)

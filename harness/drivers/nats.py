@@ -39,6 +39,7 @@ class NatsDriver(Driver):
     patterns = frozenset({Pattern.PUBSUB, Pattern.QUEUE, Pattern.REQREP})
     needs_broker = True
     client_packages = ("nats-py",)
+    client_module = "nats"
 
     def __init__(self, options: Mapping[str, Any], broker: BrokerEndpoint | None = None) -> None:
         super().__init__(options, broker)
@@ -47,14 +48,6 @@ class NatsDriver(Driver):
 
     def guarantee(self) -> Guarantee:
         return Guarantee.AT_MOST_ONCE
-
-    @classmethod
-    def unavailable_reason(cls) -> str | None:
-        try:
-            import nats  # noqa: F401
-        except ImportError:
-            return "the Python package nats-py is not installed (pip install nats-py)"
-        return None
 
     def create_producer(self, plan: Mapping[str, Any], role: Role) -> Producer:
         return _NatsProducer(self._session(), topology_from_plan(plan).topic_name(role.topic))

@@ -13,7 +13,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from harness.brokers.options import option_names, parse_options
 from harness.drivers.base import (
     Consumer,
     Driver,
@@ -48,27 +47,14 @@ class RabbitMQDriver(Driver):
     patterns = frozenset({Pattern.QUEUE, Pattern.PUBSUB, Pattern.REQREP})
     needs_broker = True
     client_packages = ("pika",)
-
-    def __init__(self, options: Mapping[str, Any], broker: Any = None) -> None:
-        super().__init__(options, broker)
-        self.opts = parse_options(self.name, RabbitMQOptions, self.options)
-
-    @classmethod
-    def option_names(cls) -> frozenset[str]:
-        return option_names(RabbitMQOptions)
+    client_module = "pika"
+    options_type = RabbitMQOptions
+    opts: RabbitMQOptions
 
     def guarantee(self) -> Guarantee:
         if not (self.opts.manual_ack and self.opts.confirms):
             return Guarantee.AT_MOST_ONCE
         return Guarantee.DURABLE if self.opts.persistent else Guarantee.AT_LEAST_ONCE
-
-    @classmethod
-    def unavailable_reason(cls) -> str | None:
-        try:
-            import pika  # noqa: F401
-        except ImportError:
-            return "the Python package pika is not installed (pip install pika)"
-        return None
 
     # -- parent ----------------------------------------------------------------------------------
 

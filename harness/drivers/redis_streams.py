@@ -15,9 +15,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from harness.brokers.options import option_names, parse_options
 from harness.drivers.base import (
-    BrokerEndpoint,
     Consumer,
     Driver,
     DriverError,
@@ -53,28 +51,15 @@ class RedisDriver(Driver):
     patterns = frozenset({Pattern.QUEUE, Pattern.PUBSUB})
     needs_broker = True
     client_packages = ("redis",)
-
-    def __init__(self, options: Mapping[str, Any], broker: BrokerEndpoint | None = None) -> None:
-        super().__init__(options, broker)
-        self.opts = parse_options(self.name, RedisOptions, self.options)
-
-    @classmethod
-    def option_names(cls) -> frozenset[str]:
-        return option_names(RedisOptions)
+    client_module = "redis"
+    options_type = RedisOptions
+    opts: RedisOptions
 
     def guarantee(self) -> Guarantee:
         # Stated for the pubsub pattern when mode is pubsub (queues always use streams).
         if self.opts.mode == "pubsub":
             return Guarantee.AT_MOST_ONCE
         return Guarantee.DURABLE if self.opts.aof else Guarantee.AT_LEAST_ONCE
-
-    @classmethod
-    def unavailable_reason(cls) -> str | None:
-        try:
-            import redis  # noqa: F401
-        except ImportError:
-            return "the Python package redis is not installed (pip install redis)"
-        return None
 
     # -- parent ----------------------------------------------------------------------------------
 

@@ -6,10 +6,10 @@ from typing import Any
 
 import pytest
 
-from harness.brokers.options import parse_options
 from harness.drivers import driver_class
 from harness.drivers.base import BrokerEndpoint, DriverError, Guarantee, Pattern, Role, Topology
 from harness.drivers.kafka import KafkaOptions, consumer_partitions
+from harness.drivers.options import parse_options
 
 BROKER = {
     "rabbitmq": "amqp://guest:guest@127.0.0.1:5672/%2F",

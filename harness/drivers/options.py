@@ -1,4 +1,4 @@
-"""Typed variant options for the broker drivers.
+"""Typed variant options for drivers (declared as `Driver.options_type`).
 
 A driver declares its options as a frozen dataclass whose fields have defaults; ``parse_options`` builds it
 from a scenario's mapping, coercing YAML-ish values (``"true"``, ``"1"``) and rejecting unknown names and
