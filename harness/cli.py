@@ -192,7 +192,7 @@ def cmd_calibrate(args: argparse.Namespace, console: Console) -> int:
     from harness.runner.calibrate import calibrate
 
     try:
-        return calibrate(args.size, args.messages, args.repetitions, Path(args.out), console)
+        return calibrate(args.size, args.messages, args.repetitions, Path(args.out) if args.out else None, console)
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
 
@@ -225,7 +225,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--size", type=int, default=100)
     p.add_argument("--messages", type=int, default=300_000)
     p.add_argument("--repetitions", type=int, default=3)
-    p.add_argument("--out", default="results")
+    p.add_argument("--out", help="keep the harness's run folders here (default: a temporary folder)")
     p.set_defaults(func=cmd_calibrate)
 
     p = sub.add_parser("report", help="summarise runs (PySpark or pandas) and write the HTML/Markdown report")

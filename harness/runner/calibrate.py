@@ -61,7 +61,14 @@ def bare_receiver_throughput(n: int, size: int) -> float:
     return (n - 1) / ((last - first) / 1e9)
 
 
-def calibrate(size: int, messages: int, repetitions: int, out: Path, console: Console) -> int:
+def calibrate(size: int, messages: int, repetitions: int, out: Path | None, console: Console) -> int:
+    """Alternate bare loop and harness ``repetitions`` times; harness run folders go to ``out`` if given,
+    else to a temporary folder that is removed afterwards."""
+    import tempfile
+
+    if out is None:
+        with tempfile.TemporaryDirectory(prefix="mqbench-calibrate-") as tmp:
+            return calibrate(size, messages, repetitions, Path(tmp), console)
     from harness.runner.compare import compare
 
     scenario = parse_scenario(

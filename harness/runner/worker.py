@@ -148,8 +148,9 @@ def _producer(spec: WorkerSpec, driver: Any, status: Any, start: Any, stop: Any,
     error = ""
     seq = 0
     try:
-        if deadline is None and not period and t_ack is None and pack is not None:
-            seq, error = _blast(total, send, pack, buf, pid, t_send, progress, spec.slot, stop)
+        if not period and t_ack is None and pack is not None:
+            end = deadline if deadline is not None else _NEVER
+            seq, error = _blast(total, end, send, pack, buf, pid, t_send, progress, spec.slot, stop)
             total = seq  # the general loop below has nothing left to do
         while seq < total:
             if seq == cap:  # duration runs only: grow the buffers
@@ -248,22 +249,31 @@ def _recorder(
     return on_message, t_recv, headers, foreign
 
 
+_NEVER = 2**63 - 1
+
+
 def _blast(
-    total: int, send: Callable[[bytearray], None], pack: Callable[..., None], buf: bytearray, pid: int,
-    t_send: array, progress: Any, slot: int, stop: Any,
+    total: int, deadline: int, send: Callable[[bytearray], None], pack: Callable[..., None], buf: bytearray,
+    pid: int, t_send: array, progress: Any, slot: int, stop: Any,
 ) -> tuple[int, str]:
-    """The common case, as lean as Python allows: a fixed count at full speed, no acks, no schedule."""
+    """The common case, as lean as Python allows: full speed, no acks, no schedule; a count, a deadline
+    (``_NEVER`` for none) or both. Buffers grow between chunks of 1024, never inside one."""
     mono = time.monotonic_ns
     for base in range(0, total, 1024):
-        for seq in range(base, min(base + 1024, total)):
+        end = min(base + 1024, total)
+        if end > len(t_send):
+            t_send.extend(bytes(8 * len(t_send)))
+        for seq in range(base, end):
             t = mono()
+            if t >= deadline:
+                progress[slot] = seq
+                return seq, ""
             pack(buf, 0, pid, seq, t)
             send(buf)
             t_send[seq] = t
-        done = min(base + 1024, total)
-        progress[slot] = done
+        progress[slot] = end
         if stop.is_set():
-            return done, "stopped by the runner before all messages were sent"
+            return end, "stopped by the runner before all messages were sent"
     return total, ""
 
 
