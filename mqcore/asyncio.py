@@ -93,6 +93,7 @@ def _arm(sock: SocketBase, waiters: _FdWaiters) -> asyncio.Future[None] | None:
     """A future that completes when a command reaches ``sock``; None if one is already queued."""
     if sock._closed:
         raise ZMQError(Errno.ENOTSOCK)
+    sock._release_engine()  # we wait on the mailbox fd only: the IO thread must read for us
     if not sock._mailbox.prepare_sleep():
         return None
     return waiters.wait(sock._mailbox.fd)

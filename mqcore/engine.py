@@ -1,7 +1,7 @@
 """StreamEngine: one tcp/ipc connection — greeting, handshake and ZMTP framing via the sans-IO codec.
 
-Owned by an IO thread (everything here runs in it). The engine moves messages between the OS socket
-and its session's pipe:
+Owned by an IO thread, with two doors for the socket's thread (see "Inline IO" below). The engine
+moves messages between the OS socket and its session's pipe:
 * input: one ``recv`` per readable event (up to 64 KiB), decoded whole; Message events go straight
   into the pipe with one ``flush`` per read (one wake-up of the socket per batch). When the pipe is at
   its HWM the engine keeps the undelivered events and stops reading (TCP back-pressure) until the
@@ -13,6 +13,20 @@ socket; a SUB socket's outgoing ``\\x01``/``\\x00`` messages become commands (3.
 Heartbeats (``mqcore.heartbeat``) start after the handshake. Socket-monitor events (handshake
 succeeded/failed, disconnected) go out through ``emit_event``; closing before the handshake reports
 HANDSHAKE_FAILED_NO_DETAIL unless a more precise failure was reported already.
+Inline IO (NULL/PLAIN only; CURVE keeps every byte in the IO thread because of its nonces): the
+IO-thread hand-over costs two thread wake-ups per message under the GIL, so the socket's thread may do
+the IO itself when the engine is idle:
+* ``send_inline`` (from ``Pipe.flush`` when the IO thread sleeps on an empty pipe and the previous
+  attempt is older than INLINE_GAP): drain the pipe, encode, ``send`` in the caller's thread.
+* ``recv_inline`` (from the socket's wait/poll/recv while its only pipe is empty): read and decode in
+  the caller's thread. While the socket's thread polls our fd (``reader_waiting``) the IO thread does
+  not read but *parks* (drops READ); the socket then reads for it until it sleeps some other way
+  (Poller, FD/EVENTS, asyncio, a second pipe), which calls ``request_unpark``.
+Rules: everything touching output state (``_out``, the WRITE bit, the pipe's read side, the encoder)
+or input state (the decoder, the pipe's write side, ``_handoff``) holds ``_lock`` (re-entrant); the
+socket's thread only ever *tries* it, so it never waits for the IO thread. Whatever only the IO thread
+may do (commands, handshake bytes, errors, timers, poller changes) is handed to it by command, in
+order (``_handoff`` is taken before the IO thread reads again).
 Security: the mechanism (NULL, PLAIN, CURVE) and its role come from the options (``mqcore.security``);
 a server mechanism asks the ZAP handler through a ``mqcore.zap.ZapClient`` pipe without blocking, and a
 refusal is reported as HANDSHAKE_FAILED_AUTH with the ZAP status code (on both sides, as libzmq does).
@@ -23,6 +37,7 @@ from __future__ import annotations
 import logging
 import selectors
 import socket
+import threading
 import time
 from typing import TYPE_CHECKING
 
@@ -43,6 +58,7 @@ from mqcore.zmtp import (
     Subscribe,
     ZmtpConnection,
 )
+from mqcore.zmtp._frames import MORE, frame_header
 
 if TYPE_CHECKING:
     from mqcore.io_thread import IoThread, Timer
@@ -55,6 +71,11 @@ READ = selectors.EVENT_READ
 WRITE = selectors.EVENT_WRITE
 RECV_BYTES = 65536
 BATCH_BYTES = 65536
+ZERO_COPY = 65536  # frames this large are written from the caller's buffer (sendmsg), never joined
+# send_inline hands over to the IO thread when the previous attempt was less than this long ago (s):
+# a caller sending back to back is better served by the IO thread's batches than by a syscall per
+# message; a caller waiting for replies between sends (REQ, DEALER round trips) gets the inline write.
+INLINE_GAP = 50e-6
 _SUBSCRIBERS = (SocketType.SUB, SocketType.XSUB)
 _monotonic = time.monotonic
 
@@ -91,13 +112,31 @@ class StreamEngine:
         self.is_sub = options.type in _SUBSCRIBERS
         self.alive = True
         self.handshaken = False
-        self._out: bytes | memoryview = b""
+        self._out: bytes | memoryview | list[bytes | memoryview] = b""
         self._mask = 0
         self._input_stopped = False
         self._pending: list[object] = []
         self._timer: Timer | None = None
         self._heartbeat: Heartbeat | None = None
         self._failure_reported = False  # a HANDSHAKE_FAILED_* event was emitted already
+        # Output state (_out, _mask's WRITE bit, the session pipe's read side, the codec's encoder) is
+        # shared with the socket's thread through ``send_inline``; both sides hold this lock for it.
+        # Re-entrant: _write may close the engine on an error.
+        self._lock = threading.RLock()
+        self._last_inline = 0.0
+        # Events decoded by recv_inline that only the IO thread may handle (commands, a full pipe):
+        # (bytes to send, events); taken first by the IO thread's next read, so order is kept.
+        self._handoff: tuple[bytes, list] | None = None  # type: ignore[type-arg]
+        self._backlog = False  # _handoff holds only messages a full pipe refused (recv_inline's own)
+        self.inline_eof = False  # recv_inline saw EOF or an error: the socket's thread stops polling
+        # Parking (see recv_inline): while ``reader_waiting`` (set by the socket's thread around its
+        # poll of our fd) the IO thread does not read but drops READ from its mask and sets
+        # ``parked``; the socket's thread then owns reading until it asks for ``request_unpark``.
+        # Both flags change under ``_lock``. Not with heartbeats: PINGs must be answered promptly.
+        self.reader_waiting = False
+        self.parked = False
+        self._unpark_posted = False
+        self._may_park = options.heartbeat_ivl <= 0
 
     # -- life cycle ----------------------------------------------------------------------------------
     def plug(self) -> None:
@@ -114,7 +153,11 @@ class StreamEngine:
         """Forget the connection (no callback to the session)."""
         if not self.alive:
             return
-        self.alive = False
+        with self._lock:
+            self.alive = False
+        pipe = self.session.pipe
+        if pipe is not None and pipe.engine is self:
+            pipe.inline = pipe.engine = None
         if self._timer is not None:
             self._timer.cancel()
         if self._heartbeat is not None:
@@ -122,10 +165,11 @@ class StreamEngine:
         if self._zap is not None:
             self._zap.close()
         self.io.remove_fd(self.fd)
-        try:
-            self.sock.close()
-        except OSError:
-            pass
+        with self._lock:  # never while the socket's thread is in send_inline
+            try:
+                self.sock.close()
+            except OSError:
+                pass
 
     def _error(self, reason: str = "") -> None:
         if not self.alive:
@@ -159,25 +203,148 @@ class StreamEngine:
 
     def _on_io(self, mask: int) -> None:
         if mask & READ:
-            self._read()
+            with self._lock:
+                if self._handoff is not None:
+                    self._take_handoff()
+                if self.reader_waiting and self._may_park and self.alive:
+                    self.parked = True  # the socket's thread is polling our fd and reads it
+                    self._set_mask(self._mask & ~READ)
+                elif self.alive and not self._input_stopped:  # the handoff may have filled the pipe
+                    self._read()
         if mask & WRITE and self.alive:
             self._write()
 
+    # -- input in the socket's thread --------------------------------------------------------------
+    def recv_inline(self) -> None:
+        """Socket's thread, while it waits for input: read and decode the OS socket here.
+
+        The socket's thread polls this engine's fd beside its mailbox (SocketBase._wait) and calls
+        this when it is readable; messages go into the pipe as the IO thread would put them, without
+        the IO thread's wake-up and its hand-over to the socket. Anything only the IO thread may do
+        (commands, handshake replies, errors) is handed to it in order (``_handoff``); messages a full
+        pipe refuses wait in ``_handoff`` for this thread's next call (``_backlog``) or the IO thread's
+        ``restart_input``. Skipped when the IO thread holds the engine: it is reading already.
+        """
+        lock = self._lock
+        if not lock.acquire(False):
+            return
+        try:
+            if not self.alive or self._input_stopped or not self.handshaken:
+                return
+            handoff = self._handoff
+            if handoff is not None:
+                if self._backlog:  # messages that did not fit last time: deliver them first
+                    rest = self._put_messages(handoff[1])
+                    self._handoff = (b"", rest) if rest else None
+                return
+            try:
+                got = self._pull()
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError as exc:
+                self.inline_eof = True
+                self.io.post(self._error, str(exc))
+                return
+            if not got:
+                self.inline_eof = True  # a parked IO thread would not see it: tell it
+                self.io.post(self._error, "peer closed the connection")
+                return
+            if self._heartbeat is not None:
+                self._heartbeat.last_recv = _monotonic()
+            conn = self.conn
+            out = conn.data_to_send()
+            rest = self._put_messages(conn.next_events())
+            if out or conn.dead or any(type(ev) is not Message for ev in rest):
+                self._handoff = (out, rest)
+                self._backlog = False
+                self.io.post(self._take_handoff)
+            elif rest:
+                # The pipe is full: keep the rest for this thread's next call (or the IO thread's
+                # restart_input when the reader drains the pipe to its low-water mark).
+                self._handoff = (b"", rest)
+                self._backlog = True
+        finally:
+            lock.release()
+
+    def _put_messages(self, events: list) -> list:  # type: ignore[type-arg]
+        """Write the leading Message events into the pipe while it has room; the rest is returned."""
+        pipe = self.session.pipe
+        if pipe is None:
+            return events
+        i = 0
+        n = len(events)
+        message = Message
+        check_write = pipe.check_write
+        write = pipe.write
+        while i < n:
+            ev = events[i]
+            if type(ev) is not message or not check_write():
+                break
+            write(ev.frames)
+            i += 1
+        if i:
+            pipe.flush()
+        return events[i:] if i < n else []
+
+    def request_unpark(self) -> None:
+        """Socket's thread, before it sleeps without polling our fd: the IO thread reads again."""
+        if self.parked and not self._unpark_posted:
+            self._unpark_posted = True
+            self.io.post(self._unpark)
+
+    def _unpark(self) -> None:
+        with self._lock:
+            self._unpark_posted = False
+            if self._handoff is not None:
+                self._take_handoff()
+            if self.parked and not self.reader_waiting:
+                self.parked = False
+                if not self._input_stopped:
+                    self._set_mask(self._mask | READ)
+
+    def _take_handoff(self) -> None:
+        with self._lock:
+            handoff, self._handoff = self._handoff, None
+            self._backlog = False
+            if handoff is None or not self.alive:
+                return
+            out, events = handoff
+            if out:
+                self._queue(out)
+            if events:
+                self._deliver(events)
+            if self.conn.dead and self.alive:
+                self._error("protocol error")
+
     # -- input ---------------------------------------------------------------------------------------
+    def _pull(self) -> int:
+        """One read from the OS socket into the codec: bytes read, 0 at EOF; raises as ``recv``.
+        The rest of a large frame body is read in place (``recv_into``), no chunks to join."""
+        conn = self.conn
+        view = conn.receive_buffer()
+        if view is not None:
+            n: int = self.sock.recv_into(view)
+            if n:
+                conn.received_into(n)
+            return n
+        data = self.sock.recv(RECV_BYTES)
+        if data:
+            conn.receive_data(data)
+        return len(data)
+
     def _read(self) -> None:
         try:
-            data = self.sock.recv(RECV_BYTES)
+            got = self._pull()
         except (BlockingIOError, InterruptedError):
             return
         except OSError as exc:
             self._error(str(exc))
             return
-        if not data:
+        if not got:
             self._error("peer closed the connection")
             return
         if self._heartbeat is not None:
             self._heartbeat.last_recv = _monotonic()
-        self.conn.receive_data(data)
         self._after_input()
 
     def _after_input(self) -> None:
@@ -245,8 +412,9 @@ class StreamEngine:
 
     def _on_zap_reply(self, frames: list[bytes]) -> None:
         if self.alive:
-            self.conn.zap_reply(frames)
-            self._after_input()
+            with self._lock:
+                self.conn.zap_reply(frames)
+                self._after_input()
 
     def _on_zap_lost(self) -> None:
         self._error("the ZAP handler closed before answering")
@@ -267,6 +435,10 @@ class StreamEngine:
         self.emit_event(Event.HANDSHAKE_SUCCEEDED, 0)
         self._heartbeat = Heartbeat(self.io, self.options, self._send_ping, self._error)
         self._heartbeat.start()
+        pipe = self.session.pipe
+        if pipe is not None and not self.conn.mechanism.wraps_traffic:
+            pipe.inline = self.send_inline  # see send_inline (CURVE's nonces stay in the IO thread)
+            pipe.engine = self
         self.restart_output()  # messages queued before the connection existed
         return self.alive
 
@@ -275,15 +447,23 @@ class StreamEngine:
             self._queue(self.conn.encode_ping(ttl_ds))
 
     def _stop_input(self, pending: list) -> None:  # type: ignore[type-arg]
-        self._pending = pending
+        # Already stopped (events that were under way): they follow what waits already, never replace it.
+        self._pending = self._pending + pending if self._input_stopped else pending
         self._input_stopped = True
         self._set_mask(self._mask & ~READ)
 
     def restart_input(self) -> None:
         """The pipe has room again (session got activate_write)."""
+        with self._lock:
+            if self._handoff is not None:
+                self._take_handoff()
+            self._restart_input()
+
+    def _restart_input(self) -> None:
         if not self._input_stopped or not self.alive:
             return
         self._input_stopped = False
+        self.parked = False  # READ comes back on below
         pending, self._pending = self._pending, []
         self._deliver(pending)
         if not self._input_stopped and self.alive:
@@ -291,18 +471,58 @@ class StreamEngine:
 
     # -- output --------------------------------------------------------------------------------------
     def _queue(self, data: bytes) -> None:
-        if self._out:
-            self._out = bytes(self._out) + data
-        else:
-            self._out = data
-        self._write()
+        with self._lock:
+            out = self._out
+            if type(out) is list:
+                self._out = [*out, data]
+            elif out:
+                self._out = bytes(out) + data  # type: ignore[arg-type]
+            else:
+                self._out = data
+            self._write()
+
+    def send_inline(self) -> bool:
+        """Socket's thread: write what its pipe holds straight to the OS socket, skipping the IO thread.
+
+        Called by ``Pipe.flush`` when the IO thread sleeps on an empty pipe. Only if the engine is idle
+        (lock free, nothing pending, not waiting for EVENT_WRITE) it drains the pipe, encodes and sends
+        the batch in this thread, so order with earlier messages is kept. True when everything went
+        out; False asks the caller to hand over to the IO thread as usual (busy engine, more than one
+        batch, a partial write, whose rest waits in ``_out``, or an error, which the IO thread finds).
+        """
+        now = _monotonic()
+        last, self._last_inline = self._last_inline, now
+        if now - last < INLINE_GAP:
+            return False
+        lock = self._lock
+        if not lock.acquire(False):
+            return False
+        try:
+            if not self.alive or self._out or self._mask & WRITE:
+                return False
+            out = self._fill()
+            if not out:
+                return False
+            try:
+                rest = self._send_some(out)
+            except OSError:
+                rest = out  # the IO thread meets the error again and closes
+            if not rest:
+                pipe = self.session.pipe
+                return pipe is None or not pipe.inbound
+            self._out = rest
+            return False
+        finally:
+            lock.release()
 
     def restart_output(self) -> None:
         """The pipe has messages again (session got activate_read)."""
         if self.alive and not (self._mask & WRITE):
             self._write()
 
-    def _fill(self) -> bytes:
+    def _fill(self) -> bytes | list[bytes | memoryview]:
+        """The next batch from the pipe, encoded: one buffer, or a list of buffers (for ``sendmsg``)
+        when it carries frames of ZERO_COPY bytes or more, which are sent without being copied."""
         pipe = self.session.pipe
         if pipe is None or not self.handshaken:
             return b""
@@ -311,6 +531,8 @@ class StreamEngine:
         chunks: list[bytes] = []
         size = 0
         read = pipe.read
+        vectored = False
+        zero_copy = not conn.mechanism.wraps_traffic
         while size < BATCH_BYTES:
             msg = read()
             if msg is None:
@@ -324,19 +546,64 @@ class StreamEngine:
                     topic = frame[1:]
                     chunks.append(conn.encode_subscribe(topic) if frame[0] else conn.encode_cancel(topic))
                     continue
-                size += len(frame) + 9
+                n = len(frame)
+                if n >= ZERO_COPY and zero_copy:
+                    if msgs:
+                        chunks.append(conn.encode_messages(msgs))
+                        msgs = []
+                    chunks.append(frame_header(0, n))
+                    chunks.append(frame)
+                    vectored = True
+                    size += n
+                    continue
+                size += n + 9
             else:
+                large = False
                 for frame in msg:
                     size += len(frame) + 9
+                    large = large or len(frame) >= ZERO_COPY
+                if large and zero_copy:
+                    if msgs:
+                        chunks.append(conn.encode_messages(msgs))
+                        msgs = []
+                    last = len(msg) - 1
+                    for i, frame in enumerate(msg):
+                        chunks.append(frame_header(MORE if i < last else 0, len(frame)))
+                        chunks.append(frame)
+                    vectored = True
+                    continue
             msgs.append(msg)
         if msgs:
             chunks.append(conn.encode_messages(msgs))
         if not chunks:
             return b""
+        if vectored:
+            return chunks  # type: ignore[return-value]
         return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
+    def _send_some(self, out: bytes | memoryview | list[bytes | memoryview]) -> bytes | memoryview | list[bytes | memoryview]:
+        """Write what the OS takes now; returns what is left (``b""`` when all went). Raises OSError
+        (not BlockingIOError/InterruptedError: then nothing went)."""
+        try:
+            n = self.sock.sendmsg(out) if type(out) is list else self.sock.send(out)  # type: ignore[arg-type]
+        except (BlockingIOError, InterruptedError):
+            return out
+        if type(out) is list:
+            for i, chunk in enumerate(out):
+                size = len(chunk)
+                if n < size:
+                    return [memoryview(chunk)[n:], *out[i + 1:]] if n else out[i:]
+                n -= size
+            return b""
+        if n < len(out):
+            return memoryview(out)[n:] if n else out  # type: ignore[arg-type]
+        return b""
+
     def _write(self) -> None:
-        sock = self.sock
+        with self._lock:
+            self._write_locked()
+
+    def _write_locked(self) -> None:
         while self.alive:
             out = self._out
             if not out:
@@ -344,17 +611,14 @@ class StreamEngine:
                 if not out:
                     break
             try:
-                n = sock.send(out)
-            except (BlockingIOError, InterruptedError):
-                n = 0
+                rest = self._send_some(out)
             except OSError as exc:
                 self._error(str(exc))
                 return
-            if n < len(out):
-                self._out = memoryview(out)[n:] if n else out
+            self._out = rest
+            if rest:
                 self._set_mask(self._mask | WRITE)
                 return
-            self._out = b""
         if not self.alive:
             return
         self._set_mask(self._mask & ~WRITE)

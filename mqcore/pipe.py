@@ -15,6 +15,9 @@ only through atomic deque operations and single-writer counters/flags, like libz
   writer (``activate_write``) once the backlog falls to the low-water mark.
 * termination: ``terminate`` posts ``pipe_terminated`` to the peer's owner; messages already queued
   stay readable (delayed termination, as in libzmq).
+* inline IO: a session-side endpoint may carry ``inline``/``engine`` (set by its StreamEngine). Then
+  ``flush`` first offers the batch to ``inline`` (the engine writes it from the writer's thread) and
+  wakes the reader only if that declined; the engine serialises both threads with its own lock.
 """
 
 from __future__ import annotations
@@ -47,7 +50,7 @@ class Pipe:
     __slots__ = (
         "inbound", "peer", "owner", "mailbox", "hwm", "lwm", "in_active", "out_active",
         "msgs_read", "msgs_written", "terminated", "peer_terminated", "routing_id",
-        "peer_routing_id", "data", "linger", "__weakref__",
+        "peer_routing_id", "data", "linger", "inline", "engine", "__weakref__",
     )
 
     def __init__(self, owner: Any, mailbox: Mailbox | None, hwm: int) -> None:
@@ -67,6 +70,12 @@ class Pipe:
         self.peer_routing_id: bytes | None = None  # id the peer announced; None until known
         self.data: Any = None                      # per-pipe state for routing strategies
         self.linger = -1  # ms; set by the terminating socket so the session knows how long to flush
+        # Reader-side shortcut set by a session's engine: called by the *writer's* thread on flush
+        # instead of waking us; True means it consumed everything queued (see StreamEngine.send_inline).
+        self.inline: Any = None
+        # The StreamEngine reading/writing for this (session-side) end, for the socket's thread to
+        # read the OS socket itself while it waits (StreamEngine.recv_inline); None for inproc.
+        self.engine: Any = None
 
     # -- binding to an owner --------------------------------------------------------------------
     def set_owner(self, owner: Any, mailbox: Mailbox | None) -> None:
@@ -130,6 +139,9 @@ class Pipe:
         """End of a batch: wake the reader if it went to sleep on an empty queue."""
         peer = self.peer
         if not peer.in_active:
+            inline = peer.inline
+            if inline is not None and inline():
+                return
             peer.in_active = True
             peer._post("_pipe_activate_read")
 

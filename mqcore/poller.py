@@ -85,6 +85,7 @@ class Poller:
                 if isinstance(sock, SocketBase):
                     if sock._closed:
                         continue
+                    sock._release_engine()  # we sleep on its mailbox only: the IO thread reads
                     if not sock._mailbox.prepare_sleep():
                         sleep = False
                     armed.append(sock)

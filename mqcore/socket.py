@@ -10,11 +10,12 @@ from __future__ import annotations
 import json
 import pickle
 import random
+import time
 from collections.abc import Sequence
 from typing import Any
 
 from mqcore.constants import Errno, Event, PollEvent, SocketOption, SocketType
-from mqcore.error import ZMQBindError, ZMQError
+from mqcore.error import Again, ContextTerminated, ZMQBindError, ZMQError
 from mqcore.frame import Frame
 from mqcore.socket_base import SocketBase, _as_bytes
 
@@ -150,13 +151,27 @@ class Socket(SocketBase):
 
     # -- misc ------------------------------------------------------------------------------------------
     def poll(self, timeout: int | None = None, flags: int = PollEvent.POLLIN) -> int:
-        """Wait up to ``timeout`` ms (None: forever) for ``flags`` events; returns the events seen."""
-        from mqcore.poller import Poller
+        """Wait up to ``timeout`` ms (None: forever) for ``flags`` events; returns the events seen.
 
-        p = Poller()
-        p.register(self, flags)
-        events = dict(p.poll(timeout))
-        return int(events.get(self, 0))
+        Raises ZMQError(ENOTSOCK) on a closed socket, ContextTerminated once the context is terminated.
+        """
+        # One socket needs no Poller: sleep on our own mailbox fd (already in self._poll), as recv does.
+        if self._closed:
+            raise ZMQError(Errno.ENOTSOCK)
+        flags = int(flags)
+        deadline = None if timeout is None or timeout < 0 else time.monotonic() + timeout / 1000.0
+        while True:
+            events = self._events() & flags
+            if self._ctx_terminated:
+                raise ContextTerminated()
+            if events:
+                return events
+            if deadline is not None and time.monotonic() >= deadline:
+                return 0
+            try:
+                self._wait(deadline, bool(flags & PollEvent.POLLIN))
+            except Again:
+                return 0
 
     def bind_to_random_port(self, addr: str, min_port: int = 49152, max_port: int = 65536,
                             max_tries: int = 100) -> int:

@@ -7,7 +7,10 @@ send/recv/poll. Only ``_attach_remote`` may be called from another thread; it ta
 a pipe offered while the socket closes is either attached (and then terminated by close) or refused.
 
 Hot path: ``send``/``recv`` check the mailbox (one deque truthiness test), call the type's ``xsend`` /
-``xrecv`` and return; they sleep on the mailbox fd only when the pipes are empty/full.
+``xrecv`` and return (single-frame fast paths); they sleep on the mailbox fd only when the pipes are
+empty/full. Waiting for input with exactly one pipe to a tcp/ipc peer, the socket also polls that
+connection's OS socket and reads it in this thread (``StreamEngine.recv_inline``); before sleeping any
+other way it gives reading back to the IO thread (``_release_engine``).
 """
 
 from __future__ import annotations
@@ -37,6 +40,8 @@ def _as_bytes(data: Any) -> bytes:
     t = type(data)
     if t is bytes:
         return data  # type: ignore[no-any-return]
+    if t is bytearray:
+        return bytes(data)
     if t is Frame:
         return data.bytes  # type: ignore[no-any-return]
     if isinstance(data, str):
@@ -66,6 +71,8 @@ class SocketBase:
         self._mailbox = Mailbox()
         self._poll = select.poll()
         self._poll.register(self._mailbox.fd, select.POLLIN)
+        self._inline_fd = -1  # fd of the engine polled beside the mailbox by _wait(for_input=True)
+        self._inline_eng: Any = None
         self._in_parts: deque[bytes] = deque()
         self._out_parts: list[bytes] = []
         self._rcvmore = False
@@ -122,26 +129,80 @@ class SocketBase:
         self._ctx_terminated = True
 
     # -- blocking -----------------------------------------------------------------------------------
-    def _wait(self, deadline: float | None) -> None:
-        """Sleep until a command arrives or ``deadline`` passes (then raise Again); run commands."""
+    def _wait(self, deadline: float | None, for_input: bool = False) -> None:
+        """Sleep until a command arrives or ``deadline`` passes (then raise Again); run commands.
+
+        ``for_input``: the caller waits for a message, so the socket's one stream engine (if it has
+        exactly one pipe, to a tcp/ipc peer with NULL/PLAIN) is polled too and read in this thread.
+        """
         if self._ctx_terminated:
             raise ContextTerminated()
         mbox = self._mailbox
         if mbox.prepare_sleep():
-            if deadline is None:
-                ready = self._poll.poll()
+            engine = self._inline_engine() if for_input else None
+            if engine is None:
+                self._release_engine()
             else:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    mbox.sleeping = False
-                    raise Again()
-                ready = self._poll.poll(remaining * 1000.0 + 0.5)
+                engine.reader_waiting = True
+            try:
+                if deadline is None:
+                    ready = self._poll.poll()
+                else:
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0:
+                        mbox.sleeping = False
+                        raise Again()
+                    ready = self._poll.poll(remaining * 1000.0 + 0.5)
+            finally:
+                if engine is not None:
+                    with engine._lock:
+                        engine.reader_waiting = False
             mbox.sleeping = False
-            if ready:
-                mbox.drain_fd()
+            for fd, _ in ready:
+                if fd == mbox.fd:
+                    mbox.drain_fd()
+                elif engine is not None:
+                    engine.recv_inline()
         mbox.process()
         if self._ctx_terminated:
             raise ContextTerminated()
+
+    def _inline_engine(self) -> Any:
+        """The engine behind the socket's only pipe, with its fd registered in ``_poll``; else None.
+
+        Reading in the caller's thread saves the IO thread's wake-up and its hand-over per message
+        (see ``StreamEngine.recv_inline``); with several pipes fair queuing stays with the IO threads.
+        """
+        engine = None
+        pipes = self._pipes
+        if len(pipes) == 1:
+            for pipe in pipes:
+                engine = pipe.peer.engine
+            if engine is not None and (not engine.alive or engine.inline_eof or engine._input_stopped):
+                engine = None
+        if engine is not self._inline_eng:
+            self._release_engine()
+            if engine is not None:
+                self._poll.register(engine.fd, select.POLLIN)
+                self._inline_fd = engine.fd
+                self._inline_eng = engine
+        return engine
+
+    def _release_engine(self) -> None:
+        """Stop polling the inline engine's fd and let its IO thread read again if it parked."""
+        engine = self._inline_eng
+        if engine is None:
+            return
+        self._inline_eng = None
+        self._poll.unregister(self._inline_fd)
+        self._inline_fd = -1
+        engine.request_unpark()
+
+    def _read_parked(self) -> None:
+        """If our engine is parked (its IO thread leaves reading to us), read what the OS holds."""
+        engine = self._inline_eng
+        if engine is not None and (engine.parked or engine._backlog):
+            engine.recv_inline()
 
     @staticmethod
     def _deadline(timeout_ms: int) -> float | None:
@@ -170,6 +231,13 @@ class SocketBase:
         msg = self._xrecv()
         if msg is not None:
             return msg
+        engine = self._inline_eng
+        if engine is not None and (engine.parked or engine._backlog):
+            engine.recv_inline()
+            self._mailbox.process()
+            msg = self._xrecv()
+            if msg is not None:
+                return msg
         if self._ctx_terminated:
             raise ContextTerminated()
         timeout = self._opts.rcvtimeo
@@ -177,7 +245,7 @@ class SocketBase:
             raise Again()
         deadline = self._deadline(timeout)
         while True:
-            self._wait(deadline)
+            self._wait(deadline, True)
             msg = self._xrecv()
             if msg is not None:
                 return msg
@@ -192,6 +260,14 @@ class SocketBase:
         if type(data) is not bytes:
             data = _as_bytes(data)
         parts = self._out_parts
+        if not flags and not parts:
+            # Fast path: one frame, blocking, nothing pending (the common case).
+            if self._mailbox.queue:
+                self._mailbox.process()
+            if self._xsend([data]):
+                return None
+            self._send_msg([data], flags)
+            return None
         if flags & 2:
             if not parts:
                 self._impl.check_send_start()  # EFSM at the first frame, like libzmq
@@ -219,7 +295,15 @@ class SocketBase:
             frame = parts.popleft()
             self._rcvmore = more = bool(parts)
         else:
-            msg = self._recv_msg(flags)
+            # Fast path: a single-frame message already queued (the common case).
+            if self._mailbox.queue:
+                self._mailbox.process()
+            msg = self._xrecv()
+            if msg is not None and len(msg) == 1 and copy:
+                self._rcvmore = False
+                return msg[0]
+            if msg is None:
+                msg = self._recv_msg(flags)
             frame = msg[0]
             if len(msg) == 1:
                 self._rcvmore = more = False
@@ -236,6 +320,7 @@ class SocketBase:
     def _events(self) -> int:
         if self._closed:
             return 0
+        self._read_parked()
         self._mailbox.process()
         mask = 0
         if self._in_parts or self._impl.has_in():
@@ -263,9 +348,11 @@ class SocketBase:
             return int(self._rcvmore)
         if option == Opt.EVENTS:
             mask = self._events()
+            self._release_engine()  # the FD is the mailbox's: the IO thread must read for it
             self._mailbox.sleeping = True  # edge-style FD: later commands make FD readable
             return mask
         if option == Opt.FD:
+            self._release_engine()
             return self._mailbox.fd
         return self._opts.get(option)
 
@@ -327,6 +414,7 @@ class SocketBase:
             pipe.terminate()
         self._pipes.clear()
         self._xsend = self._xrecv = _closed_op  # type: ignore[method-assign]
+        self._release_engine()
         self._poll.unregister(self._mailbox.fd)
         self._mailbox.close()
         self.context._socket_closed(self)

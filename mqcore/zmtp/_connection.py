@@ -200,6 +200,18 @@ class ZmtpConnection:
             return self._greeting.buffered_bytes
         return self._decoder.buffered_bytes
 
+    def receive_buffer(self) -> memoryview | None:
+        """Where the missing bytes of a large partial frame body may be read in place (e.g. with
+        ``socket.recv_into``; then call ``received_into``), or None: use ``receive_data``."""
+        if self._greeting is not None or self._state is _State.DEAD:
+            return None
+        return self._decoder.body_buffer()
+
+    def received_into(self, n: int) -> None:
+        """``n`` bytes were read into the start of ``receive_buffer()``; decodes what they complete."""
+        if self._state is not _State.DEAD:
+            self._decoder.body_received(n)
+
     # -- input ---------------------------------------------------------------------------------
 
     def start(self) -> bytes:

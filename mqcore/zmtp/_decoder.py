@@ -8,7 +8,9 @@ Invariants between calls to ``feed``:
 - ``_frames`` holds the complete frames of a multipart message whose last frame has not come.
 - Each read is scanned with an offset; bodies are sliced out of it (one copy per frame, none of
   the read). Partial bodies are collected as chunks and joined once, so large frames arriving in
-  many reads cost linear time.
+  many reads cost linear time. A partial body of ``LARGE_BODY`` bytes or more goes into one
+  preallocated ``_body`` instead, which the reader may fill in place (``body_buffer`` /
+  ``body_received``, e.g. with ``socket.recv_into``): no chunk list and no join for large frames.
 - Once ``stopped`` is set, nothing more is decoded and the buffers are empty.
 - A message frame that is not allowed is a violation, unless ``sealed_frame`` is set: then its body
   goes there (wrapped traffic such as CURVE's MESSAGE). The fast path never sees such frames,
@@ -26,6 +28,8 @@ from typing import cast
 from mqcore.zmtp._events import Cancel, Event, Message, Subscribe
 from mqcore.zmtp._frames import COMMAND, LONG, MAX_FRAME_SIZE, MORE, RESERVED
 
+LARGE_BODY = 32768
+SPARE_LIMIT = 16 << 20
 _unpack_size = struct.Struct(">Q").unpack_from
 _new = object.__new__
 # Writing the slot directly skips the frozen dataclass's __init__ (object.__setattr__ per field),
@@ -51,6 +55,9 @@ class FrameDecoder:
         "_need",
         "_have",
         "_chunks",
+        "_body",
+        "_size",
+        "_spare",
         "_frames",
     )
 
@@ -77,6 +84,10 @@ class FrameDecoder:
         self._need = 0
         self._have = 0
         self._chunks: list[bytes] = []
+        self._body: bytearray | None = None
+        self._size = 0  # the large body's size (``_body`` may be longer: it is reused)
+        # The last large body's buffer, reused: fresh large allocations cost page faults (mmap).
+        self._spare: bytearray | None = None
         self._frames: list[bytes] = []
 
     @property
@@ -84,10 +95,36 @@ class FrameDecoder:
         """Bytes of the partial frame held: header bytes, or body bytes received so far."""
         return len(self._tail) + self._have
 
+    def body_buffer(self) -> memoryview | None:
+        """The missing part of a large partial frame body, to be filled in place (then call
+        ``body_received``); None when no large body is partial."""
+        body = self._body
+        if body is None or self.stopped:
+            return None
+        return memoryview(body)[self._have : self._size]
+
+    def body_received(self, n: int) -> None:
+        """``n`` bytes were written at the start of ``body_buffer()``."""
+        if self._body is None or n <= 0:
+            return
+        self._have += n
+        self._need -= n
+        if not self._need:
+            self._finish_body()
+
+    def _finish_body(self) -> None:
+        body, self._body = self._body, None
+        self._have = 0
+        assert body is not None
+        if len(body) <= SPARE_LIMIT:
+            self._spare = body
+        self.deliver(self._flags, bytes(memoryview(body)[: self._size]))
+
     def stop(self) -> None:
         """Decode nothing more and drop every buffer."""
         self.stopped = True
         self._tail = b""
+        self._body = self._spare = None
         self._chunks = []
         self._frames = []
         self._need = self._have = 0
@@ -99,6 +136,20 @@ class FrameDecoder:
         pos = 0
         if self._need:
             need = self._need
+            body = self._body
+            if body is not None:
+                have = self._have
+                take = min(need, len(data))
+                body[have : have + take] = memoryview(data)[:take]
+                self._have = have + take
+                self._need = need - take
+                if take < need:
+                    return
+                self._finish_body()
+                if self.stopped:
+                    return
+                self._scan(data, take)
+                return
             if len(data) < need:
                 if data:
                     self._chunks.append(data)
@@ -170,7 +221,16 @@ class FrameDecoder:
                 # The body is incomplete: keep what came and wait for the rest.
                 self._flags = flags
                 self._need = stop - end
-                if start < end:
+                if size >= LARGE_BODY:
+                    large = self._spare
+                    if large is None or len(large) < size:
+                        large = bytearray(size)
+                    self._spare = None
+                    self._size = size
+                    large[: end - start] = memoryview(buf)[start:end]
+                    self._body = large
+                    self._have = end - start
+                elif start < end:
                     self._chunks = [buf[start:]]
                     self._have = end - start
                 pos = end
