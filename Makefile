@@ -29,9 +29,12 @@ report: $(STAMP)
 	$(VENV)/bin/mqbench report $(RUNS)
 
 ## regress: measure mqcore against pyzmq in one run and compare the ratios with results/baseline/
+# Thresholds for our 2-core CI machine (docs/regression.md): a core kept busy by another process moved the
+# mqcore/zmq ratios by up to ~20% (throughput) and ~40% (RTT p99) on unchanged code; a 2x slowdown is -50%.
+REGRESS_THRESHOLDS ?= --threshold 0.25 --metric-threshold lat_p99_us=0.6
 regress: $(STAMP)
 	$(VENV)/bin/mqbench compare scenarios/regress.yaml --no-report
-	$(VENV)/bin/mqbench regress "$(LATEST_RUN)" --baseline results/baseline
+	$(VENV)/bin/mqbench regress "$(LATEST_RUN)" --baseline results/baseline $(REGRESS_THRESHOLDS)
 
 ## evaluate: slow consumers, broker/peer crashes, recovery, durability, measured feature matrix (docs/evaluation.md)
 evaluate: $(STAMP)
@@ -49,10 +52,12 @@ brokers:
 	else echo "brokers: cannot install$$missing (needs root and apt-get); broker tests will be skipped"; \
 	  [ "$$CI" != "true" ]; fi
 
-## test: the whole suite; in CI (CI=true) a missing broker or browser fails instead of skipping
+## test: the whole suite, then the performance-regression check (make regress) that guards mqcore;
+## in CI (CI=true) a missing broker or browser fails instead of skipping
 test: $(STAMP) brokers
 	@set +e; $(PY) -m pytest $(PYTEST_ARGS); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: that is a failure here"; exit 1; fi; exit $$rc
+	@$(MAKE) --no-print-directory regress
 
 ## lint: ruff and mypy over both packages
 lint: $(STAMP)
