@@ -131,11 +131,12 @@ def _drop(obj: Any) -> None:
 
 def producer(spec: Any, driver: Any, status: Any, start: Any, stop: Any, start_ns: Any, progress: Any) -> None:
     from harness.runner.worker import (
-        HEADER,
-        SHORT_HEADER,
         Interrupted,
+        _header_writers,
+        _hold_until_stop,
         _payload,
         _save,
+        _Schedule,
         _sleep_until,
         _wait_start,
     )
@@ -154,13 +155,11 @@ def producer(spec: Any, driver: Any, status: Any, start: Any, stop: Any, start_n
     seq = leading_count(f"{spec.out}.tsend")  # a restarted producer continues where the killed one stopped
     buf = _payload(spec)
     pid = spec.role.index
-    t0 = int(start_ns.value)
-    _sleep_until(t0)
+    schedule = _Schedule.start(spec, start_ns)
+    t0, deadline, period = schedule.t0, schedule.deadline, schedule.period
+    total = min(schedule.total, cap)
     mono = time.monotonic_ns
-    pack = HEADER.pack_into if spec.size >= HEADER.size else None
-    total = min(spec.total if spec.total is not None else 2**32 - 1, cap)
-    deadline = t0 + spec.duration_ns if spec.duration_ns is not None else None
-    period = 1e9 / spec.rate if spec.rate else 0.0
+    pack, pack_short = _header_writers(spec)
     send = prod.send
     error = ""
     try:
@@ -173,7 +172,7 @@ def producer(spec: Any, driver: Any, status: Any, start: Any, stop: Any, start_n
             if pack is not None:
                 pack(buf, 0, pid, seq, t)
             else:
-                SHORT_HEADER.pack_into(buf, 0, pid, seq)
+                pack_short(buf, 0, pid, seq)
             try:
                 send(buf)
             except Exception:  # noqa: BLE001 - counted; the producer is made again below
@@ -202,15 +201,12 @@ def producer(spec: Any, driver: Any, status: Any, start: Any, stop: Any, start_n
         error = f"interrupted by the runner while sending (blocked after {seq} messages)"
     errlog.close()
     n = seq
-    intended = (t0 + (np.arange(n, dtype=np.float64) * period)).astype(np.int64) if period else np.zeros(0, np.int64)
     _save(spec.out, t_send=np.frombuffer(mm, dtype=np.int64, count=n).copy(), t_ack=np.zeros(0, np.int64),
-          t_intended=intended)
+          t_intended=schedule.intended(n))
     del t_send
     mm.close()
     status.put(("done", spec.name, n, error))
-    with contextlib.suppress(Interrupted):
-        while not stop.wait(0.2):
-            pass
+    _hold_until_stop(stop)
     if prod is not None:
         _drop(prod)
 

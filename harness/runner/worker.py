@@ -125,6 +125,48 @@ def _sleep_until(deadline_ns: int) -> None:
             time.sleep(0)
 
 
+@dataclass(frozen=True)
+class _Schedule:
+    """When a sending worker starts, how much it sends and at what pace (shared by producer and requester)."""
+
+    t0: int  # the common start stamp
+    total: int  # messages including warmup (2**32 - 1: until the deadline)
+    deadline: int | None  # stamp at which a duration run stops
+    period: float  # ns between intended sends; 0.0 = as fast as possible
+
+    @classmethod
+    def start(cls, spec: WorkerSpec, start_ns: Any) -> _Schedule:
+        """Wait for the common start stamp and return the schedule from it."""
+        t0 = int(start_ns.value)
+        _sleep_until(t0)
+        return cls(
+            t0=t0,
+            total=spec.total if spec.total is not None else 2**32 - 1,
+            deadline=t0 + spec.duration_ns if spec.duration_ns is not None else None,
+            period=1e9 / spec.rate if spec.rate else 0.0,
+        )
+
+    def intended(self, n: int) -> np.ndarray:
+        """Intended send stamps of the first ``n`` messages (empty at full speed)."""
+        if not self.period:
+            return np.zeros(0, np.int64)
+        return (self.t0 + np.arange(n, dtype=np.float64) * self.period).astype(np.int64)
+
+
+def _header_writers(spec: WorkerSpec) -> tuple[Callable[..., None] | None, Callable[..., None]]:
+    """(full header writer or None when the message is too short for the stamp, short header writer)."""
+    return (HEADER.pack_into if spec.size >= HEADER.size else None), SHORT_HEADER.pack_into
+
+
+def _hold_until_stop(stop: Any) -> None:
+    """Keep the connection open until the consumers are done: closing now could drop queued messages."""
+    try:
+        while not stop.wait(0.2):
+            pass
+    except Interrupted:
+        pass
+
+
 def _producer(spec: WorkerSpec, driver: Any, status: Any, start: Any, stop: Any, start_ns: Any, progress: Any) -> None:
     producer = driver.create_producer(spec.plan, spec.role)
     status.put(("ready", spec.name))
@@ -136,15 +178,11 @@ def _producer(spec: WorkerSpec, driver: Any, status: Any, start: Any, stop: Any,
     cap = spec.capacity
     t_send = array("q", bytes(8 * cap))
     t_ack = array("q", bytes(8 * cap)) if producer.acks_synchronously else None
-    t0 = int(start_ns.value)
-    _sleep_until(t0)
+    schedule = _Schedule.start(spec, start_ns)
+    t0, total, deadline, period = schedule.t0, schedule.total, schedule.deadline, schedule.period
     mono = time.monotonic_ns
     send = producer.send
-    pack = HEADER.pack_into if spec.size >= HEADER.size else None
-    pack_short = SHORT_HEADER.pack_into
-    total = spec.total if spec.total is not None else 2**32 - 1
-    deadline = t0 + spec.duration_ns if spec.duration_ns is not None else None
-    period = 1e9 / spec.rate if spec.rate else 0.0
+    pack, pack_short = _header_writers(spec)
     error = ""
     seq = 0
     try:
@@ -185,20 +223,14 @@ def _producer(spec: WorkerSpec, driver: Any, status: Any, start: Any, stop: Any,
         seq = _leading_stamps(t_send)
         error = f"interrupted by the runner while sending (blocked after {seq} messages)"
     n = seq
-    intended = (t0 + (np.arange(n, dtype=np.float64) * period)).astype(np.int64) if period else np.zeros(0, np.int64)
     _save(
         spec.out,
         t_send=np.frombuffer(t_send, dtype=np.int64, count=n),
         t_ack=np.frombuffer(t_ack, dtype=np.int64, count=n) if t_ack is not None else np.zeros(0, np.int64),
-        t_intended=intended,
+        t_intended=schedule.intended(n),
     )
     status.put(("done", spec.name, n, error))
-    # Keep the connection open until the consumers are done: closing now could drop queued messages.
-    try:
-        while not stop.wait(0.2):
-            pass
-    except Interrupted:
-        pass
+    _hold_until_stop(stop)
     producer.close()
 
 
@@ -317,15 +349,11 @@ def _requester(spec: WorkerSpec, driver: Any, status: Any, start: Any, stop: Any
     cap = spec.capacity
     t_send = array("q", bytes(8 * cap))
     t_recv = array("q", bytes(8 * cap))
-    t0 = int(start_ns.value)
-    _sleep_until(t0)
+    schedule = _Schedule.start(spec, start_ns)
+    t0, total, deadline, period = schedule.t0, schedule.total, schedule.deadline, schedule.period
     mono = time.monotonic_ns
     request = requester.request
-    pack = HEADER.pack_into if spec.size >= HEADER.size else None
-    pack_short = SHORT_HEADER.pack_into
-    total = spec.total if spec.total is not None else 2**32 - 1
-    deadline = t0 + spec.duration_ns if spec.duration_ns is not None else None
-    period = 1e9 / spec.rate if spec.rate else 0.0
+    pack, pack_short = _header_writers(spec)
     timeout = spec.request_timeout
     error = ""
     seq = 0
@@ -360,19 +388,14 @@ def _requester(spec: WorkerSpec, driver: Any, status: Any, start: Any, stop: Any
         seq = _leading_stamps(t_send)
         error = f"interrupted by the runner while waiting for reply {seq}"
     n = seq
-    intended = (t0 + (np.arange(n, dtype=np.float64) * period)).astype(np.int64) if period else np.zeros(0, np.int64)
     _save(
         spec.out,
         t_send=np.frombuffer(t_send, dtype=np.int64, count=n),
         t_recv=np.frombuffer(t_recv, dtype=np.int64, count=n),
-        t_intended=intended,
+        t_intended=schedule.intended(n),
     )
     status.put(("done", spec.name, n, error))
-    try:
-        while not stop.wait(0.2):
-            pass
-    except Interrupted:
-        pass
+    _hold_until_stop(stop)
     requester.close()
 
 
