@@ -107,6 +107,13 @@ class Consumer(ABC):
     def poll(self, timeout: float) -> None:
         """Deliver what arrives, returning after at most about ``timeout`` seconds."""
 
+    def receiver(self, timeout: float) -> tuple[Callable[[], bytes], type[BaseException]] | None:
+        """Optional, for pull-style libraries that return one message per call: after ``start``, a function
+        that blocks for the next payload at most about ``timeout`` seconds and the exception it raises when
+        none came. The worker then runs the receive loop itself, which saves a callback per message. Drivers
+        that ack, or whose library delivers on its own thread, keep the default (None: use ``poll``)."""
+        return None
+
     @abstractmethod
     def close(self) -> None: ...
 

@@ -247,6 +247,12 @@ class _ZmqConsumer(Consumer):
         except zmq.Again:
             pass
 
+    def receiver(self, timeout: float) -> tuple[Callable[[], bytes], type[BaseException]]:
+        zmq = self._driver.module()
+        self._timeout_ms = max(1, int(timeout * 1000))
+        self._sock.setsockopt(zmq.RCVTIMEO, self._timeout_ms)
+        return self._sock.recv, zmq.Again
+
     def close(self) -> None:
         self._sock.close(linger=0)
         self._driver.close_context()

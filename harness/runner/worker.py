@@ -1,8 +1,9 @@
 """Worker processes: one per producer, consumer, requester or replier.
 
-Each worker owns its clock stamps (``time.monotonic_ns``, shared by all processes of one host) and writes
-them into preallocated ``array`` buffers; recording costs a few attribute-free operations per message so it
-never limits what is measured. At the end a worker saves its arrays to ``<out>.npz`` (temp name + rename)
+Each worker owns its clock stamps (``time.monotonic_ns``, shared by all processes of one host) and keeps
+them in preallocated buffers (``array('q')``, or a list of ints in the hottest loops, converted at the end);
+recording costs a few attribute-free operations per message so that it limits what is measured as little as
+Python allows (``mqbench calibrate`` measures how little). At the end a worker saves its arrays to ``<out>.npz`` (temp name + rename)
 and reports on the status queue. SIGINT is ignored here: the parent handles Ctrl-C and stops workers.
 
 Protocol with the parent (all objects from one multiprocessing context):
@@ -16,6 +17,7 @@ from __future__ import annotations
 import os
 import signal
 import struct
+import sys
 import time
 import traceback
 from array import array
@@ -186,9 +188,15 @@ def _producer(spec: WorkerSpec, driver: Any, status: Any, start: Any, stop: Any,
     error = ""
     seq = 0
     try:
-        if not period and t_ack is None and pack is not None:
+        if not period and t_ack is None and pack is not None and sys.byteorder == "little":
             end = deadline if deadline is not None else _NEVER
-            seq, error = _blast(total, end, send, pack, buf, pid, t_send, progress, spec.slot, stop)
+            stamps = [0] * cap
+            try:
+                seq, error = _blast(total, end, send, buf, pid, stamps, progress, spec.slot, stop)
+            finally:  # also when interrupted: the stamps taken so far are what gets saved
+                t_send = array("q", stamps)
+                cap = len(t_send)
+                del stamps
             total = seq  # the general loop below has nothing left to do
         while seq < total:
             if seq == cap:  # duration runs only: grow the buffers
@@ -236,7 +244,7 @@ def _producer(spec: WorkerSpec, driver: Any, status: Any, start: Any, stop: Any,
 
 def _recorder(
     capacity_hint: int, rate: float | None = None, report: Callable[[int], None] | None = None
-) -> tuple[Callable[[bytes], None], array, bytearray, list[int]]:
+) -> tuple[Callable[[bytes], None], list[int], bytearray, list[int]]:
     """The consumer's per-message callback: one stamp and the 6 header bytes, appended; nothing parsed.
 
     Defaults bind everything the callback touches, so each message costs two C calls and a slice.
@@ -244,7 +252,7 @@ def _recorder(
     callback then pauses so that at most ``rate`` messages per second are handled, and passes the count to
     ``report`` every 64 messages (a slow consumer may stay inside one ``poll`` for seconds).
     """
-    t_recv = array("q")
+    t_recv: list[int] = []  # a list: appending the clock's int object is cheaper than an array('q') slot
     headers = bytearray()
     foreign = [0]
     size = SHORT_HEADER.size
@@ -285,28 +293,75 @@ _NEVER = 2**63 - 1
 
 
 def _blast(
-    total: int, deadline: int, send: Callable[[bytearray], None], pack: Callable[..., None], buf: bytearray,
-    pid: int, t_send: array, progress: Any, slot: int, stop: Any,
+    total: int, deadline: int, send: Callable[[bytearray], None], buf: bytearray, pid: int, t_send: list[int],
+    progress: Any, slot: int, stop: Any,
 ) -> tuple[int, str]:
     """The common case, as lean as Python allows: full speed, no acks, no schedule; a count, a deadline
-    (``_NEVER`` for none) or both. Buffers grow between chunks of 1024, never inside one."""
+    (``_NEVER`` for none) or both. ``t_send`` is preallocated and grows between chunks of 1024, never
+    inside one.
+
+    The producer id is written once; per message the sequence number and the stamp go into the header
+    through typed views of the buffer (two stores instead of a ``pack_into`` call) and the stamp into
+    ``t_send`` in the same statement. ``t_send`` is a list: storing the clock's int object costs less than
+    converting it into an ``array('q')`` slot (the caller converts once at the end). At 100 B on two cores
+    every ~100 ns of Python per message here shows as several percent of pyzmq's throughput (``mqbench
+    calibrate``), hence these measures and the two copies of the loop."""
     mono = time.monotonic_ns
-    for base in range(0, total, 1024):
-        end = min(base + 1024, total)
-        if end > len(t_send):
-            t_send.extend(bytes(8 * len(t_send)))
-        for seq in range(base, end):
-            t = mono()
-            if t >= deadline:
-                progress[slot] = seq
-                return seq, ""
-            pack(buf, 0, pid, seq, t)
-            send(buf)
-            t_send[seq] = t
-        progress[slot] = end
-        if stop.is_set():
-            return end, "stopped by the runner before all messages were sent"
-    return total, ""
+    HEADER.pack_into(buf, 0, pid, 0, 0)
+    view = memoryview(buf)
+    seq_at = view[2:6].cast("I")
+    stamp_at = view[6:14].cast("q")
+    try:
+        for base in range(0, total, 1024):
+            end = min(base + 1024, total)
+            if end > len(t_send):
+                t_send.extend([0] * len(t_send))
+            if deadline == _NEVER:
+                for seq in range(base, end):
+                    stamp_at[0] = t_send[seq] = mono()
+                    seq_at[0] = seq
+                    send(buf)
+            else:
+                for seq in range(base, end):
+                    t = mono()
+                    if t >= deadline:
+                        progress[slot] = seq
+                        return seq, ""
+                    stamp_at[0] = t_send[seq] = t
+                    seq_at[0] = seq
+                    send(buf)
+            progress[slot] = end
+            if stop.is_set():
+                return end, "stopped by the runner before all messages were sent"
+        return total, ""
+    finally:
+        seq_at.release()
+        stamp_at.release()
+        view.release()
+
+
+def _receive_loop(
+    recv: Callable[[], bytes], timed_out: type[BaseException], stop: Any, progress: Any, slot: int,
+    t_recv: list[int], headers: bytearray, foreign: list[int],
+) -> None:
+    """The consumer's loop for pull-style drivers (``Consumer.receiver``): what ``_recorder``'s callback
+    does, without a Python call per message."""
+    mono = time.monotonic_ns
+    stamp = t_recv.append
+    size = SHORT_HEADER.size
+    while not stop.is_set():
+        try:
+            for _ in range(1024):
+                payload = recv()
+                t = mono()
+                if len(payload) >= size:
+                    stamp(t)
+                    headers += payload[:size]
+                else:
+                    foreign[0] += 1
+        except timed_out:
+            pass
+        progress[slot] = len(t_recv)
 
 
 def _consumer(spec: WorkerSpec, driver: Any, status: Any, start: Any, stop: Any, start_ns: Any, progress: Any) -> None:
@@ -316,9 +371,13 @@ def _consumer(spec: WorkerSpec, driver: Any, status: Any, start: Any, stop: Any,
 
     on_message, t_recv, headers, foreign = _recorder(spec.capacity, spec.consumer_rate, report)
     consumer.start(on_message)
+    pull = consumer.receiver(0.05) if spec.consumer_rate is None else None
     status.put(("ready", spec.name))
     try:
         if _wait_start(start, stop):
+            if pull is not None:
+                recv, timed_out = pull
+                _receive_loop(recv, timed_out, stop, progress, spec.slot, t_recv, headers, foreign)
             poll = consumer.poll
             while not stop.is_set():
                 poll(0.05)
@@ -330,7 +389,7 @@ def _consumer(spec: WorkerSpec, driver: Any, status: Any, start: Any, stop: Any,
     parsed = np.frombuffer(bytes(headers[: n * SHORT_HEADER.size]), dtype=_HEADER_DTYPE, count=n)
     _save(
         spec.out,
-        t_recv=np.frombuffer(t_recv, dtype=np.int64, count=n),
+        t_recv=np.array(t_recv, dtype=np.int64),
         producer=parsed["producer"],
         seq=parsed["seq"],
     )
