@@ -11,7 +11,7 @@ PYTEST_ARGS ?=
 
 LATEST_RUN = $$(ls -1dt results/*/manifest.json 2>/dev/null | head -1 | xargs -r dirname)
 
-.PHONY: compare test report regress evaluate brokers lint
+.PHONY: compare test report regress baseline evaluate brokers lint
 
 # The virtual environment, rebuilt only when pyproject.toml changes.
 $(STAMP): pyproject.toml
@@ -35,6 +35,12 @@ REGRESS_THRESHOLDS ?= --threshold 0.25 --metric-threshold lat_p50_us=0.6 --metri
 regress: $(STAMP)
 	$(VENV)/bin/mqbench compare scenarios/regress.yaml --no-report
 	$(VENV)/bin/mqbench regress "$(LATEST_RUN)" --baseline results/baseline $(REGRESS_THRESHOLDS)
+
+## baseline: re-record results/baseline/ from three runs of scenarios/regress.yaml, pooled (commit it after)
+baseline: $(STAMP)
+	@out=$$(mktemp -d); trap 'rm -rf "$$out"' EXIT; \
+	for i in 1 2 3; do $(VENV)/bin/mqbench compare scenarios/regress.yaml --out "$$out" --no-report || exit 1; done; \
+	$(VENV)/bin/mqbench baseline "$$out"/*/ --out results/baseline
 
 ## evaluate: slow consumers, broker/peer crashes, recovery, durability, measured feature matrix (docs/evaluation.md)
 evaluate: $(STAMP)

@@ -120,6 +120,7 @@ def environment(run: RunData, reference: str, created: str) -> dict[str, Any]:
         "format": BASELINE_FORMAT,
         "created": created,
         "run_id": run.run_id,
+        "runs": list(m.get("pooled_runs") or [run.run_id]),
         "reference": reference,
         "git_revision": m.get("git_revision", ""),
         "host": m.get("host", {}),

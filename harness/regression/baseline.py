@@ -1,6 +1,8 @@
-"""``mqbench baseline RUN_DIR``: record a run as the baseline the regression check compares with.
+"""``mqbench baseline RUN_DIR [RUN_DIR ...]``: record one run, or several pooled, as the regression baseline.
 
-Writes ``summary.csv``, ``ratios.csv`` and ``baseline.json`` into ``--out`` (default
+Several runs of the same scenario pool their repetitions (renumbered run after run; each ratio still pairs
+the two systems of one repetition of one run), so the baseline carries the run-to-run variation of the
+machine and its medians do not hang on one lucky or unlucky run. Writes ``summary.csv``, ``ratios.csv`` and ``baseline.json`` into ``--out`` (default
 ``results/baseline/``), each through a temporary name and a rename; commit the folder. Refuses (exit 2,
 one sentence) a run that the check could not use later: incomplete, without the reference system, or
 with fewer than five repetitions. ``harness.regress.add_parsers`` registers it on ``mqbench``'s
@@ -30,6 +32,7 @@ from harness.regression._cli import (
 )
 from harness.regression._errors import RegressionInputError
 from harness.regression._files import RunData, environment, read_run, write_baseline
+from harness.regression._compare import scenario_differences
 from harness.regression._ratios import METRIC_KEY, describe_key, repetition_ratios, require_repetitions
 from harness.regression._stats import MIN_REPETITIONS
 
@@ -39,7 +42,10 @@ COMMAND = "baseline"
 def configure(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     """Add the ``baseline`` arguments to ``parser``; sets ``func=run``."""
     parser.add_argument(
-        "run_dir", metavar="RUN_DIR", help="run folder with summary.parquet and manifest.json"
+        "run_dirs",
+        nargs="+",
+        metavar="RUN_DIR",
+        help="run folder with summary.parquet and manifest.json; several runs of the same scenario are pooled",
     )
     parser.add_argument(
         "--out",
@@ -78,6 +84,37 @@ def prepare(run_data: RunData, reference: str) -> pd.DataFrame:
     return ratios
 
 
+def pool(runs: Sequence[RunData]) -> RunData:
+    """One run's worth of data from several runs of the same scenario: summaries concatenated with the
+    repetitions of each later run numbered after those of the runs before it; the first run's manifest
+    with every run's id. RegressionInputError if the runs measured different scenarios."""
+    first = runs[0]
+    if len(runs) == 1:
+        return first
+    frames = []
+    offset = 0
+    for run_data in runs:
+        if run_data is not first:
+            names = sorted(str(s.get("name")) for s in run_data.manifest.get("scenarios") or [])
+            wanted = sorted(str(s.get("name")) for s in first.manifest.get("scenarios") or [])
+            differences = scenario_differences(
+                first.manifest.get("scenarios") or [], run_data.manifest.get("scenarios") or []
+            )
+            if names != wanted or differences:
+                detail = differences[0] if differences else f"scenarios {names} vs {wanted}"
+                raise RegressionInputError(
+                    f"{run_data.path}: not the same scenario as {first.path} ({detail}); "
+                    "only runs of one scenario can be pooled"
+                )
+        summary = run_data.summary.copy()
+        summary["repetition"] = summary["repetition"].astype("int64") + offset
+        offset = int(summary["repetition"].max()) + 1
+        frames.append(summary)
+    manifest = dict(first.manifest)
+    manifest["pooled_runs"] = [r.run_id for r in runs]
+    return RunData(path=first.path, summary=pd.concat(frames, ignore_index=True), manifest=manifest)
+
+
 def _overview(ratios: pd.DataFrame, reference: str) -> Table:
     table = Table(title=f"Baseline ratios to {reference}", title_justify="left")
     for name in ("metric", "median ratio", "min", "max", "repetitions"):
@@ -102,7 +139,10 @@ def run(args: argparse.Namespace, screen: Console | None = None) -> int:
     """
     out = Path(args.out)
     try:
-        run_data = read_run(Path(args.run_dir))
+        runs = [read_run(Path(d)) for d in args.run_dirs]
+        for one in runs:
+            prepare(one, args.reference)  # each run must be usable on its own
+        run_data = pool(runs)
         ratios = prepare(run_data, args.reference)
         created = datetime.now(UTC).isoformat(timespec="seconds")
         write_baseline(out, run_data.summary, ratios, environment(run_data, args.reference, created))
@@ -113,7 +153,8 @@ def run(args: argparse.Namespace, screen: Console | None = None) -> int:
     screen = screen or console()
     screen.print(_overview(ratios, args.reference))
     screen.print(
-        f"Baseline written to {out} from run {run_data.run_id}; commit the folder to use it in CI.",
+        f"Baseline written to {out} from run{'s' if len(runs) > 1 else ''} "
+        f"{', '.join(r.run_id for r in runs)}; commit the folder to use it in CI.",
         soft_wrap=True,
         highlight=False,
     )

@@ -132,7 +132,9 @@ def _ratios(summary: pd.DataFrame, where: str, reference: str, variant: str | No
 def _origin(env: Mapping[str, Any]) -> str:
     host = env.get("host") or {}
     revision = str(env.get("git_revision") or "?")[:10]
-    return f"run {env.get('run_id', '?')}, git {revision}, host {host.get('hostname', '?')}"
+    runs = env.get("runs") or [env.get("run_id", "?")]
+    which = f"run {runs[0]}" if len(runs) == 1 else f"{len(runs)} pooled runs ({', '.join(map(str, runs))})"
+    return f"{which}, git {revision}, host {host.get('hostname', '?')}"
 
 
 def check(

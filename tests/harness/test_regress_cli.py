@@ -74,6 +74,41 @@ def test_baseline_refuses_an_incomplete_run(tmp_path: Path, capsys: pytest.Captu
     assert_one_sentence_error(capsys.readouterr().err, "incomplete")
 
 
+def test_baseline_pools_several_runs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    runs = [
+        write_run(tmp_path, summary_frame(seed, run_id=f"run-{seed}"), manifest(f"run-{seed}"))
+        for seed in (10, 11, 12)
+    ]
+    out = tmp_path / "pooled"
+    assert baseline.main([*map(str, runs), "--out", str(out)]) == 0
+    assert "run-10, run-11, run-12" in capsys.readouterr().out
+    env = json.loads((out / "baseline.json").read_text())
+    assert env["runs"] == ["run-10", "run-11", "run-12"] and env["run_id"] == "run-10"
+    ratios = pd.read_csv(out / "ratios.csv")
+    # Every run's repetitions kept, renumbered: 8 metrics x 3 runs x 6 repetitions, none paired across runs.
+    assert len(ratios) == 8 * 18 and sorted(ratios["repetition"].unique()) == list(range(18))
+    direct = pd.concat(
+        [baseline.prepare(regress.read_run(r), "zmq") for r in runs], ignore_index=True
+    )["ratio"].sort_values(ignore_index=True)
+    assert ratios["ratio"].sort_values(ignore_index=True).to_numpy() == pytest.approx(direct.to_numpy())
+    # The check reads a pooled baseline like any other: unchanged code passes, a 2x slowdown fails.
+    assert regress_run(tmp_path / "same", out, summary_frame(13, run_id="run-13")) == 0
+    assert "3 pooled runs" in capsys.readouterr().out
+    assert regress_run(tmp_path / "slow", out, summary_frame(14, slowdown=2.0, run_id="run-14")) == 1
+
+
+def test_baseline_refuses_to_pool_different_scenarios(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    a = write_run(tmp_path, summary_frame(1, run_id="run-a"), manifest("run-a"))
+    changed = scenario_dicts(6)
+    changed[0]["warmup"] = 50
+    b = write_run(tmp_path, summary_frame(2, run_id="run-b"), manifest("run-b", scenarios=changed))
+    assert baseline.main([str(a), str(b), "--out", str(tmp_path / "b")]) == 2
+    assert_one_sentence_error(capsys.readouterr().err, "run-b", "only runs of one scenario can be pooled")
+    assert not (tmp_path / "b").exists()
+
+
 # --- regress: verdicts ------------------------------------------------------------------------------
 
 
