@@ -30,9 +30,9 @@ from harness.regression._cli import (
     reference_option,
     split_reference,
 )
+from harness.regression._compare import scenario_differences
 from harness.regression._errors import RegressionInputError
 from harness.regression._files import RunData, environment, read_run, write_baseline
-from harness.regression._compare import scenario_differences
 from harness.regression._ratios import METRIC_KEY, describe_key, repetition_ratios, require_repetitions
 from harness.regression._stats import MIN_REPETITIONS
 
