@@ -7,6 +7,8 @@ send path does extra work per message (a test-only driver) fails, naming the sys
 from __future__ import annotations
 
 import os
+import re
+import shlex
 from pathlib import Path
 
 import pytest
@@ -35,6 +37,14 @@ def run(tmp_path: Path, system: str) -> Path:
     return out.run_dir
 
 
+def ci_thresholds() -> list[str]:
+    """The wider thresholds our own CI passes to `mqbench regress` (the Makefile's REGRESS_THRESHOLDS)."""
+    makefile = (Path(__file__).resolve().parents[2] / "Makefile").read_text(encoding="utf-8")
+    found = re.search(r"^REGRESS_THRESHOLDS \?= (.+)$", makefile, re.MULTILINE)
+    assert found, "REGRESS_THRESHOLDS not found in the Makefile"
+    return shlex.split(found.group(1))
+
+
 def test_regress_catches_a_slowdown_of_mqcore(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     register("mqcore-delayed", "tests.harness.fake_drivers:DelayedMqcoreDriver")
     try:
@@ -49,7 +59,14 @@ def test_regress_catches_a_slowdown_of_mqcore(tmp_path: Path, capsys: pytest.Cap
                      "--baseline-system", "mqcore-delayed=mqcore"])
         captured = capsys.readouterr()
         text = captured.out + captured.err
+        # ... and also with the wider margins `make regress` uses in our CI.
+        ci_code = main(["regress", str(slow), "--baseline", str(tmp_path / "baseline"),
+                        "--baseline-system", "mqcore-delayed=mqcore", *ci_thresholds()])
+        captured = capsys.readouterr()
+        ci_text = captured.out + captured.err
     finally:
         SYSTEMS.pop("mqcore-delayed", None)
     assert code == 1, text
     assert "mqcore-delayed" in text and "REGRESSION" in text
+    assert ci_code == 1, ci_text
+    assert "mqcore-delayed" in ci_text and "threshold 25%" in ci_text
