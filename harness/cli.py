@@ -257,6 +257,9 @@ def _sigterm_as_interrupt(signum: int, frame: Any) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
+    # Python leaves SIGINT ignored when it was ignored at exec (a job started with `&` by a non-interactive
+    # shell, some CI runners); Ctrl-C or `kill -INT` must still stop a run cleanly, so install it always.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     # Logs and pipes get a wide table instead of rich's 80-column default.
     console = Console(width=None if sys.stdout.isatty() else 160)
     args = build_parser().parse_args(argv)

@@ -124,9 +124,12 @@ def test_ctrl_c_stops_workers_and_marks_incomplete(tmp_path: Path) -> None:
     scenario = tmp_path / "long.yaml"
     scenario.write_text("name: long\npattern: queue\nmessage_sizes: [100]\nduration: 60s\nrate: 2000\n"
                         "systems: [zmq]\n")
+    # Started with SIGINT ignored, as a non-interactive shell starts a job with `&` (and as some CI runners
+    # start tests): the CLI must still stop on SIGINT.
     proc = subprocess.Popen(
         [sys.executable, "-m", "harness.cli", "compare", str(scenario), "--out", str(tmp_path / "res")],
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
     )
     try:
         deadline = time.monotonic() + 60
