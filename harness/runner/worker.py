@@ -3,8 +3,8 @@
 Each worker owns its clock stamps (``time.monotonic_ns``, shared by all processes of one host) and keeps
 them in preallocated buffers (``array('q')``, or a list of ints in the hottest loops, converted at the end);
 recording costs a few attribute-free operations per message so that it limits what is measured as little as
-Python allows (``mqbench calibrate`` measures how little). At the end a worker saves its arrays to ``<out>.npz`` (temp name + rename)
-and reports on the status queue. SIGINT is ignored here: the parent handles Ctrl-C and stops workers.
+Python allows (``mqbench calibrate`` measures how little). At the end a worker saves its arrays to
+``<out>.npz`` (temp name + rename) and reports on the status queue. SIGINT is ignored here: the parent handles Ctrl-C and stops workers.
 
 Protocol with the parent (all objects from one multiprocessing context):
   status.put(("ready", name)) -> parent sets ``start`` once every worker is ready and writes the common
