@@ -140,8 +140,9 @@ def run(args: argparse.Namespace, screen: Console | None = None) -> int:
     out = Path(args.out)
     try:
         runs = [read_run(Path(d)) for d in args.run_dirs]
-        for one in runs:
-            prepare(one, args.reference)  # each run must be usable on its own
+        if len(runs) > 1:
+            for one in runs:  # each pooled run must be usable on its own (complete, enough repetitions)
+                prepare(one, args.reference)
         run_data = pool(runs)
         ratios = prepare(run_data, args.reference)
         created = datetime.now(UTC).isoformat(timespec="seconds")

@@ -378,10 +378,11 @@ def _consumer(spec: WorkerSpec, driver: Any, status: Any, start: Any, stop: Any,
             if pull is not None:
                 recv, timed_out = pull
                 _receive_loop(recv, timed_out, stop, progress, spec.slot, t_recv, headers, foreign)
-            poll = consumer.poll
-            while not stop.is_set():
-                poll(0.05)
-                progress[spec.slot] = len(t_recv)
+            else:
+                poll = consumer.poll
+                while not stop.is_set():
+                    poll(0.05)
+                    progress[spec.slot] = len(t_recv)
     except Interrupted:
         pass
     consumer.close()
