@@ -40,7 +40,7 @@ def _as_bytes(data: Any) -> bytes:
     t = type(data)
     if t is bytes:
         return data  # type: ignore[no-any-return]
-    if t is bytearray:
+    if t is bytearray or t is memoryview:
         return bytes(data)
     if t is Frame:
         return data.bytes  # type: ignore[no-any-return]

@@ -81,6 +81,10 @@ class Producer(ABC):
     #: True when ``send`` returns only after the system acknowledged the message (confirms, acks=all with a
     #: synchronous wait); the runner then records ``t_ack`` when ``send`` returns.
     acks_synchronously: bool = False
+    #: True when ``send`` accepts any buffer (e.g. a memoryview slice) and has copied it by the time it
+    #: returns. The runner may then send full-speed runs from one reused block of messages
+    #: (``harness.runner.worker._blast_block``) instead of rewriting a single ``bytearray``.
+    copies_buffers: bool = False
 
     @abstractmethod
     def send(self, payload: bytearray) -> None:

@@ -199,6 +199,7 @@ class ZmqDriver(Driver):
 
 
 class _ZmqProducer(Producer):
+    copies_buffers = True  # pyzmq copies a buffer into a zmq message (copy=True); mqcore's send copies too
     def __init__(self, sock: Any, driver: ZmqDriver) -> None:
         self._sock = sock
         self._driver = driver

@@ -1,0 +1,160 @@
+"""The workers' hot loops, in process: what the block sender puts on the wire and in its record, and what
+the batched receiver records, including the edges (deadline, interruption, stop, odd sizes, foreign
+messages)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+import pytest
+
+from harness.runner.worker import (
+    _BLOCK_MAX_SIZE,
+    _NEVER,
+    HEADER,
+    Interrupted,
+    _blast_block,
+    _leading_stamps,
+    _record_batch,
+    _SendRecord,
+)
+
+
+class _Flag:
+    def __init__(self, value: bool = False) -> None:
+        self.value = value
+
+    def is_set(self) -> bool:
+        return self.value
+
+
+class _Wire:
+    """A send that copies what it is handed, like pyzmq with copy=True."""
+
+    def __init__(self, fail_at: int | None = None, exc: type[BaseException] = Interrupted) -> None:
+        self.sent: list[bytes] = []
+        self.fail_at = fail_at
+        self.exc = exc
+
+    def __call__(self, msg: Any) -> None:
+        if self.fail_at is not None and len(self.sent) == self.fail_at:
+            raise self.exc
+        self.sent.append(bytes(msg))
+
+
+def _blast(total: int, size: int, *, deadline: int = _NEVER, wire: _Wire | None = None, stop: bool = False,
+           capacity: int = 16) -> tuple[int, str, _Wire, _SendRecord, list[int]]:
+    wire = wire or _Wire()
+    payload = bytearray(range(256)) * (size // 256 + 1)
+    record = _SendRecord(np.zeros(capacity, np.int64))
+    progress = [0]
+    n, error = _blast_block(total, deadline, wire, bytearray(payload[:size]), 7, record, progress, 0, _Flag(stop))
+    return n, error, wire, record, progress
+
+
+@pytest.mark.parametrize("size", [HEADER.size, 100, 1000, _BLOCK_MAX_SIZE])
+@pytest.mark.parametrize("total", [1, 1023, 1024, 2500])
+def test_block_sender_puts_header_and_record_in_step(size: int, total: int) -> None:
+    before = time.monotonic_ns()
+    n, error, wire, record, progress = _blast(total, size)
+    after = time.monotonic_ns()
+    assert (n, error, progress[0]) == (total, "", total)
+    assert len(wire.sent) == total
+    assert all(len(m) == size for m in wire.sent)
+    headers = [HEADER.unpack_from(m) for m in wire.sent]
+    assert [h[0] for h in headers] == [7] * total
+    assert [h[1] for h in headers] == list(range(total))
+    stamps = record.stamps[:n]
+    assert [h[2] for h in headers] == stamps.tolist()  # the stamp on the wire is the one recorded
+    assert stamps[0] >= before and stamps[-1] <= after and bool(np.all(np.diff(stamps) >= 0))
+    assert _leading_stamps(record.stamps) == total  # nothing recorded beyond what was sent
+    payload = bytearray(range(256)) * (size // 256 + 1)
+    assert all(m[HEADER.size:] == payload[HEADER.size:size] for m in wire.sent)  # the payload is kept
+
+
+def test_block_sender_stops_at_the_deadline_with_an_exact_record() -> None:
+    class Slow(_Wire):
+        def __call__(self, msg: Any) -> None:
+            super().__call__(msg)
+            time.sleep(0.0002)
+
+    deadline = time.monotonic_ns() + 100_000_000
+    n, error, wire, record, _ = _blast(10**6, 100, deadline=deadline, wire=Slow())
+    assert error == "" and 0 < n < 10**6
+    assert len(wire.sent) == n
+    assert record.stamps[n - 1] < deadline
+    assert [HEADER.unpack_from(m)[2] for m in wire.sent] == record.stamps[:n].tolist()
+    assert _leading_stamps(record.stamps) == n
+
+
+def test_block_sender_keeps_the_stamps_of_a_batch_it_was_interrupted_in() -> None:
+    with pytest.raises(Interrupted):
+        _blast(5000, 100, wire=_Wire(fail_at=1500))
+    # the record of the batch cut short survives the interruption: 1500 sent, the 1501st was being sent
+    wire = _Wire(fail_at=1500)
+    record = _SendRecord(np.zeros(16, np.int64))
+    with pytest.raises(Interrupted):
+        _blast_block(5000, _NEVER, wire, bytearray(100), 1, record, [0], 0, _Flag())
+    assert _leading_stamps(record.stamps) == 1501
+    assert [HEADER.unpack_from(m)[2] for m in wire.sent] == record.stamps[:1500].tolist()
+
+
+def test_block_sender_ends_after_the_batch_when_told_to_stop() -> None:
+    n, error, wire, _, _ = _blast(5000, 100, stop=True)
+    assert n == len(wire.sent) == 1024
+    assert error == "stopped by the runner before all messages were sent"
+
+
+def test_block_sender_passes_driver_errors_on_with_the_record_kept() -> None:
+    class Boom(Exception):
+        pass
+
+    record = _SendRecord(np.zeros(4, np.int64))
+    wire = _Wire(fail_at=10, exc=Boom)
+    with pytest.raises(Boom):
+        _blast_block(100, _NEVER, wire, bytearray(100), 1, record, [0], 0, _Flag())
+    assert len(wire.sent) == 10 and _leading_stamps(record.stamps) == 11
+
+
+def _header(pid: int, seq: int, size: int) -> bytes:
+    return HEADER.pack(pid, seq, 0)[:6] + bytes(size - 6)
+
+
+def test_receiver_batch_of_run_sized_messages() -> None:
+    batch = [_header(3, i, 100) for i in range(50)]
+    stamps = list(range(1000, 1050))
+    t_recv: list[int] = []
+    headers = bytearray()
+    foreign = [0]
+    _record_batch(batch, stamps, 100, t_recv, headers, foreign)
+    assert t_recv == stamps and foreign == [0]
+    assert bytes(headers) == b"".join(m[:6] for m in batch)
+
+
+def test_receiver_batch_with_foreign_and_odd_sized_messages() -> None:
+    batch = [_header(1, 0, 100), b"xy", _header(1, 1, 40), b"", _header(1, 2, 100)]
+    t_recv: list[int] = []
+    headers = bytearray()
+    foreign = [0]
+    _record_batch(batch, [10, 11, 12, 13, 14], 100, t_recv, headers, foreign)
+    assert t_recv == [10, 12, 14] and foreign == [2]
+    assert bytes(headers) == _header(1, 0, 100)[:6] + _header(1, 1, 40)[:6] + _header(1, 2, 100)[:6]
+
+
+def test_receiver_batch_drops_a_message_received_but_not_stamped() -> None:
+    batch = [_header(2, i, 20) for i in range(3)]
+    t_recv: list[int] = []
+    headers = bytearray()
+    _record_batch(batch, [5, 6], 20, t_recv, headers, [0])
+    assert t_recv == [5, 6] and bytes(headers) == b"".join(m[:6] for m in batch[:2])
+
+
+def test_receiver_batch_of_large_messages_is_recorded_one_by_one() -> None:
+    size = _BLOCK_MAX_SIZE * 2
+    batch = [_header(4, i, size) for i in range(3)]
+    t_recv: list[int] = []
+    headers = bytearray()
+    _record_batch(batch, [1, 2, 3], size, t_recv, headers, [0])
+    assert t_recv == [1, 2, 3] and bytes(headers) == b"".join(m[:6] for m in batch)
