@@ -191,6 +191,8 @@ def cmd_report(args: argparse.Namespace, console: Console) -> int:
 def cmd_calibrate(args: argparse.Namespace, console: Console) -> int:
     from harness.runner.calibrate import calibrate
 
+    if args.size < 1 or args.messages < 2 or args.repetitions < 1:
+        return _err(console, "calibrate needs --size >= 1, --messages >= 2 and --repetitions >= 1")
     try:
         return calibrate(args.size, args.messages, args.repetitions, Path(args.out) if args.out else None, console)
     except KeyboardInterrupt:
@@ -224,8 +226,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("calibrate", help="harness vs a bare pyzmq loop: is the harness what limits the numbers?")
     p.add_argument("--size", type=int, default=100)
     p.add_argument("--messages", type=int, default=300_000)
-    p.add_argument("--repetitions", type=int, default=3)
-    p.add_argument("--out", help="keep the harness's run folders here (default: a temporary folder)")
+    p.add_argument("--repetitions", type=int, default=9, help="bare/harness pairs (default 9)")
+    p.add_argument("--out", help="keep calibrate.csv and the harness's run folders here (default: not kept)")
     p.set_defaults(func=cmd_calibrate)
 
     p = sub.add_parser("report", help="summarise runs (PySpark or pandas) and write the HTML/Markdown report")

@@ -3,13 +3,22 @@
 Measures pyzmq PUSH/PULL receiver throughput over tcp loopback two ways, alternating, in one run: a bare
 send/recv loop between two processes with no recording at all, and the harness's own `zmq` queue case
 (header, stamps, records). The ratio harness / bare says how much the harness itself costs.
+
+Each repetition is a pair (bare loop, then harness case) measured back to back, so the ratio of a pair
+compares two runs under the same machine conditions; the summary is the median of those paired ratios
+with its interquartile range, next to the ratio of the two medians. On a virtual machine the CPU time the
+host took away from this one (steal, from /proc/stat) is shown per repetition: it is one source of the
+spread between repetitions.
 """
 
 from __future__ import annotations
 
+import csv
 import multiprocessing as mp
+import os
 import statistics
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from rich.console import Console
@@ -61,9 +70,54 @@ def bare_receiver_throughput(n: int, size: int) -> float:
     return (n - 1) / ((last - first) / 1e9)
 
 
+def steal_ms() -> float | None:
+    """CPU time the hypervisor has taken from this machine since boot, all CPUs, in ms (None off Linux)."""
+    try:
+        with open("/proc/stat") as f:
+            fields = f.readline().split()
+        return int(fields[8]) * 1000 / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+@dataclass
+class Calibration:
+    """Paired measurements: ``bare[i]`` and ``harness[i]`` (msgs/s) were taken back to back."""
+
+    bare: list[float] = field(default_factory=list)
+    harness: list[float] = field(default_factory=list)
+    steal: list[float | None] = field(default_factory=list)  # ms taken by the host during repetition i
+
+    def ratios(self) -> list[float]:
+        return [h / b for b, h in zip(self.bare, self.harness, strict=True)]
+
+    def median_ratio(self) -> float:
+        return statistics.median(self.ratios())
+
+    def quartiles(self) -> tuple[float, float]:
+        """Interquartile range of the paired ratios (the ratio itself when there is one pair)."""
+        r = self.ratios()
+        if len(r) < 2:
+            return r[0], r[0]
+        q = statistics.quantiles(r, n=4, method="inclusive")
+        return q[0], q[2]
+
+    def ratio_of_medians(self) -> float:
+        return statistics.median(self.harness) / statistics.median(self.bare)
+
+    def write_csv(self, path: Path) -> None:
+        tmp = path.with_name(path.name + ".tmp")
+        with open(tmp, "w", newline="") as f:
+            w = csv.writer(f)
+            w.writerow(["repetition", "bare_msgs_per_s", "harness_msgs_per_s", "harness_over_bare", "steal_ms"])
+            for i, (b, h, s) in enumerate(zip(self.bare, self.harness, self.steal, strict=True)):
+                w.writerow([i + 1, f"{b:.0f}", f"{h:.0f}", f"{h / b:.4f}", "" if s is None else f"{s:.0f}"])
+        os.replace(tmp, path)
+
+
 def calibrate(size: int, messages: int, repetitions: int, out: Path | None, console: Console) -> int:
-    """Alternate bare loop and harness ``repetitions`` times; harness run folders go to ``out`` if given,
-    else to a temporary folder that is removed afterwards."""
+    """Alternate bare loop and harness ``repetitions`` times; harness run folders and ``calibrate.csv`` go
+    to ``out`` if given, else to a temporary folder that is removed afterwards."""
     import tempfile
 
     if out is None:
@@ -83,22 +137,39 @@ def calibrate(size: int, messages: int, repetitions: int, out: Path | None, cons
         },
         "<calibrate>",
     )
-    bare: list[float] = []
-    harness: list[float] = []
+    result = Calibration()
     for rep in range(repetitions):
+        before = steal_ms()
         console.print(f"repetition {rep + 1}/{repetitions}: bare loop…")
-        bare.append(bare_receiver_throughput(messages, size))
+        bare = bare_receiver_throughput(messages, size)
         console.print(f"repetition {rep + 1}/{repetitions}: harness…")
         outcome = compare([scenario], out_root=out, console=console, label="calibrate", write_report=False)
-        harness.append(float(outcome.summary["receiver_msgs_per_s"].iloc[0]))
+        after = steal_ms()
+        result.bare.append(bare)
+        result.harness.append(float(outcome.summary["receiver_msgs_per_s"].iloc[0]))
+        result.steal.append(None if before is None or after is None else after - before)
+    out.mkdir(parents=True, exist_ok=True)
+    result.write_csv(out / "calibrate.csv")
+    console.print(render(result, size, messages))
+    low, high = result.quartiles()
+    console.print(
+        f"harness / bare: median of the {repetitions} paired ratios [bold]{result.median_ratio():.2f}[/] "
+        f"(interquartile {low:.2f}–{high:.2f}); ratio of the medians {result.ratio_of_medians():.2f}"
+    )
+    return 0
+
+
+def render(result: Calibration, size: int, messages: int) -> Table:
     table = Table(title=f"pyzmq PUSH/PULL receiver throughput, {size} B, tcp loopback, {messages} messages")
     table.add_column("repetition")
     table.add_column("bare loop msg/s", justify="right")
     table.add_column("harness msg/s", justify="right")
     table.add_column("harness / bare", justify="right")
-    for i, (b, h) in enumerate(zip(bare, harness, strict=True)):
-        table.add_row(str(i + 1), f"{b:,.0f}", f"{h:,.0f}", f"{h / b:.2f}")
-    mb, mh = statistics.median(bare), statistics.median(harness)
-    table.add_row("median", f"{mb:,.0f}", f"{mh:,.0f}", f"{mh / mb:.2f}")
-    console.print(table)
-    return 0
+    table.add_column("host steal ms", justify="right")
+    for i, (b, h, s) in enumerate(zip(result.bare, result.harness, result.steal, strict=True)):
+        table.add_row(str(i + 1), f"{b:,.0f}", f"{h:,.0f}", f"{h / b:.2f}", "" if s is None else f"{s:.0f}")
+    table.add_row(
+        "median", f"{statistics.median(result.bare):,.0f}", f"{statistics.median(result.harness):,.0f}",
+        f"{result.median_ratio():.2f}", "",
+    )
+    return table

@@ -1,0 +1,64 @@
+"""`mqbench calibrate`: the paired statistics on known numbers, and a short real run through the CLI."""
+
+from __future__ import annotations
+
+import csv
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness.runner.calibrate import Calibration, steal_ms
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_paired_ratios_and_their_summary() -> None:
+    c = Calibration(bare=[100.0, 200.0, 400.0, 100.0, 50.0], harness=[90.0, 100.0, 400.0, 70.0, 60.0],
+                    steal=[0.0, 10.0, None, 0.0, 0.0])
+    assert c.ratios() == pytest.approx([0.9, 0.5, 1.0, 0.7, 1.2])
+    assert c.median_ratio() == pytest.approx(0.9)
+    assert c.quartiles() == pytest.approx((0.7, 1.0))
+    assert c.ratio_of_medians() == pytest.approx(90.0 / 100.0)
+    one = Calibration(bare=[10.0], harness=[8.0], steal=[None])
+    assert one.quartiles() == pytest.approx((0.8, 0.8))
+
+
+def test_csv_keeps_every_pair(tmp_path: Path) -> None:
+    c = Calibration(bare=[1000.0, 2000.0], harness=[900.0, 1000.0], steal=[3.0, None])
+    c.write_csv(tmp_path / "calibrate.csv")
+    rows = list(csv.DictReader(open(tmp_path / "calibrate.csv")))
+    assert [(r["bare_msgs_per_s"], r["harness_msgs_per_s"], r["harness_over_bare"], r["steal_ms"]) for r in rows] == [
+        ("1000", "900", "0.9000", "3"), ("2000", "1000", "0.5000", "")]
+
+
+def test_steal_is_a_counter_on_linux() -> None:
+    first = steal_ms()
+    if sys.platform.startswith("linux"):
+        assert first is not None and first >= 0
+        second = steal_ms()
+        assert second is not None and second >= first
+
+
+def test_calibrate_cli_runs_pairs_and_writes_them(tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "harness.cli", "calibrate", "--messages", "20000", "--repetitions", "2", "--out", str(tmp_path)],
+        capture_output=True, text=True, timeout=240, cwd=ROOT,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "median of the 2 paired ratios" in proc.stdout
+    rows = list(csv.DictReader(open(tmp_path / "calibrate.csv")))
+    assert len(rows) == 2
+    for r in rows:
+        assert float(r["bare_msgs_per_s"]) > 0 and float(r["harness_msgs_per_s"]) > 0
+        assert float(r["harness_over_bare"]) == pytest.approx(
+            float(r["harness_msgs_per_s"]) / float(r["bare_msgs_per_s"]), rel=1e-3)
+    assert len([p for p in tmp_path.iterdir() if p.is_dir()]) == 2  # one harness run folder per pair
+
+
+def test_calibrate_rejects_impossible_arguments_in_one_line() -> None:
+    proc = subprocess.run([sys.executable, "-m", "harness.cli", "calibrate", "--messages", "1"], capture_output=True, text=True,
+                          timeout=60, cwd=ROOT)
+    assert proc.returncode == 2
+    assert proc.stdout.strip().count("\n") == 0 and "--messages >= 2" in proc.stdout
