@@ -274,8 +274,8 @@ def _recorder(
         def on_slow_message(payload: bytes) -> None:
             t = time.monotonic_ns()
             if len(payload) >= size:
-                t_recv.append(t)
                 headers.extend(payload[:size])
+                t_recv.append(t)
                 if report is not None and not len(t_recv) & 63:
                     report(len(t_recv))
             else:
@@ -290,8 +290,8 @@ def _recorder(
     ) -> None:
         t = mono()
         if len(payload) >= size:
+            keep(payload[:size])  # header before stamp, as in _record_batch
             stamp(t)
-            keep(payload[:size])
         else:
             foreign[0] += 1
 
@@ -472,8 +472,8 @@ def _record_batch(
         return
     for payload, t in zip(batch, stamps, strict=True):
         if len(payload) >= hsize:
-            t_recv.append(t)
-            headers += payload[:hsize]
+            headers += payload[:hsize]  # headers first: an interruption between the two leaves a spare header,
+            t_recv.append(t)  # which the consumer ignores, never a stamp without one
         else:
             foreign[0] += 1
 
