@@ -435,22 +435,25 @@ def _receive_loop(
     t_recv: list[int], headers: bytearray, foreign: list[int], size: int,
 ) -> None:
     """The consumer's loop for pull-style drivers (``Consumer.receiver``): what ``_recorder``'s callback
-    does, in batches. Per message only the receive, the clock read and two list appends; the headers of a
-    batch are cut out by ``_record_batch`` at once. A batch ends after ``k`` messages or a receive timeout."""
+    does, in batches. Per message only the receive, the clock read and two stores into lists reused from
+    batch to batch; the headers of a batch are cut out by ``_record_batch`` at once. A batch ends after
+    ``k`` messages or a receive timeout. Interrupted by the runner, the batch is recorded up to the message
+    being received (one that was received and stamped just before the interruption may be left out)."""
     k = max(1, min(1024, _BLOCK_BYTES // max(size, 1)))
     mono = time.monotonic_ns
+    batch: list[Any] = [None] * k
+    stamps = [0] * k
     while not stop.is_set():
-        batch: list[bytes] = []
-        stamps: list[int] = []
-        keep, stamp = batch.append, stamps.append
+        n = 0
         try:
-            for _ in range(k):
-                keep(recv())
-                stamp(mono())
+            for n in range(k):  # n: messages of this batch so far, also when a receive times out
+                batch[n] = recv()
+                stamps[n] = mono()
+            n = k
         except timed_out:
             pass
-        finally:  # also when interrupted: what was received and stamped is recorded
-            _record_batch(batch, stamps, size, t_recv, headers, foreign)
+        finally:
+            _record_batch(batch[:n], stamps[:n], size, t_recv, headers, foreign)
         progress[slot] = len(t_recv)
 
 

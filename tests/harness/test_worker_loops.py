@@ -158,3 +158,58 @@ def test_receiver_batch_of_large_messages_is_recorded_one_by_one() -> None:
     headers = bytearray()
     _record_batch(batch, [1, 2, 3], size, t_recv, headers, [0])
     assert t_recv == [1, 2, 3] and bytes(headers) == b"".join(m[:6] for m in batch)
+
+
+class _Timeout(Exception):
+    pass
+
+
+def test_receive_loop_records_every_message_across_batches_and_timeouts() -> None:
+    """3000 messages arrive in bursts separated by receive timeouts; the loop ends when told to stop."""
+    from harness.runner.worker import _receive_loop
+
+    bursts = [1500, 1, 0, 1499]  # first burst spans a batch boundary at 100 B (1024 per batch)
+    queue: list[bytes | None] = []
+    seq = 0
+    for b in bursts:
+        for _ in range(b):
+            queue.append(_header(9, seq, 100))
+            seq += 1
+        queue.append(None)  # a timeout
+    stop = _Flag()
+
+    def recv() -> bytes:
+        if not queue:
+            stop.value = True
+            raise _Timeout
+        item = queue.pop(0)
+        if item is None:
+            raise _Timeout
+        return item
+
+    t_recv: list[int] = []
+    headers = bytearray()
+    foreign = [0]
+    progress = [0]
+    _receive_loop(recv, _Timeout, stop, progress, 0, t_recv, headers, foreign, 100)
+    assert len(t_recv) == 3000 and progress[0] == 3000 and foreign == [0]
+    assert bytes(headers) == b"".join(_header(9, i, 100)[:6] for i in range(3000))
+    assert all(a <= b for a, b in zip(t_recv, t_recv[1:], strict=False))
+
+
+def test_receive_loop_keeps_the_batch_it_was_interrupted_in() -> None:
+    from harness.runner.worker import _receive_loop
+
+    sent = [0]
+
+    def recv() -> bytes:
+        if sent[0] == 700:
+            raise Interrupted
+        sent[0] += 1
+        return _header(1, sent[0] - 1, 50)
+
+    t_recv: list[int] = []
+    headers = bytearray()
+    with pytest.raises(Interrupted):
+        _receive_loop(recv, _Timeout, _Flag(), [0], 0, t_recv, headers, [0], 50)
+    assert len(t_recv) == 700 and bytes(headers) == b"".join(_header(1, i, 50)[:6] for i in range(700))
