@@ -4,8 +4,8 @@ Measures pyzmq PUSH/PULL receiver throughput over tcp loopback two ways, alterna
 send/recv loop between two processes with no recording at all, and the harness's own `zmq` queue case
 (header, stamps, records). The ratio harness / bare says how much the harness itself costs.
 
-Each repetition is a pair (bare loop, then harness case) measured back to back, so the ratio of a pair
-compares two runs under the same machine conditions; the summary is the median of those paired ratios
+Each repetition is a pair (bare loop and harness case, in alternating order) measured back to back, so
+the ratio of a pair compares two runs under the same machine conditions; the summary is the median of those paired ratios
 with its interquartile range, next to the ratio of the two medians. On a virtual machine the CPU time the
 host took away from this one (steal, from /proc/stat) is shown per repetition: it is one source of the
 spread between repetitions.
@@ -137,16 +137,27 @@ def calibrate(size: int, messages: int, repetitions: int, out: Path | None, cons
         },
         "<calibrate>",
     )
+    def run_bare() -> float:
+        console.print(f"repetition {rep + 1}/{repetitions}: bare loop…")
+        return bare_receiver_throughput(messages, size)
+
+    def run_harness() -> float:
+        console.print(f"repetition {rep + 1}/{repetitions}: harness…")
+        outcome = compare([scenario], out_root=out, console=console, label="calibrate", write_report=False)
+        return float(outcome.summary["receiver_msgs_per_s"].iloc[0])
+
     result = Calibration()
     for rep in range(repetitions):
         before = steal_ms()
-        console.print(f"repetition {rep + 1}/{repetitions}: bare loop…")
-        bare = bare_receiver_throughput(messages, size)
-        console.print(f"repetition {rep + 1}/{repetitions}: harness…")
-        outcome = compare([scenario], out_root=out, console=console, label="calibrate", write_report=False)
+        if rep % 2 == 0:  # the order alternates, so that neither side always runs first
+            bare = run_bare()
+            harness = run_harness()
+        else:
+            harness = run_harness()
+            bare = run_bare()
         after = steal_ms()
         result.bare.append(bare)
-        result.harness.append(float(outcome.summary["receiver_msgs_per_s"].iloc[0]))
+        result.harness.append(harness)
         result.steal.append(None if before is None or after is None else after - before)
     out.mkdir(parents=True, exist_ok=True)
     result.write_csv(out / "calibrate.csv")
