@@ -189,12 +189,15 @@ def cmd_report(args: argparse.Namespace, console: Console) -> int:
 
 
 def cmd_calibrate(args: argparse.Namespace, console: Console) -> int:
-    from harness.runner.calibrate import calibrate
+    from harness.runner.calibrate import CalibrationError, calibrate
 
     if args.size < 1 or args.messages < 2 or args.repetitions < 1:
         return _err(console, "calibrate needs --size >= 1, --messages >= 2 and --repetitions >= 1")
     try:
         return calibrate(args.size, args.messages, args.repetitions, Path(args.out) if args.out else None, console)
+    except CalibrationError as exc:
+        console.print(f"[bold red]mqbench:[/] {exc}", highlight=False, soft_wrap=True)
+        return 1
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
 

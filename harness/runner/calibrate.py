@@ -30,6 +30,10 @@ from harness.scenario import parse_scenario
 _CTX = mp.get_context("forkserver")
 
 
+class CalibrationError(Exception):
+    """A repetition could not be measured; the message says which and why."""
+
+
 def _bare_sender(endpoint: str, n: int, size: int) -> None:
     import zmq
 
@@ -137,24 +141,28 @@ def calibrate(size: int, messages: int, repetitions: int, out: Path | None, cons
         },
         "<calibrate>",
     )
-    def run_bare() -> float:
+
+    def run_bare(rep: int) -> float:
         console.print(f"repetition {rep + 1}/{repetitions}: bare loop…")
         return bare_receiver_throughput(messages, size)
 
-    def run_harness() -> float:
+    def run_harness(rep: int) -> float:
         console.print(f"repetition {rep + 1}/{repetitions}: harness…")
         outcome = compare([scenario], out_root=out, console=console, label="calibrate", write_report=False)
+        if not outcome.complete or outcome.summary.empty:
+            problems = "; ".join(outcome.problems) or "no summary"
+            raise CalibrationError(f"the harness run of repetition {rep + 1} did not complete: {problems}")
         return float(outcome.summary["receiver_msgs_per_s"].iloc[0])
 
     result = Calibration()
     for rep in range(repetitions):
         before = steal_ms()
         if rep % 2 == 0:  # the order alternates, so that neither side always runs first
-            bare = run_bare()
-            harness = run_harness()
+            bare = run_bare(rep)
+            harness = run_harness(rep)
         else:
-            harness = run_harness()
-            bare = run_bare()
+            harness = run_harness(rep)
+            bare = run_bare(rep)
         after = steal_ms()
         result.bare.append(bare)
         result.harness.append(harness)

@@ -62,3 +62,20 @@ def test_calibrate_rejects_impossible_arguments_in_one_line() -> None:
                           timeout=60, cwd=ROOT)
     assert proc.returncode == 2
     assert proc.stdout.strip().count("\n") == 0 and "--messages >= 2" in proc.stdout
+
+
+def test_an_incomplete_harness_run_stops_calibration_with_its_reason(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+
+    import pandas as pd
+    from rich.console import Console
+
+    import harness.runner.calibrate as cal
+    import harness.runner.compare as cmp
+
+    monkeypatch.setattr(cal, "bare_receiver_throughput", lambda n, size: 1000.0)
+    monkeypatch.setattr(cmp, "compare", lambda *a, **k: cmp.CompareOutcome(
+        run_dir=tmp_path, complete=False, summary=pd.DataFrame(), problems=["stalled: no message moved for 30 s"]))
+    with pytest.raises(cal.CalibrationError, match="repetition 1 did not complete: stalled: no message moved"):
+        cal.calibrate(100, 1000, 2, tmp_path, Console(file=open(os.devnull, "w")))  # noqa: SIM115
