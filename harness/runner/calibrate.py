@@ -57,6 +57,7 @@ def bare_receiver_throughput(n: int, size: int) -> float:
     r.bind(endpoint)
     p = _CTX.Process(target=_bare_sender, args=(endpoint, n, size), daemon=True)
     p.start()
+    done = False
     try:
         r.setsockopt(zmq.RCVTIMEO, 30_000)
         recv = r.recv
@@ -65,10 +66,16 @@ def bare_receiver_throughput(n: int, size: int) -> float:
         for _ in range(n - 1):
             recv()
         last = time.monotonic_ns()
+        done = True
+    except zmq.Again:
+        raise CalibrationError("the bare loop's receiver got nothing for 30 s (its sender process "
+                               f"{'exited with code ' + str(p.exitcode) if p.exitcode is not None else 'is stuck'})"
+                               ) from None
     finally:
-        p.join(30)
+        p.join(30 if done else 0)  # interrupted or failed: the sender may be blocked at its HWM, stop it now
         if p.is_alive():
             p.kill()
+            p.join(5)
         r.close(linger=0)
         ctx.term()
     return (n - 1) / ((last - first) / 1e9)

@@ -79,3 +79,35 @@ def test_an_incomplete_harness_run_stops_calibration_with_its_reason(tmp_path: P
         run_dir=tmp_path, complete=False, summary=pd.DataFrame(), problems=["stalled: no message moved for 30 s"]))
     with pytest.raises(cal.CalibrationError, match="repetition 1 did not complete: stalled: no message moved"):
         cal.calibrate(100, 1000, 2, tmp_path, Console(file=open(os.devnull, "w")))  # noqa: SIM115
+
+
+def test_ctrl_c_during_the_bare_loop_stops_at_once_and_leaves_nothing_running(tmp_path: Path) -> None:
+    """The bare loop's sender blocks at its HWM once the receiver stops: Ctrl-C must not wait for it."""
+    import signal
+    import time
+
+    from tests.harness.test_runner_e2e import _descendants
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "harness.cli", "calibrate", "--messages", "50000000", "--repetitions", "1"],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        children: set[int] = set()
+        while time.monotonic() < deadline and len(children) < 2:  # forkserver + bare sender
+            time.sleep(0.3)
+            children = _descendants(proc.pid)
+        assert len(children) >= 2, "the bare loop never started"
+        time.sleep(1.0)
+        proc.send_signal(signal.SIGINT)
+        output, _ = proc.communicate(timeout=15)  # the sender is stopped, not joined for 30 s
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, output
+    assert "Traceback" not in output
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and any(Path(f"/proc/{p}").exists() for p in children):
+        time.sleep(0.2)
+    assert not [p for p in children if Path(f"/proc/{p}").exists()], "processes left running"
