@@ -20,6 +20,8 @@ from typing import Any
 from harness.drivers.base import BrokerEndpoint, Consumer, Driver, Pattern, Role, Topology
 
 HEADER = struct.Struct(">IQ")  # producer id, sequence number
+PROBE = 0xFFFFFFFF  # producer id of the probes sent before a pub/sub flow until every subscriber hears them
+SUBSCRIBE_TIMEOUT = 30.0  # seconds for every subscriber to hear a probe
 DEADLINE = 60.0  # seconds to wait for delivery before checking what arrived
 STALL = 5.0  # ... or until nothing arrived for this long
 try:  # the runner's pause between "every worker ready" and the start, for subscriptions to propagate
@@ -97,6 +99,7 @@ def run_flow(
     delivery = Delivery(sent=count, received=[[] for _ in range(consumers)])
     expected = count * consumers if pattern is Pattern.PUBSUB else count
     arrived = threading.Semaphore(0)
+    subscribed = [threading.Event() for _ in range(consumers)]
     started: list[Consumer] = []
     pollers: list[_Poller] = []
     try:
@@ -105,7 +108,12 @@ def run_flow(
             started.append(consumer)
             sink = delivery.received[c]
 
-            def on_message(payload: bytes, sink: list[tuple[int, int]] = sink) -> None:
+            def on_message(
+                payload: bytes, sink: list[tuple[int, int]] = sink, subscribed: threading.Event = subscribed[c]
+            ) -> None:
+                if len(payload) >= HEADER.size and HEADER.unpack_from(payload, 0)[0] == PROBE:
+                    subscribed.set()  # a probe: this subscriber hears the publisher
+                    return
                 sink.append(parse_payload(payload, size))
                 arrived.release()
 
@@ -116,6 +124,8 @@ def run_flow(
         producer = driver_cls(options, broker).create_producer(plan, Role(index=0, topic=0))
         try:
             time.sleep(SETTLE)  # as the runner does; brokerless PUB/SUB needs it, brokers do not
+            if pattern is Pattern.PUBSUB:
+                _await_subscribers(producer, size, subscribed)
             buf = bytearray(size)
             for seq in range(count):
                 fill_payload(buf, 0, seq)
@@ -143,6 +153,20 @@ def run_flow(
         if poller.error is not None:
             raise poller.error
     return delivery
+
+
+def _await_subscribers(producer: Any, size: int, subscribed: list[threading.Event]) -> None:
+    """Publish probes until every subscriber has heard one (a fixed pause is not enough on a loaded
+    machine: a subscriber that connected before the publisher bound may join late and miss the start)."""
+    probe = bytearray(size)
+    fill_payload(probe, PROBE, 0)
+    deadline = time.monotonic() + SUBSCRIBE_TIMEOUT
+    while not all(e.is_set() for e in subscribed):
+        if time.monotonic() > deadline:
+            late = [c for c, e in enumerate(subscribed) if not e.is_set()]
+            raise AssertionError(f"subscribers {late} heard no probe in {SUBSCRIBE_TIMEOUT:.0f} s")
+        producer.send(probe)
+        time.sleep(0.01)
 
 
 def run_reqrep(
