@@ -83,6 +83,7 @@ def test_an_incomplete_harness_run_stops_calibration_with_its_reason(tmp_path: P
 
 def test_ctrl_c_during_the_bare_loop_stops_at_once_and_leaves_nothing_running(tmp_path: Path) -> None:
     """The bare loop's sender blocks at its HWM once the receiver stops: Ctrl-C must not wait for it."""
+    import os
     import signal
     import time
 
@@ -103,8 +104,13 @@ def test_ctrl_c_during_the_bare_loop_stops_at_once_and_leaves_nothing_running(tm
         proc.send_signal(signal.SIGINT)
         output, _ = proc.communicate(timeout=15)  # the sender is stopped, not joined for 30 s
     finally:
-        if proc.poll() is None:
-            proc.kill()
+        if proc.poll() is None:  # the test failed: leave nothing behind either
+            for pid in [*_descendants(proc.pid), proc.pid]:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            proc.wait(10)
     assert proc.returncode == 130, output
     assert "Traceback" not in output
     deadline = time.monotonic() + 10
