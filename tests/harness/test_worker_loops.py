@@ -74,19 +74,26 @@ def test_block_sender_puts_header_and_record_in_step(size: int, total: int) -> N
     assert all(m[HEADER.size:] == payload[HEADER.size:size] for m in wire.sent)  # the payload is kept
 
 
-def test_block_sender_stops_at_the_deadline_with_an_exact_record() -> None:
-    class Slow(_Wire):
-        def __call__(self, msg: Any) -> None:
-            super().__call__(msg)
-            time.sleep(0.0002)
+def test_block_sender_stops_at_the_deadline_with_an_exact_record(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A clock that advances 1 us per read: the deadline falls inside the second batch, at message 1500."""
+    from harness.runner import worker
 
-    deadline = time.monotonic_ns() + 100_000_000
-    n, error, wire, record, _ = _blast(10**6, 100, deadline=deadline, wire=Slow())
-    assert error == "" and 0 < n < 10**6
-    assert len(wire.sent) == n
-    assert record.stamps[n - 1] < deadline
+    base = 10**12
+    reads = [0]
+
+    def clock() -> int:
+        reads[0] += 1
+        return base + 1000 * reads[0]
+
+    monkeypatch.setattr(worker.time, "monotonic_ns", clock)
+    deadline = base + 1000 * 1500 + 1  # message j is stamped base + 1000 * (j + 1): 0..1499 are before it
+    n, error, wire, record, progress = _blast(10**6, 100, deadline=deadline)
+    monkeypatch.undo()
+    assert (n, error, progress[0]) == (1500, "", 1500)
+    assert len(wire.sent) == 1500
+    assert record.stamps[:n].tolist() == [base + 1000 * (j + 1) for j in range(1500)]
     assert [HEADER.unpack_from(m)[2] for m in wire.sent] == record.stamps[:n].tolist()
-    assert _leading_stamps(record.stamps) == n
+    assert _leading_stamps(record.stamps) == 1500
 
 
 def test_block_sender_keeps_the_stamps_of_a_batch_it_was_interrupted_in() -> None:
