@@ -27,9 +27,9 @@ EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
 
 
-def _err(console: Console, message: str) -> int:
+def _err(console: Console, message: str, code: int = EXIT_USAGE) -> int:
     console.print(f"[bold red]mqbench:[/] {message}", highlight=False, soft_wrap=True)
-    return EXIT_USAGE
+    return code
 
 
 def _parse_brokers(items: Sequence[str]) -> dict[str, str]:
@@ -196,8 +196,7 @@ def cmd_calibrate(args: argparse.Namespace, console: Console) -> int:
     try:
         return calibrate(args.size, args.messages, args.repetitions, Path(args.out) if args.out else None, console)
     except CalibrationError as exc:
-        console.print(f"[bold red]mqbench:[/] {exc}", highlight=False, soft_wrap=True)
-        return 1
+        return _err(console, str(exc), code=1)
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
 

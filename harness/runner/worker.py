@@ -67,7 +67,7 @@ def _interrupt(signum: int, frame: Any) -> None:
     raise Interrupted
 
 
-def _leading_stamps(stamps: array) -> int:
+def _leading_stamps(stamps: array | np.ndarray) -> int:
     """How many stamps were written: they are positive and written in order into a zeroed buffer."""
     arr = np.frombuffer(stamps, dtype=np.int64)
     zero = np.flatnonzero(arr == 0)
@@ -305,9 +305,9 @@ def _blast(
     total: int, deadline: int, send: Callable[[bytearray], None], buf: bytearray, pid: int, t_send: list[int],
     progress: Any, slot: int, stop: Any,
 ) -> tuple[int, str]:
-    """The common case, as lean as Python allows: full speed, no acks, no schedule; a count, a deadline
-    (``_NEVER`` for none) or both. ``t_send`` is preallocated and grows between chunks of 1024, never
-    inside one.
+    """Full speed, no acks, no schedule, for drivers that need a ``bytearray`` and for messages over
+    ``_BLOCK_MAX_SIZE`` (``_blast_block`` serves the rest); a count, a deadline (``_NEVER`` for none) or
+    both. ``t_send`` is preallocated and grows between chunks of 1024, never inside one.
 
     The producer id is written once; per message the sequence number and the stamp go into the header
     through typed views of the buffer (two stores instead of a ``pack_into`` call) and the stamp into
