@@ -123,7 +123,7 @@ def run_flow(
             poller.start()
         producer = driver_cls(options, broker).create_producer(plan, Role(index=0, topic=0))
         try:
-            time.sleep(SETTLE)  # as the runner does; brokerless PUB/SUB needs it, brokers do not
+            time.sleep(SETTLE)  # as the runner does (for pub/sub the probes below decide when to start)
             if pattern is Pattern.PUBSUB:
                 _await_subscribers(producer, size, subscribed)
             buf = bytearray(size)
