@@ -13,8 +13,8 @@ LATEST_RUN = $$(ls -1dt results/*/manifest.json 2>/dev/null | head -1 | xargs -r
 
 .PHONY: compare test report regress baseline evaluate brokers lint
 
-# The virtual environment, rebuilt only when pyproject.toml changes.
-$(STAMP): pyproject.toml
+# The virtual environment, rebuilt only when pyproject.toml or the C loops change.
+$(STAMP): pyproject.toml setup.py harness/runner/_hotloop.c
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[dev]'

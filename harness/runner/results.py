@@ -25,6 +25,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from harness.metrics.records import RAW_SCHEMA, SUMMARY_COLUMNS
+from harness.runner.worker import HOT_LOOPS
 
 _SECRET = re.compile(r"(://[^:/@\s]+:)([^@\s]+)(@)")
 
@@ -68,7 +69,7 @@ def host_info() -> dict[str, Any]:
         "kernel": platform.release(),
         "os": platform.platform(),
         "python": sys.version.split()[0],
-        "clock": f"CLOCK_MONOTONIC via time.monotonic_ns ({clock.implementation})",
+        "clock": f"CLOCK_MONOTONIC via time.monotonic_ns ({clock.implementation}); clock_gettime in the C loops",
         "clock_resolution_ns": int(clock.resolution * 1e9) or 1,
         "clocksource": clocksource,
     }
@@ -105,7 +106,8 @@ class RunFolder:
             "systems": {},
             "host": host_info(),
             "git_revision": git_revision(Path(__file__).resolve().parent),
-            "tool": {"mqbench": _version("mqbench"), "numpy": _version("numpy"), "pyarrow": _version("pyarrow")},
+            "tool": {"mqbench": _version("mqbench"), "numpy": _version("numpy"), "pyarrow": _version("pyarrow"),
+                     "hot_loops": HOT_LOOPS},
             "problems": [],
             "cases": [],
         }

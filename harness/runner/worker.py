@@ -30,6 +30,25 @@ import numpy as np
 from harness.drivers import load_class
 from harness.drivers.base import BrokerEndpoint, DriverError, Role
 
+# The per-message loops in C (setup.py builds them where a compiler is available); MQBENCH_PYTHON_LOOPS=1
+# makes the runner use the Python loops anyway, to compare the two (docs/harness-cost.md).
+recv_stamped: Callable[..., int] | None = None
+send_stamped: Callable[..., int] | None = None
+if os.environ.get("MQBENCH_PYTHON_LOOPS", "") in ("", "0"):
+    try:
+        from harness.runner import _hotloop
+    except ImportError:  # pragma: no cover - the tests force the Python loops by patching these names
+        pass
+    else:
+        recv_stamped, send_stamped = _hotloop.recv_stamped, _hotloop.send_stamped
+
+#: Which per-message loops this process runs: recorded in every run's manifest.
+HOT_LOOPS = (
+    "C" if send_stamped is not None
+    else "Python (MQBENCH_PYTHON_LOOPS is set)" if os.environ.get("MQBENCH_PYTHON_LOOPS", "") not in ("", "0")
+    else "Python (harness/runner/_hotloop.c is not built)"
+)
+
 HEADER = struct.Struct("<HIq")  # producer id, sequence number, send stamp (ns)
 SHORT_HEADER = struct.Struct("<HI")  # for messages shorter than HEADER
 _HEADER_DTYPE = np.dtype([("producer", "<u2"), ("seq", "<u4")])
@@ -381,7 +400,9 @@ def _blast_block(
     marks a message not handed over (the deadline passed first), so the record is exact also when a batch
     ends early. When a send raises (the runner interrupting a blocked send, a driver error) the stamps of
     the batch so far are recorded before the exception goes on, the failed message's included: the caller
-    counts the record's leading stamps. Returns (messages sent, error)."""
+    counts the record's leading stamps. With the C extension built, ``send_stamped`` runs each batch (the
+    same steps, without the bytecode around them); the Python loops below are the fallback. Returns
+    (messages sent, error)."""
     size = len(payload)
     k = max(1, min(1024, _BLOCK_BYTES // size))
     block = bytearray(bytes(payload) * k)
@@ -393,7 +414,9 @@ def _blast_block(
     rows["producer"] = pid
     seqs, stamps = rows["seq"], rows["stamp"]
     view = memoryview(block)
-    slots = [(view[i * size:(i + 1) * size], view[i * size + 6:i * size + 14].cast("q")) for i in range(k)]
+    msgs = [view[i * size:(i + 1) * size] for i in range(k)]
+    hot = send_stamped
+    slots = [] if hot is not None else [(msgs[i], view[i * size + 6:i * size + 14].cast("q")) for i in range(k)]
     steps = np.arange(k, dtype=np.uint32)
     mono = time.monotonic_ns
     sent = n = 0
@@ -403,7 +426,9 @@ def _blast_block(
             record.room(sent + n)
             seqs[:] = steps + sent
             stamps[:] = 0
-            if deadline == _NEVER:
+            if hot is not None:
+                hot(send, msgs, block, size, 6, n, deadline)
+            elif deadline == _NEVER:
                 for msg, stamp_at in slots if n == k else slots[:n]:
                     stamp_at[0] = mono()
                     send(msg)
@@ -438,21 +463,31 @@ def _receive_loop(
     does, in batches. Per message only the receive, the clock read and two stores into lists reused from
     batch to batch; the headers of a batch are cut out by ``_record_batch`` at once. A batch ends after
     ``k`` messages or a receive timeout. Interrupted by the runner, the batch is recorded up to the message
-    being received (one that was received and stamped just before the interruption may be left out)."""
+    being received (one that was received and stamped just before the interruption may be left out). With
+    the C extension built, ``recv_stamped`` runs each batch and the Python loop is the fallback."""
     k = max(1, min(1024, _BLOCK_BYTES // max(size, 1)))
     mono = time.monotonic_ns
     batch: list[Any] = [None] * k
     stamps = [0] * k
+    hot = recv_stamped
+    hot_stamps = np.zeros(k, np.int64)
     while not stop.is_set():
         n = 0
         try:
-            for n in range(k):  # n: messages of this batch so far, also when a receive times out
-                batch[n] = recv()
-                stamps[n] = mono()
-            n = k
+            if hot is not None:  # the C loop: it ends the batch itself when a receive times out
+                hot_stamps[:] = 0
+                hot(recv, timed_out, batch, hot_stamps, k)
+            else:
+                for n in range(k):  # n: messages of this batch so far, also when a receive times out
+                    batch[n] = recv()
+                    stamps[n] = mono()
+                n = k
         except timed_out:
             pass
         finally:
+            if hot is not None:  # also when interrupted: every message stored so far has its stamp
+                n = _leading_stamps(hot_stamps)
+                stamps = hot_stamps[:n].tolist()
             _record_batch(batch[:n], stamps[:n], size, t_recv, headers, foreign)
         progress[slot] = len(t_recv)
 

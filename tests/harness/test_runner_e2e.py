@@ -18,6 +18,7 @@ from rich.console import Console
 
 from harness.drivers import SYSTEMS, register
 from harness.metrics.records import RAW_SCHEMA, SUMMARY_COLUMNS
+from harness.runner import worker
 from harness.runner.compare import compare
 from harness.scenario import load_scenarios, parse_scenario
 
@@ -41,6 +42,7 @@ def test_queue_run_writes_complete_results(tmp_path: Path) -> None:
     assert manifest["complete"] is True
     assert manifest["systems"]["zmq"]["versions"]["libzmq"]
     assert manifest["host"]["clock"].startswith("CLOCK_MONOTONIC")
+    assert manifest["tool"]["hot_loops"] == worker.HOT_LOOPS  # which per-message loops measured this run
     assert manifest["git_revision"]
     raws = sorted((out.run_dir / "raw").glob("*.parquet"))
     assert len(raws) == 4  # 2 sizes x 2 repetitions

@@ -1,6 +1,7 @@
 """The workers' hot loops, in process: what the block sender puts on the wire and in its record, and what
 the batched receiver records, including the edges (deadline, interruption, stop, odd sizes, foreign
-messages)."""
+messages). Every test runs twice: with the C loops (harness/runner/_hotloop.c) and with the Python loops
+that replace them where the extension is not built."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from harness.runner import worker
 from harness.runner.worker import (
     _BLOCK_MAX_SIZE,
     _NEVER,
@@ -20,6 +22,17 @@ from harness.runner.worker import (
     _record_batch,
     _SendRecord,
 )
+from tests.harness.hotloop_support import require_hotloop
+
+
+@pytest.fixture(autouse=True, params=["C", "Python"])
+def loops(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    if request.param == "Python":
+        monkeypatch.setattr(worker, "send_stamped", None)
+        monkeypatch.setattr(worker, "recv_stamped", None)
+    else:
+        require_hotloop()
+    return str(request.param)
 
 
 class _Flag:
@@ -74,10 +87,11 @@ def test_block_sender_puts_header_and_record_in_step(size: int, total: int) -> N
     assert all(m[HEADER.size:] == payload[HEADER.size:size] for m in wire.sent)  # the payload is kept
 
 
-def test_block_sender_stops_at_the_deadline_with_an_exact_record(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A clock that advances 1 us per read: the deadline falls inside the second batch, at message 1500."""
-    from harness.runner import worker
-
+def test_block_sender_stops_at_the_deadline_with_an_exact_record(monkeypatch: pytest.MonkeyPatch, loops: str) -> None:
+    """A clock that advances 1 us per read: the deadline falls inside the second batch, at message 1500.
+    (The C loop reads the system clock itself: the test after this one covers it.)"""
+    if loops == "C":
+        pytest.skip("a fake clock reaches only the Python loop")
     base = 10**12
     reads = [0]
 
@@ -94,6 +108,26 @@ def test_block_sender_stops_at_the_deadline_with_an_exact_record(monkeypatch: py
     assert record.stamps[:n].tolist() == [base + 1000 * (j + 1) for j in range(1500)]
     assert [HEADER.unpack_from(m)[2] for m in wire.sent] == record.stamps[:n].tolist()
     assert _leading_stamps(record.stamps) == 1500
+
+
+def test_block_sender_stops_at_a_real_deadline_with_an_exact_record() -> None:
+    """Message 1500's send waits until the deadline has passed: 1501 messages were handed over (stamped before
+    the deadline), none after, and the record holds exactly their stamps. The deadline is a whole second
+    after the start, far more than 1500 sends to a list take on a loaded machine."""
+    deadline = time.monotonic_ns() + 1_000_000_000
+
+    class SlowWire(_Wire):
+        def __call__(self, msg: Any) -> None:
+            super().__call__(msg)
+            if len(self.sent) == 1501:
+                while time.monotonic_ns() <= deadline:
+                    time.sleep(0.001)
+
+    n, error, wire, record, progress = _blast(10**6, 100, deadline=deadline, wire=SlowWire())
+    assert (n, error, progress[0]) == (1501, "", 1501)
+    assert len(wire.sent) == 1501 and _leading_stamps(record.stamps) == 1501
+    assert [HEADER.unpack_from(m)[2] for m in wire.sent] == record.stamps[:n].tolist()
+    assert int(record.stamps[n - 1]) < deadline
 
 
 def test_block_sender_keeps_the_stamps_of_a_batch_it_was_interrupted_in() -> None:

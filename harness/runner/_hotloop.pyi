@@ -1,0 +1,11 @@
+"""Types of the C extension built from _hotloop.c (see there and worker.py)."""
+
+from collections.abc import Callable
+from typing import Any
+
+def send_stamped(
+    send: Callable[[Any], object], slots: list[Any], block: Any, size: int, offset: int, n: int, deadline: int, /
+) -> int: ...
+def recv_stamped(
+    recv: Callable[[], Any], timed_out: type[BaseException], batch: list[Any], stamps: Any, n: int, /
+) -> int: ...
