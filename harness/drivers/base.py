@@ -155,6 +155,10 @@ class Driver(ABC):
     client_module: ClassVar[str | None] = None
     #: A frozen dataclass of the variant options (see harness.drivers.options); parsed into ``self.opts``.
     options_type: ClassVar[type[Any] | None] = None
+    #: Pub/sub subscriptions reach a publisher some time after the subscriber is ready, and what it sends
+    #: before then is dropped (brokerless PUB/SUB: the slow joiner). The runner then starts a pub/sub case
+    #: only once every consumer has heard a probe from each of its producers (harness.runner.worker).
+    slow_joiner: ClassVar[bool] = False
 
     def __init__(self, options: Mapping[str, Any], broker: BrokerEndpoint | None = None) -> None:
         self.options = dict(options)

@@ -49,6 +49,7 @@ class ZmqDriver(Driver):
     name: ClassVar[str] = "zmq"
     patterns: ClassVar[frozenset[Pattern]] = frozenset(Pattern)
     client_packages: ClassVar[tuple[str, ...]] = ("pyzmq",)
+    slow_joiner: ClassVar[bool] = True  # a PUB drops what it sends before a SUB's subscription has arrived
 
     @classmethod
     def module(cls) -> ModuleType:

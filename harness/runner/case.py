@@ -1,7 +1,9 @@
 """Run one case (system variant x size x rate x repetition) in worker processes and build its raw rows.
 
 Order of events: plan (parent) -> consumers start and report ready -> producers start and report ready ->
-a short settle -> common start stamp + start event -> producers send -> the parent watches the shared
+a short settle, or for brokerless pub/sub (``Driver.slow_joiner``) the probe handshake: producers send
+probes until every consumer has heard one from each of its producers -> common start stamp + start event ->
+producers send -> the parent watches the shared
 progress counters -> stop when every consumer has what it should have, when nothing moves any more after the
 producers finished, or when nothing moved for ``timeout`` seconds (a stall: kept, marked incomplete) ->
 workers save their records -> rows are assembled here.
@@ -33,7 +35,8 @@ from harness.scenario import Scenario, Variant
 _CTX = mp.get_context("forkserver")
 _CTX.set_forkserver_preload(["harness.runner.worker", "numpy", "zmq"])
 READY_TIMEOUT = 60.0  # seconds for every worker to connect and report ready
-SETTLE = 0.2  # seconds between "all ready" and the start, for subscriptions to propagate
+SUBSCRIBE_TIMEOUT = 30.0  # at most (or the scenario's timeout): for every subscription to reach its publishers
+SETTLE = 0.2  # seconds between "all ready" and the start, for subscriptions to propagate (no handshake)
 DRAIN_IDLE = 3.0  # after the producers finished: seconds without progress before we stop waiting
 NULL = -1  # stamp sentinel before rows are built: monotonic_ns() is never negative
 
@@ -91,6 +94,9 @@ def _specs(case: Case, driver: Driver, plan: dict[str, Any], work_dir: Path) -> 
         send_cap = 1 << 16
     reqrep = sc.pattern is Pattern.REQREP
     resilient = bool(sc.faults) and not reqrep
+    # The slow-joiner handshake (see _run); runs with faults and slow consumers keep their own loops.
+    probing = (sc.pattern is Pattern.PUBSUB and driver.slow_joiner and not resilient
+               and sc.consumer_rate is None)
     common = dict(
         system=case.variant.system,
         driver=class_path(type(driver)),
@@ -116,6 +122,8 @@ def _specs(case: Case, driver: Driver, plan: dict[str, Any], work_dir: Path) -> 
                 capacity=max(1024, int(send_cap * on_topic * (2.0 if resilient else 1.05))),
                 out=str(work_dir / f"consumer-{c}"),
                 consumer_rate=sc.consumer_rate,
+                probe_from=tuple(p for p in range(sc.producers) if p % sc.topics == c % sc.topics)
+                if probing else (),
                 **common,  # type: ignore[arg-type]
             )
         )
@@ -129,6 +137,7 @@ def _specs(case: Case, driver: Driver, plan: dict[str, Any], work_dir: Path) -> 
             rate=rate,
             capacity=send_cap,
             out=str(work_dir / f"producer-{p}"),
+            probe=probing,
             **common,  # type: ignore[arg-type]
         )
         for p in range(sc.producers)
@@ -150,6 +159,7 @@ class _Workers:
         self.gone: list[Any] = []  # processes killed by a fault
         self.done: dict[str, tuple[int, str]] = {}
         self.errors: list[str] = []
+        self.subscribed: set[str] = set()  # consumers that heard every producer's probe
 
     def launch(self, spec: WorkerSpec) -> None:
         args = (spec, self.status, self.start, self.stop, self.start_ns, self.progress)
@@ -190,6 +200,8 @@ class _Workers:
             self.done[msg[1]] = (int(msg[2]), str(msg[3]))
         elif msg[0] == "error":
             self.errors.append(f"{msg[1]}: {msg[2]}")
+        elif msg[0] == "subscribed":
+            self.subscribed.add(msg[1])
         return tuple(msg)
 
     def _join_all(self, seconds: float) -> None:
@@ -214,6 +226,21 @@ class _Workers:
                 raise CaseFailed(f"{dead[0]} exited (code {self.procs[dead[0]].exitcode}) before it was ready")
             if time.monotonic() > deadline:
                 raise CaseFailed(f"{sorted(pending)[0]} was not ready after {READY_TIMEOUT:.0f} s")
+
+    def wait_subscribed(self, names: list[str], timeout: float) -> list[str]:
+        """Wait until every consumer in ``names`` has heard a probe from each of its producers; return
+        those that had not after ``timeout`` seconds."""
+        deadline = time.monotonic() + timeout
+        while True:
+            pending = sorted(set(names) - self.subscribed)
+            if not pending or time.monotonic() > deadline:
+                return pending
+            self.drain(0.05)
+            if self.errors:
+                raise CaseFailed(self.errors[0].splitlines()[0])
+            dead = [n for n in self.procs if not self.procs[n].is_alive()]
+            if dead:
+                raise CaseFailed(f"{dead[0]} exited (code {self.procs[dead[0]].exitcode}) before the start")
 
     def shutdown(self, grace: float) -> list[str]:
         """Stop every worker: ask (stop event), then interrupt (SIGUSR1: the worker saves its records even
@@ -264,7 +291,19 @@ def _run(
         for spec in [*consumers, *producers]:
             w.launch(spec)
         w.wait_ready([s.name for s in [*consumers, *producers]])
-        time.sleep(SETTLE)
+        if any(s.probe_from for s in consumers):
+            # Brokerless pub/sub: a subscription reaches a publisher some time after the subscriber is
+            # ready, and what the publisher sends before then is dropped. Producers send probes until the
+            # start; the start waits until every consumer has heard one from each of its producers.
+            late = w.wait_subscribed([s.name for s in consumers], min(SUBSCRIBE_TIMEOUT, sc.timeout))
+            if late:
+                problems.append(
+                    f"{', '.join(late)}: heard no probe from every producer within "
+                    f"{min(SUBSCRIBE_TIMEOUT, sc.timeout):.0f} s (the subscription had not reached them); "
+                    "started anyway, so the start of the stream may show as loss there"
+                )
+        else:
+            time.sleep(SETTLE)
         w.start_ns.value = time.monotonic_ns() + 20_000_000
         control = _broker_control(case)
         if evaluating:

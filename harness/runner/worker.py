@@ -51,6 +51,9 @@ HOT_LOOPS = (
 
 HEADER = struct.Struct("<HIq")  # producer id, sequence number, send stamp (ns)
 SHORT_HEADER = struct.Struct("<HI")  # for messages shorter than HEADER
+PROBE_ID = 0xFFFF  # producer id of probes (scenarios allow at most 65535 producers: ids 0..65534)
+_PROBE_PREFIX = PROBE_ID.to_bytes(2, "little")
+_PROBE_INTERVAL = 0.01  # seconds between a producer's probes
 _HEADER_DTYPE = np.dtype([("producer", "<u2"), ("seq", "<u4")])
 
 
@@ -75,6 +78,10 @@ class WorkerSpec:
     request_timeout: float = 5.0
     consumer_rate: float | None = None  # a slow consumer: msgs/s it handles at most (pause after the stamp)
     resilient: bool = False  # runs with faults: mapped records, reconnects (harness.runner._resilient)
+    # Slow-joiner handshake (Driver.slow_joiner, pub/sub): a producer sends probes until the start; a consumer
+    # reports ("subscribed", name) once it has heard one from each producer listed here.
+    probe: bool = False
+    probe_from: tuple[int, ...] = ()
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -118,6 +125,47 @@ def _wait_start(start: Any, stop: Any) -> bool:
     while not start.wait(0.1):
         if stop.is_set():
             return False
+    return not stop.is_set()
+
+
+def _probe_until_start(send: Callable[[bytearray], None], spec: WorkerSpec, start: Any, stop: Any) -> bool:
+    """Until the start, send a probe every ``_PROBE_INTERVAL``: a 6-byte message, ``PROBE_ID`` and this
+    producer's index. Consumers tell the parent when they have heard every producer they should
+    (``_await_probes``) and leave probes out of their records. Returns like ``_wait_start``."""
+    probe = bytearray(SHORT_HEADER.pack(PROBE_ID, spec.role.index))
+    while not start.is_set():
+        if stop.is_set():
+            return False
+        send(probe)
+        start.wait(_PROBE_INTERVAL)
+    return not stop.is_set()
+
+
+def _await_probes(
+    recv: Callable[[], bytes], timed_out: type[BaseException], spec: WorkerSpec, status: Any, start: Any,
+    stop: Any, record: Callable[[bytes, int], None],
+) -> bool:
+    """A consumer until the start: receive, and report ``("subscribed", name)`` once a probe from each of
+    ``spec.probe_from`` has arrived. A message that is not a probe can only arrive once the start is set and
+    before this loop has seen it: it is recorded like any other. Returns like ``_wait_start``."""
+    missing = set(spec.probe_from)
+    reported = False
+    mono = time.monotonic_ns
+    while not start.is_set():
+        if stop.is_set():
+            return False
+        try:
+            msg = recv()
+        except timed_out:
+            continue
+        t = mono()
+        if msg[:2] == _PROBE_PREFIX and len(msg) >= SHORT_HEADER.size:
+            missing.discard(SHORT_HEADER.unpack_from(msg)[1])
+            if not missing and not reported:
+                status.put(("subscribed", spec.name))
+                reported = True
+        else:
+            record(msg, t)
     return not stop.is_set()
 
 
@@ -191,7 +239,7 @@ def _hold_until_stop(stop: Any) -> None:
 def _producer(spec: WorkerSpec, driver: Any, status: Any, start: Any, stop: Any, start_ns: Any, progress: Any) -> None:
     producer = driver.create_producer(spec.plan, spec.role)
     status.put(("ready", spec.name))
-    if not _wait_start(start, stop):
+    if not (_probe_until_start(producer.send, spec, start, stop) if spec.probe else _wait_start(start, stop)):
         producer.close()
         return
     buf = _payload(spec)
@@ -496,7 +544,7 @@ def _record_batch(
     batch: list[bytes], stamps: list[int], size: int, t_recv: list[int], headers: bytearray, foreign: list[int]
 ) -> None:
     """Append the receive stamps and the 6 header bytes of a batch; messages shorter than a header are
-    counted as foreign. When every message has the run's size (the normal case) numpy cuts the headers out
+    counted as foreign, probes (``PROBE_ID``) left out. When every message has the run's size (the normal case) numpy cuts the headers out
     of the joined batch; otherwise message by message. A message without a stamp (the receive was
     interrupted between the two) is left out, as the callback path would."""
     hsize = SHORT_HEADER.size
@@ -505,10 +553,18 @@ def _record_batch(
         return
     if hsize <= size <= _BLOCK_MAX_SIZE and set(map(len, batch)) == {size}:
         rows = np.frombuffer(b"".join(batch), np.uint8).reshape(len(batch), size)
+        if size == hsize:  # probes are 6 bytes long: only here can one be in a batch of the run's size
+            keep = (rows[:, 0] != 0xFF) | (rows[:, 1] != 0xFF)  # not PROBE_ID (little-endian)
+            if not keep.all():
+                headers += rows[keep, :hsize].tobytes()
+                t_recv += [t for t, k in zip(stamps, keep.tolist(), strict=True) if k]
+                return
         headers += rows[:, :hsize].tobytes()
         t_recv += stamps
         return
     for payload, t in zip(batch, stamps, strict=True):
+        if payload[:2] == _PROBE_PREFIX:
+            continue
         if len(payload) >= hsize:
             headers += payload[:hsize]  # headers first: an interruption between the two leaves a spare header,
             t_recv.append(t)  # which the consumer ignores, never a stamp without one
@@ -526,7 +582,18 @@ def _consumer(spec: WorkerSpec, driver: Any, status: Any, start: Any, stop: Any,
     pull = consumer.receiver(0.05) if spec.consumer_rate is None else None
     status.put(("ready", spec.name))
     try:
-        if _wait_start(start, stop):
+        if spec.probe_from:
+            if pull is None:
+                raise DriverError(f"{spec.system}: the slow-joiner handshake needs a pull-style consumer "
+                                  "(Consumer.receiver)")
+            recv, timed_out = pull
+            started = _await_probes(
+                recv, timed_out, spec, status, start, stop,
+                lambda msg, t: _record_batch([msg], [t], spec.size, t_recv, headers, foreign),
+            )
+        else:
+            started = _wait_start(start, stop)
+        if started:
             if pull is not None:
                 recv, timed_out = pull
                 _receive_loop(recv, timed_out, stop, progress, spec.slot, t_recv, headers, foreign, spec.size)

@@ -73,3 +73,33 @@ class _Delayed(Producer):
 
     def close(self) -> None:
         self._inner.close()
+
+
+class LateSubscriptionDriver(ZmqDriver):
+    """pyzmq, except that each producer drops what it is handed during its first ``late_ms`` (counted from
+    its creation, which is before it reports ready), the way a PUB drops what it sends before a
+    subscription has reached it: a subscription that arrives late, made deterministic."""
+
+    name: ClassVar[str] = "late-subscription"
+
+    @classmethod
+    def option_names(cls) -> frozenset[str]:
+        return super().option_names() | {"late_ms"}
+
+    def create_producer(self, plan: Mapping[str, Any], role: Role) -> Producer:
+        return _Late(super().create_producer(plan, role), int(self.options.get("late_ms", 1000)))
+
+
+class _Late(Producer):
+    copies_buffers = True
+
+    def __init__(self, inner: Producer, late_ms: int) -> None:
+        self._inner = inner
+        self._from = time.monotonic_ns() + late_ms * 1_000_000
+
+    def send(self, payload: Any) -> None:
+        if time.monotonic_ns() >= self._from:
+            self._inner.send(payload)
+
+    def close(self) -> None:
+        self._inner.close()

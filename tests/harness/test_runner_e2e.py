@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import pyarrow.parquet as pq
@@ -102,6 +103,43 @@ def test_stalled_run_ends_with_clear_message_and_keeps_data(tmp_path: Path) -> N
     got = raw[raw["t_recv"].notna()]
     assert len(got) == 300  # what was measured before the stall is kept, with its send stamps
     assert got["t_send"].notna().all()
+
+
+def _late_subscription(tmp_path: Path, late_ms: int, **fields: Any) -> Any:
+    register("late-subscription", "tests.harness.fake_drivers:LateSubscriptionDriver")
+    try:
+        return run(tmp_path, {"name": "late", "pattern": "pubsub", "message_sizes": [100], "messages": 3000,
+                              "warmup": 0, "consumers": 2, "producers": 2, "topics": 1, "rate": 10000,
+                              # no HWM: what is lost here can only be lost before the subscription arrived
+                              "variants": {"late-subscription": {"late_ms": late_ms, "sndhwm": 0,
+                                                                 "rcvhwm": 0}},
+                              **fields},
+                   ["late-subscription"])
+    finally:
+        SYSTEMS.pop("late-subscription", None)
+
+
+def test_pubsub_starts_only_once_every_subscription_has_reached_its_publishers(tmp_path: Path) -> None:
+    """Publishers that drop everything for their first second (a subscription on its way, made
+    deterministic). With a fixed pause before the start, the 0.6 s of sending (3000 messages from each
+    producer at 10,000/s in all) would be dropped; the probe handshake holds the start until each consumer
+    hears each producer."""
+    out = _late_subscription(tmp_path, 1000)
+    assert out.complete and not out.problems
+    row = out.summary.iloc[0]
+    assert (row["expected"], row["received"], row["lost"]) == (12000, 12000, 0)  # 2 producers x 3000 x 2
+    raw = pd.read_parquet(next((out.run_dir / "raw").glob("*.parquet")))
+    assert set(raw["producer"]) == {0, 1}  # no probe among the rows
+    for (_, _), got in raw.groupby(["producer", "consumer"]):
+        assert sorted(got["seq"]) == list(range(3000)) and got["t_recv"].notna().all()
+
+
+def test_pubsub_whose_subscription_never_arrives_says_so_and_shows_the_loss(tmp_path: Path) -> None:
+    out = _late_subscription(tmp_path, 600_000, timeout=2)
+    assert any("heard no probe from every producer within 2 s" in p for p in out.problems)
+    assert "consumer-0" in " ".join(out.problems) and "consumer-1" in " ".join(out.problems)
+    row = out.summary.iloc[0]
+    assert (row["expected"], row["received"], row["lost"]) == (12000, 0, 12000)
 
 
 def _descendants(pid: int) -> set[int]:

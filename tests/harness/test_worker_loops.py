@@ -11,14 +11,19 @@ from typing import Any
 import numpy as np
 import pytest
 
+from harness.drivers.base import Role
 from harness.runner import worker
 from harness.runner.worker import (
     _BLOCK_MAX_SIZE,
     _NEVER,
     HEADER,
+    PROBE_ID,
     Interrupted,
+    WorkerSpec,
+    _await_probes,
     _blast_block,
     _leading_stamps,
+    _probe_until_start,
     _record_batch,
     _SendRecord,
 )
@@ -33,6 +38,10 @@ def loops(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> st
     else:
         require_hotloop()
     return str(request.param)
+
+
+class _Timeout(Exception):
+    pass
 
 
 class _Flag:
@@ -184,6 +193,76 @@ def test_receiver_batch_with_foreign_and_odd_sized_messages() -> None:
     assert bytes(headers) == _header(1, 0, 100)[:6] + _header(1, 1, 40)[:6] + _header(1, 2, 100)[:6]
 
 
+# 6 B: probes have the run's size (the numpy path); otherwise the batch is mixed (the one-by-one path)
+@pytest.mark.parametrize("size", [6, 100, _BLOCK_MAX_SIZE * 2])
+def test_receiver_batch_leaves_probes_out(size: int) -> None:
+    """Probes still in flight at the start (the slow-joiner handshake) are neither messages nor foreign."""
+    batch = [_header(0, 0, size), _header(PROBE_ID, 1, 6), _header(0, 1, size), _header(PROBE_ID, 0, 6)]
+    t_recv: list[int] = []
+    headers = bytearray()
+    foreign = [0]
+    _record_batch(batch, [10, 11, 12, 13], size, t_recv, headers, foreign)
+    assert t_recv == [10, 12] and foreign == [0]
+    assert bytes(headers) == _header(0, 0, size)[:6] + _header(0, 1, size)[:6]
+
+
+def _spec(**fields: Any) -> WorkerSpec:
+    base: dict[str, Any] = dict(
+        kind="consumer", name="consumer-0", slot=0, system="zmq", driver="x:Y", options={}, broker=None, plan={},
+        role=Role(0, 0), size=100, payload="fixed", total=None, duration_ns=None, rate=None, capacity=16, out="",
+    )
+    return WorkerSpec(**{**base, **fields})
+
+
+def test_probing_producer_sends_probes_until_the_start() -> None:
+    sent: list[bytes] = []
+    start = _Flag()
+
+    class Start:
+        def is_set(self) -> bool:
+            return start.value
+
+        def wait(self, timeout: float) -> bool:
+            start.value = len(sent) >= 3  # the parent starts the run after the third probe
+            return start.value
+
+    assert _probe_until_start(lambda m: sent.append(bytes(m)), _spec(kind="producer", role=Role(5, 0)),
+                              Start(), _Flag())
+    assert sent == [_header(PROBE_ID, 5, 6)] * 3  # 6 bytes whatever the run's size
+
+
+def test_consumer_reports_once_every_producer_was_heard_and_keeps_a_message_that_beat_the_start() -> None:
+    start, stop = _Flag(), _Flag()
+    arrivals: list[bytes | None] = [_header(PROBE_ID, 0, 6), None, _header(PROBE_ID, 0, 6),
+                                    _header(PROBE_ID, 2, 6), _header(PROBE_ID, 2, 6), _header(2, 0, 100)]
+    status: list[tuple[str, str]] = []
+    recorded: list[bytes] = []
+
+    def recv() -> bytes:
+        item = arrivals.pop(0)
+        if not arrivals:
+            start.value = True  # the run started while the last message was on its way
+        if item is None:
+            raise _Timeout
+        return item
+
+    class Status:
+        def put(self, item: tuple[str, str]) -> None:
+            status.append(item)
+
+    ok = _await_probes(recv, _Timeout, _spec(probe_from=(0, 2)), Status(), start, stop,
+                       lambda m, t: recorded.append(m))
+    assert ok and status == [("subscribed", "consumer-0")]  # once, after producers 0 and 2 were heard
+    assert recorded == [_header(2, 0, 100)]
+
+
+def test_consumer_waiting_for_probes_gives_up_when_stopped() -> None:
+    def recv() -> bytes:
+        raise _Timeout
+
+    assert not _await_probes(recv, _Timeout, _spec(probe_from=(0,)), None, _Flag(), _Flag(True), print)
+
+
 def test_receiver_batch_drops_a_message_received_but_not_stamped() -> None:
     batch = [_header(2, i, 20) for i in range(3)]
     t_recv: list[int] = []
@@ -201,8 +280,6 @@ def test_receiver_batch_of_large_messages_is_recorded_one_by_one() -> None:
     assert t_recv == [1, 2, 3] and bytes(headers) == b"".join(m[:6] for m in batch)
 
 
-class _Timeout(Exception):
-    pass
 
 
 def test_receive_loop_records_every_message_across_batches_and_timeouts() -> None:
