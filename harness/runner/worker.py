@@ -3,7 +3,8 @@
 Each worker owns its clock stamps (``time.monotonic_ns``, shared by all processes of one host) and keeps
 them in preallocated buffers (``array('q')``, or a list of ints in the hottest loops, converted at the end);
 recording costs a few attribute-free operations per message so that it limits what is measured as little as
-Python allows (``mqbench calibrate`` measures how little). At the end a worker saves its arrays to
+Python allows (``mqbench calibrate`` measures how little). At full speed the per-message steps of the zmq and
+mqcore loops run in C where the extension is built (``_hotloop.c``: the same clock, the same driver calls). At the end a worker saves its arrays to
 ``<out>.npz`` (temp name + rename) and reports on the status queue. SIGINT is ignored here: the parent handles Ctrl-C and stops workers.
 
 Protocol with the parent (all objects from one multiprocessing context):
@@ -34,7 +35,8 @@ from harness.drivers.base import BrokerEndpoint, DriverError, Role
 # makes the runner use the Python loops anyway, to compare the two (docs/harness-cost.md).
 recv_stamped: Callable[..., int] | None = None
 send_stamped: Callable[..., int] | None = None
-if os.environ.get("MQBENCH_PYTHON_LOOPS", "") in ("", "0"):
+_PYTHON_LOOPS_FORCED = os.environ.get("MQBENCH_PYTHON_LOOPS", "") not in ("", "0")
+if not _PYTHON_LOOPS_FORCED:
     try:
         from harness.runner import _hotloop
     except ImportError:  # pragma: no cover - the tests force the Python loops by patching these names
@@ -45,7 +47,7 @@ if os.environ.get("MQBENCH_PYTHON_LOOPS", "") in ("", "0"):
 #: Which per-message loops this process runs: recorded in every run's manifest.
 HOT_LOOPS = (
     "C" if send_stamped is not None
-    else "Python (MQBENCH_PYTHON_LOOPS is set)" if os.environ.get("MQBENCH_PYTHON_LOOPS", "") not in ("", "0")
+    else "Python (MQBENCH_PYTHON_LOOPS is set)" if _PYTHON_LOOPS_FORCED
     else "Python (harness/runner/_hotloop.c is not built)"
 )
 
