@@ -11,7 +11,7 @@ PYTEST_ARGS ?=
 
 LATEST_RUN = $$(ls -1dt results/*/manifest.json 2>/dev/null | head -1 | xargs -r dirname)
 
-.PHONY: compare test report regress baseline evaluate brokers lint
+.PHONY: compare test report regress baseline evaluate brokers toolchain lint
 
 # The virtual environment, rebuilt only when pyproject.toml or the C loops change.
 $(STAMP): pyproject.toml setup.py harness/runner/_hotloop.c
@@ -58,9 +58,20 @@ brokers:
 	else echo "brokers: cannot install$$missing (needs root and apt-get); broker tests will be skipped"; \
 	  [ "$$CI" != "true" ]; fi
 
+## toolchain: a C compiler and Python's headers, for the runner's C loops (as root with apt: installs them)
+toolchain:
+	@if command -v cc >/dev/null && $(PYTHON) -c "import os, sys, sysconfig; \
+	  sys.exit(not os.path.exists(os.path.join(sysconfig.get_path('include'), 'Python.h')))"; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	  echo "toolchain: installing gcc and python3-dev (harness/runner/_hotloop.c)"; \
+	  DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq gcc python3-dev >/dev/null; \
+	else echo "toolchain: no C compiler or Python headers: the runner will use its Python loops" \
+	  "(docs/harness-cost.md)"; fi
+
 ## test: the whole suite, then the performance-regression check (make regress) that guards mqcore;
 ## in CI (CI=true) a missing broker or browser fails instead of skipping
-test: $(STAMP) brokers
+test: toolchain $(STAMP) brokers
 	@set +e; $(PY) -m pytest $(PYTEST_ARGS); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: that is a failure here"; exit 1; fi; exit $$rc
 	@$(MAKE) --no-print-directory regress
