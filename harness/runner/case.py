@@ -3,10 +3,10 @@
 Order of events: plan (parent) -> consumers start and report ready -> producers start and report ready ->
 a short settle, or for brokerless pub/sub (``Driver.slow_joiner``) the probe handshake: producers send
 probes until every consumer has heard one from each of its producers -> common start stamp + start event ->
-producers send -> the parent watches the shared
-progress counters -> stop when every consumer has what it should have, when nothing moves any more after the
-producers finished, or when nothing moved for ``timeout`` seconds (a stall: kept, marked incomplete) ->
-workers save their records -> rows are assembled here.
+producers send -> the parent watches the shared progress counters -> stop when every consumer has what it
+should have, when nothing moves any more after the producers finished, or when nothing moved for
+``timeout`` seconds (a stall: kept, marked incomplete) -> workers save their records -> rows are assembled
+here.
 """
 
 from __future__ import annotations
@@ -298,9 +298,9 @@ def _run(
             late = w.wait_subscribed([s.name for s in consumers], min(SUBSCRIBE_TIMEOUT, sc.timeout))
             if late:
                 problems.append(
-                    f"{', '.join(late)}: heard no probe from every producer within "
-                    f"{min(SUBSCRIBE_TIMEOUT, sc.timeout):.0f} s (the subscription had not reached them); "
-                    "started anyway, so the start of the stream may show as loss there"
+                    f"{', '.join(late)}: did not hear every producer's probe within "
+                    f"{min(SUBSCRIBE_TIMEOUT, sc.timeout):.0f} s (the subscription had not reached the "
+                    "publishers); started anyway, so the start of the stream may show as loss there"
                 )
         else:
             time.sleep(SETTLE)

@@ -136,7 +136,7 @@ def test_pubsub_starts_only_once_every_subscription_has_reached_its_publishers(t
 
 def test_pubsub_whose_subscription_never_arrives_says_so_and_shows_the_loss(tmp_path: Path) -> None:
     out = _late_subscription(tmp_path, 600_000, timeout=2)
-    assert any("heard no probe from every producer within 2 s" in p for p in out.problems)
+    assert any("did not hear every producer's probe within 2 s" in p for p in out.problems)
     assert "consumer-0" in " ".join(out.problems) and "consumer-1" in " ".join(out.problems)
     row = out.summary.iloc[0]
     assert (row["expected"], row["received"], row["lost"]) == (12000, 0, 12000)
