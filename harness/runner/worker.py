@@ -526,7 +526,7 @@ def _receive_loop(
         try:
             if hot is not None:  # the C loop: it ends the batch itself when a receive times out
                 hot_stamps[:] = 0
-                hot(recv, timed_out, batch, hot_stamps, k)
+                n = hot(recv, timed_out, batch, hot_stamps, k)
             else:
                 for n in range(k):  # n: messages of this batch so far, also when a receive times out
                     batch[n] = recv()
@@ -535,8 +535,9 @@ def _receive_loop(
         except timed_out:
             pass
         finally:
-            if hot is not None:  # also when interrupted: every message stored so far has its stamp
-                n = _leading_stamps(hot_stamps)
+            if hot is not None:
+                if not n:  # interrupted inside the C loop: every message it stored has its stamp
+                    n = _leading_stamps(hot_stamps)
                 stamps = hot_stamps[:n].tolist()
             _record_batch(batch[:n], stamps[:n], size, t_recv, headers, foreign)
         progress[slot] = len(t_recv)
