@@ -10,6 +10,16 @@ from harness.drivers.base import Producer, Role
 from harness.drivers.zmq_driver import ZmqDriver
 
 
+class _Wrapping(Producer):
+    """A real producer with something done around each send (subclasses override ``send``)."""
+
+    def __init__(self, inner: Producer) -> None:
+        self._inner = inner
+
+    def close(self) -> None:
+        self._inner.close()
+
+
 class StallingDriver(ZmqDriver):
     """pyzmq, except that each producer's send blocks forever after ``block_after`` messages."""
 
@@ -24,9 +34,9 @@ class StallingDriver(ZmqDriver):
         return _Stalling(inner, int(self.options.get("block_after", 100)))
 
 
-class _Stalling(Producer):
+class _Stalling(_Wrapping):
     def __init__(self, inner: Producer, block_after: int) -> None:
-        self._inner = inner
+        super().__init__(inner)
         self._left = block_after
 
     def send(self, payload: bytearray) -> None:
@@ -35,9 +45,6 @@ class _Stalling(Producer):
                 time.sleep(3600)
         self._left -= 1
         self._inner.send(payload)
-
-    def close(self) -> None:
-        self._inner.close()
 
 
 class DelayedMqcoreDriver(ZmqDriver):
@@ -60,9 +67,9 @@ class DelayedMqcoreDriver(ZmqDriver):
         return _Delayed(super().create_producer(plan, role), int(self.options.get("delay_us", 25)))
 
 
-class _Delayed(Producer):
+class _Delayed(_Wrapping):
     def __init__(self, inner: Producer, delay_us: int) -> None:
-        self._inner = inner
+        super().__init__(inner)
         self._delay_ns = delay_us * 1000
 
     def send(self, payload: bytearray) -> None:
@@ -70,9 +77,6 @@ class _Delayed(Producer):
         while time.perf_counter_ns() < until:  # sleep() cannot wait microseconds
             pass
         self._inner.send(payload)
-
-    def close(self) -> None:
-        self._inner.close()
 
 
 class LateSubscriptionDriver(ZmqDriver):
@@ -90,16 +94,13 @@ class LateSubscriptionDriver(ZmqDriver):
         return _Late(super().create_producer(plan, role), int(self.options.get("late_ms", 1000)))
 
 
-class _Late(Producer):
+class _Late(_Wrapping):
     copies_buffers = True
 
     def __init__(self, inner: Producer, late_ms: int) -> None:
-        self._inner = inner
+        super().__init__(inner)
         self._from = time.monotonic_ns() + late_ms * 1_000_000
 
     def send(self, payload: Any) -> None:
         if time.monotonic_ns() >= self._from:
             self._inner.send(payload)
-
-    def close(self) -> None:
-        self._inner.close()
