@@ -538,8 +538,10 @@ def _receive_loop(
             if hot is not None:
                 if not n:  # interrupted inside the C loop: every message it stored has its stamp
                     n = _leading_stamps(hot_stamps)
-                stamps = hot_stamps[:n].tolist()
-            _record_batch(batch[:n], stamps[:n], size, t_recv, headers, foreign)
+                got = hot_stamps[:n].tolist()
+            else:
+                got = stamps[:n]
+            _record_batch(batch[:n], got, size, t_recv, headers, foreign)
         progress[slot] = len(t_recv)
 
 
