@@ -84,6 +84,20 @@ def read_run(path: Path) -> RunData:
     return RunData(path=path, summary=summary, manifest=manifest)
 
 
+def read_source(path: Path) -> RunData:
+    """A run folder, or a baseline folder as one more source to pool (``mqbench baseline results/baseline/
+    RUN ...`` extends a baseline with new runs): its rows keep their repetitions, its manifest lists the runs
+    it was pooled from."""
+    if not (path / SUMMARY_FILE).is_file() and (path / BASELINE_ENVIRONMENT).is_file():
+        found = read_baseline(path)
+        env = found.environment
+        manifest = {key: env[key] for key in ("run_id", "git_revision", "host", "systems", "scenarios") if key in env}
+        manifest.update(complete=True, pooled_runs=list(env.get("runs") or [env.get("run_id", path.name)]),
+                        baseline_reference=env.get("reference"))
+        return RunData(path=path, summary=found.summary, manifest=manifest)
+    return read_run(path)
+
+
 def read_baseline(path: Path) -> Baseline:
     """Read a baseline folder written by :func:`write_baseline`."""
     hint = "create one with 'mqbench baseline RUN_DIR --out " + str(path) + "'"

@@ -2,7 +2,8 @@
 
 Several runs of the same scenario pool their repetitions (renumbered run after run; each ratio still pairs
 the two systems of one repetition of one run), so the baseline carries the run-to-run variation of the
-machine and its medians do not hang on one lucky or unlucky run. Writes ``summary.csv``, ``ratios.csv`` and ``baseline.json`` into ``--out`` (default
+machine and its medians do not hang on one lucky or unlucky run. A baseline folder can be one of the
+sources: its repetitions are kept, and new runs (made hours or days later) widen what it has seen. Writes ``summary.csv``, ``ratios.csv`` and ``baseline.json`` into ``--out`` (default
 ``results/baseline/``), each through a temporary name and a rename; commit the folder. Refuses (exit 2,
 one sentence) a run that the check could not use later: incomplete, without the reference system, or
 with fewer than five repetitions. ``harness.regress.add_parsers`` registers it on ``mqbench``'s
@@ -32,7 +33,7 @@ from harness.regression._cli import (
 )
 from harness.regression._compare import scenario_differences
 from harness.regression._errors import RegressionInputError
-from harness.regression._files import RunData, environment, read_run, write_baseline
+from harness.regression._files import RunData, environment, read_source, write_baseline
 from harness.regression._ratios import METRIC_KEY, describe_key, repetition_ratios, require_repetitions
 from harness.regression._stats import MIN_REPETITIONS
 
@@ -45,7 +46,8 @@ def configure(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
         "run_dirs",
         nargs="+",
         metavar="RUN_DIR",
-        help="run folder with summary.parquet and manifest.json; several runs of the same scenario are pooled",
+        help="run folder with summary.parquet and manifest.json; several runs of the same scenario are pooled; "
+        "a baseline folder among them adds its repetitions (extends that baseline with new runs)",
     )
     parser.add_argument(
         "--out",
@@ -70,6 +72,12 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 def prepare(run_data: RunData, reference: str) -> pd.DataFrame:
     """The baseline's ratios for a loaded run; RegressionInputError if the check could not use them."""
+    made_with = run_data.manifest.get("baseline_reference")
+    if made_with is not None and made_with != reference:
+        raise RegressionInputError(
+            f"{run_data.path}: a baseline made against {made_with!r}, not {reference!r}; "
+            f"pool it with --reference {made_with}"
+        )
     if not run_data.manifest.get("complete", False):
         raise RegressionInputError(
             f"{run_data.path}: the run is marked incomplete in its manifest (interrupted?); "
@@ -111,7 +119,7 @@ def pool(runs: Sequence[RunData]) -> RunData:
         offset = int(summary["repetition"].max()) + 1
         frames.append(summary)
     manifest = dict(first.manifest)
-    manifest["pooled_runs"] = [r.run_id for r in runs]
+    manifest["pooled_runs"] = [name for r in runs for name in (r.manifest.get("pooled_runs") or [r.run_id])]
     return RunData(path=first.path, summary=pd.concat(frames, ignore_index=True), manifest=manifest)
 
 
@@ -139,7 +147,7 @@ def run(args: argparse.Namespace, screen: Console | None = None) -> int:
     """
     out = Path(args.out)
     try:
-        runs = [read_run(Path(d)) for d in args.run_dirs]
+        runs = [read_source(Path(d)) for d in args.run_dirs]
         if len(runs) > 1:
             for one in runs:  # each pooled run must be usable on its own (complete, enough repetitions)
                 prepare(one, args.reference)
@@ -151,11 +159,12 @@ def run(args: argparse.Namespace, screen: Console | None = None) -> int:
         return fail(COMMAND, str(exc))
     except OSError as exc:
         return fail(COMMAND, f"{out}: cannot write the baseline ({exc.strerror or exc}); check the path")
+    pooled = list(run_data.manifest.get("pooled_runs") or [run_data.run_id])
     screen = screen or console()
     screen.print(_overview(ratios, args.reference))
     screen.print(
-        f"Baseline written to {out} from run{'s' if len(runs) > 1 else ''} "
-        f"{', '.join(r.run_id for r in runs)}; commit the folder to use it in CI.",
+        f"Baseline written to {out} from run{'s' if len(pooled) > 1 else ''} "
+        f"{', '.join(pooled)}; commit the folder to use it in CI.",
         soft_wrap=True,
         highlight=False,
     )

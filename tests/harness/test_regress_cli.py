@@ -97,6 +97,43 @@ def test_baseline_pools_several_runs(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert regress_run(tmp_path / "slow", out, summary_frame(14, slowdown=2.0, run_id="run-14")) == 1
 
 
+def test_a_baseline_is_extended_with_new_runs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    first, second, third = (
+        write_run(tmp_path, summary_frame(seed, run_id=f"run-{seed}"), manifest(f"run-{seed}")) for seed in (20, 21, 22)
+    )
+    out = tmp_path / "baseline"
+    assert baseline.main([str(first), str(second), "--out", str(out)]) == 0
+    before = pd.read_csv(out / "summary.csv")
+    capsys.readouterr()
+    # The baseline folder itself is a source: read first, then rewritten in place with the new run's rows.
+    assert baseline.main([str(out), str(third), "--out", str(out)]) == 0
+    assert "run-20, run-21, run-22" in capsys.readouterr().out
+    env = json.loads((out / "baseline.json").read_text())
+    assert env["runs"] == ["run-20", "run-21", "run-22"] and env["run_id"] == "run-20"
+    after = pd.read_csv(out / "summary.csv")
+    assert len(after) == len(before) * 3 // 2 and sorted(after["repetition"].unique()) == list(range(18))
+    kept = after[after["repetition"] < 12].reset_index(drop=True)
+    pd.testing.assert_frame_equal(kept, before, check_like=True)  # the old repetitions, unchanged
+    ratios = pd.read_csv(out / "ratios.csv")
+    direct = pd.concat([baseline.prepare(regress.read_run(r), "zmq") for r in (first, second, third)])
+    assert ratios["ratio"].sort_values(ignore_index=True).to_numpy() == pytest.approx(
+        direct["ratio"].sort_values(ignore_index=True).to_numpy())
+    assert regress_run(tmp_path / "same", out, summary_frame(23, run_id="run-23")) == 0
+    assert "3 pooled runs" in capsys.readouterr().out
+
+
+def test_a_baseline_made_against_another_reference_is_not_pooled(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = write_run(tmp_path, summary_frame(30, run_id="run-30"), manifest("run-30"))
+    out = tmp_path / "baseline"
+    assert baseline.main([str(run), "--out", str(out)]) == 0
+    capsys.readouterr()
+    assert baseline.main([str(out), str(run), "--reference", "mqcore", "--out", str(tmp_path / "other")]) == 2
+    assert_one_sentence_error(capsys.readouterr().err, "a baseline made against 'zmq'", "--reference zmq")
+    assert not (tmp_path / "other").exists()
+
+
 def test_baseline_refuses_to_pool_different_scenarios(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
