@@ -1,142 +1,16 @@
-"""Scenarios: what to measure, loaded from YAML into frozen dataclasses.
-
-A scenario file holds one scenario, or several as YAML documents separated by ``---``. Every field is
-checked: an unknown or misspelt field, a wrong type or an impossible value raises ScenarioError with one
-line naming the file, the field and what is allowed.
-
-Fields (see ``scenarios/*.yaml`` for examples)::
-
-    name: smoke-queue          # required: letters, digits, '-', '_'
-    description: text          # optional
-    pattern: queue             # pubsub | queue | reqrep
-    systems: [zmq, mqcore]     # optional; default: every available system
-    message_sizes: [100, 1KB]  # bytes, or with a unit: B, KB, KiB, MB, MiB; one run per size (>= 6 B)
-    messages: 20000            # measured messages per producer ...
-    duration: 10s              # ... or seconds of sending per repetition (exactly one of the two)
-    rate: max                  # max, or total msgs/s over all producers (open loop); a list sweeps rates
-    producers: 1
-    consumers: 1
-    topics: 1
-    warmup: 1000               # messages per producer sent first and discarded
-    repetitions: 3
-    payload: random            # random | fixed (zeros)
-    timeout: 30                # seconds without progress before a run is declared stalled
-    variants:                  # per-system options handed to the driver
-      rabbitmq: {persistent: true, confirms: true}          # one variant
-      kafka: [{name: acks1, acks: 1}, {name: all, acks: all}]  # several: each is run
-    consumer_rate: 2000        # optional: each consumer handles at most this many msgs/s (a slow consumer;
-                               # the pause comes after the receive stamp, so latency includes the queueing)
-    faults:                    # optional: carried out by the runner at ``at`` after the common start
-      - {at: 2s, action: restart-broker, down: 0.5s}   # SIGKILL the broker, start it again (same port/data)
-      - {at: 4s, action: restart-consumer, target: 0}  # SIGKILL consumer 0, start it again
-    # actions: kill-broker, restart-broker, kill-consumer, restart-consumer, kill-producer,
-    # restart-producer, restart-peer (brokerless systems: restart-consumer; broker systems: restart-broker)
-"""
+"""YAML -> :class:`Scenario`: every field checked, one-line errors naming the file and the field."""
 
 from __future__ import annotations
 
 import difflib
 import re
-from collections.abc import Mapping
-from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from harness.drivers.base import Pattern
-
-# The header a producer writes into every message: producer id (u16) + sequence number (u32) + send stamp
-# (i64); messages shorter than that carry only producer id and sequence number.
-MIN_MESSAGE_SIZE = 6
-
-
-class ScenarioError(ValueError):
-    """A scenario that cannot be run; str() is one line naming file, field and what is allowed."""
-
-
-@dataclass(frozen=True)
-class Variant:
-    """One configuration of one system: a name for reports and the options handed to the driver."""
-
-    system: str
-    name: str = "default"
-    options: Mapping[str, Any] = field(default_factory=dict)
-
-
-FAULT_ACTIONS = (
-    "kill-broker",
-    "restart-broker",
-    "kill-consumer",
-    "restart-consumer",
-    "kill-producer",
-    "restart-producer",
-    "restart-peer",
-)
-
-
-@dataclass(frozen=True)
-class Fault:
-    """One fault the runner injects: ``action`` at ``at`` seconds after the common start.
-
-    Kills are SIGKILL. ``restart-*`` kills, waits ``down`` seconds, and starts the same broker (same port,
-    same data directory) or the same worker (same role and endpoint; it continues the records of the one it
-    replaces). ``target`` is the producer/consumer index for worker actions.
-    """
-
-    at: float
-    action: str
-    target: int = 0
-    down: float = 0.0
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"at": self.at, "action": self.action, "target": self.target, "down": self.down}
-
-
-@dataclass(frozen=True)
-class Scenario:
-    name: str
-    pattern: Pattern
-    message_sizes: tuple[int, ...]
-    messages: int | None = None
-    duration: float | None = None
-    rates: tuple[float | None, ...] = (None,)  # None = max
-    systems: tuple[str, ...] | None = None
-    producers: int = 1
-    consumers: int = 1
-    topics: int = 1
-    warmup: int = 1000
-    repetitions: int = 1
-    payload: str = "random"
-    timeout: float = 30.0
-    description: str = ""
-    variants: Mapping[str, tuple[Variant, ...]] = field(default_factory=dict)
-    consumer_rate: float | None = None  # msgs/s each consumer handles at most; None = as fast as it can
-    faults: tuple[Fault, ...] = ()
-    source: str = ""
-
-    def variants_for(self, system: str) -> tuple[Variant, ...]:
-        return self.variants.get(system, (Variant(system),))
-
-    def with_repetitions(self, n: int) -> Scenario:
-        return replace(self, repetitions=n)
-
-    def as_dict(self) -> dict[str, Any]:
-        """A JSON-able description for the manifest."""
-        out: dict[str, Any] = {}
-        for f in fields(self):
-            value = getattr(self, f.name)
-            if f.name == "pattern":
-                value = value.value
-            elif f.name == "variants":
-                value = {s: [{"name": v.name, **dict(v.options)} for v in vs] for s, vs in value.items()}
-            elif f.name == "faults":
-                value = [fault.as_dict() for fault in value]
-            elif isinstance(value, tuple):
-                value = list(value)
-            out[f.name] = value
-        return out
-
+from harness.scenario._model import FAULT_ACTIONS, MIN_MESSAGE_SIZE, Fault, Scenario, ScenarioError, Variant
 
 _FIELDS = (
     "name",
