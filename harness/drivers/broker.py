@@ -12,7 +12,7 @@ import contextlib
 import threading
 import time
 from collections.abc import Callable, Mapping
-from typing import Any, Protocol, TypeVar
+from typing import Any, ClassVar, Protocol, TypeVar
 from urllib.parse import urlsplit
 
 from harness.drivers.base import (
@@ -25,6 +25,7 @@ from harness.drivers.base import (
     Topology,
     topology_from_plan,
 )
+from harness.drivers.options import NoOptions
 
 T = TypeVar("T")
 RETRY_PAUSE = 0.5  # seconds between connection attempts
@@ -78,11 +79,13 @@ def pattern(plan: Mapping[str, Any]) -> Pattern:
 
 
 class BrokerDriver(Driver):
-    """A system with a broker. ``plan`` opens ``admin()`` (None: nothing to create, e.g. brokers that make
-    destinations on first use), runs ``create_topics`` and closes it; ``teardown`` does the same with
-    ``delete_topics`` and never raises (the broker may be gone already)."""
+    """A system with a broker, whose options are declared (none unless ``options_type`` says otherwise).
+    ``plan`` opens ``admin()`` (None: nothing to create, e.g. brokers that make destinations on first
+    use), runs ``create_topics`` and closes it; ``teardown`` does the same with ``delete_topics`` and never
+    raises (the broker may be gone already)."""
 
     needs_broker = True
+    options_type: ClassVar[type[Any] | None] = NoOptions
 
     @property
     def url(self) -> str:

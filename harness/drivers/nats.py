@@ -13,7 +13,6 @@ import asyncio
 import threading
 from collections.abc import Callable, Coroutine, Mapping
 from concurrent.futures import Future
-from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from harness.drivers.base import Consumer, DriverError, Pattern, Producer, Replier, Requester, Role
@@ -24,19 +23,14 @@ WINDOW = 1000  # publishes handed to the loop thread and not yet done
 QUEUE_GROUP = "mqbench"
 
 
-@dataclass(frozen=True)
-class NatsOptions:
-    """Core NATS has no variants (nothing to confirm or persist): at-most-once, the default guarantee."""
-
-
 class NatsDriver(BrokerDriver):
     name = "nats"
     patterns = frozenset({Pattern.PUBSUB, Pattern.QUEUE, Pattern.REQREP})
     client_packages = ("nats-py",)
     client_module = "nats"
-    options_type = NatsOptions
 
-    # Subjects need no creating: no admin().
+    # Core NATS has no variants (nothing to confirm or persist, so at-most-once) and subjects need no
+    # creating: no options, no admin().
 
     def create_producer(self, plan: Mapping[str, Any], role: Role) -> Producer:
         return _NatsProducer(_Session(self.url), topic(plan, role))

@@ -13,6 +13,7 @@ import dataclasses
 import types
 import typing
 from collections.abc import Collection, Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from harness.drivers.base import DriverError
@@ -36,6 +37,11 @@ def option(
     ``note`` that the error for a value outside ``choices`` adds in parentheses."""
     meta = {"minimum": minimum, "choices": tuple(choices) if choices else None, "exact": exact, "note": note}
     return dataclasses.field(default=default, metadata=meta)
+
+
+@dataclass(frozen=True)
+class NoOptions:
+    """The options of a driver that has none: any option given is refused."""
 
 
 def option_names(cls: type[Any]) -> frozenset[str]:

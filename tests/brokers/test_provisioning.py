@@ -13,7 +13,7 @@ from harness.brokers import _containers, _process, _provision, choose_backend, f
 from harness.brokers._base import Provisioner, redact
 from harness.brokers._choice import BackendChoice
 from harness.brokers._registry import PROVISIONERS, provisioner
-from harness.brokers._spec import Command, ContainerSpec, Launch
+from harness.brokers._spec import Command, ContainerSpec
 from harness.brokers.activemq import broker_xml
 from harness.brokers.mqtt import broker_config, connect_packet
 from harness.drivers.base import DriverError
@@ -213,31 +213,25 @@ def test_sigterm_to_our_group_never_reaches_the_broker_group() -> None:
     assert _gone(pid)
 
 
-class _FakeProvisioner(Provisioner):
-    system = "nats"
-    schemes = ("nats",)
-    install_hint = "nothing"
+def _fake(script: str, answer_within: float = 5.0) -> Provisioner:
+    """A provisioner whose local "broker" is ``sh -c script`` and whose probe never succeeds."""
 
-    def __init__(self, script: str, ready_timeout: float = 5.0) -> None:
-        self.script, self.ready_timeout = script, ready_timeout
+    class Fake(Provisioner):
+        system = "nats"
+        schemes = ("nats",)
+        install_hint = "nothing"
+        binaries = ("sh",)
+        url_template = "nats://{host}:{port}"
+        ready_timeout = answer_within
+        stop_grace = 0.5
 
-    def find_binary(self) -> str | None:
-        return "/bin/sh"
+        def commands(self, binary: str, workdir: Path, ports: list[int]) -> tuple[Command, ...]:
+            return (Command("fake", (binary, "-c", script)),)
 
-    def container_spec(self, host_port: int, advertised_host: str = "localhost") -> ContainerSpec:
-        raise NotImplementedError
+        def probe(self, url: str, timeout: float) -> str:
+            raise ConnectionRefusedError("nothing listens")
 
-    def prepare_process(self, workdir: Path) -> Launch:
-        return Launch(
-            commands=(Command("fake", ("sh", "-c", self.script)),),
-            url="nats://127.0.0.1:9",
-            workdir=workdir,
-            ready_timeout=self.ready_timeout,
-            stop_grace=0.5,
-        )
-
-    def probe(self, url: str, timeout: float) -> str:
-        raise ConnectionRefusedError("nothing listens")
+    return Fake()
 
 
 def _use_fake(monkeypatch: pytest.MonkeyPatch, fake: Provisioner) -> None:
@@ -248,7 +242,7 @@ def _use_fake(monkeypatch: pytest.MonkeyPatch, fake: Provisioner) -> None:
 
 
 def test_failed_start_copies_logs_and_says_where(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    _use_fake(monkeypatch, _FakeProvisioner("echo boom-marker; exit 3"))
+    _use_fake(monkeypatch, _fake("echo boom-marker; exit 3"))
     with pytest.raises(DriverError) as err, provision("nats", logs_dir=tmp_path):
         pass
     message = str(err.value)
@@ -257,7 +251,7 @@ def test_failed_start_copies_logs_and_says_where(monkeypatch: pytest.MonkeyPatch
 
 
 def test_a_broker_that_never_answers_is_stopped(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    _use_fake(monkeypatch, _FakeProvisioner("exec sleep 300", ready_timeout=1.0))
+    _use_fake(monkeypatch, _fake("exec sleep 300", answer_within=1.0))
     before = set(_process.live_pids())
     with pytest.raises(DriverError, match="did not answer within 1 s"), provision("nats", logs_dir=tmp_path):
         pass
