@@ -6,6 +6,7 @@ import os
 import socket
 import time
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 
@@ -77,6 +78,28 @@ def test_mosquitto_local_config_and_connect_packet() -> None:
     packet = connect_packet("id", "u", "p")
     assert packet[0] == 0x10 and packet[1] == len(packet) - 2
     assert packet[2:8] == b"\x00\x04MQTT" and packet[8] == 4 and packet[9] == 0x02 | 0x80 | 0x40
+
+
+@pytest.mark.parametrize("system", sorted(PROVISIONERS))
+def test_local_launch_is_built_from_the_declarations(system: str, tmp_path: Path) -> None:
+    prov = provisioner(system)
+    assert prov is not None
+    if prov.process_unavailable_reason() is not None:
+        pytest.skip(prov.process_unavailable_reason() or "")
+    launch = prov.prepare_process(tmp_path)  # nothing is started
+    parts = urlsplit(launch.url)
+    assert parts.scheme == prov.schemes[0] and parts.hostname == "127.0.0.1" and parts.port
+    assert launch.commands[-1].argv[0] == prov.find_binary() or system == "activemq"  # java -jar JAR
+    assert launch.ready_timeout == prov.ready_timeout and launch.stop_grace == prov.stop_grace
+    assert launch.workdir == tmp_path
+
+
+def test_a_missing_binary_is_named_when_a_launch_is_prepared(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    _binary(monkeypatch, False)
+    with pytest.raises(OSError, match="nats-server"):
+        provisioner("nats").prepare_process(tmp_path)  # type: ignore[union-attr]
 
 
 def test_redact_hides_passwords() -> None:
