@@ -56,7 +56,7 @@ class KafkaDriver(BrokerDriver):
             raise DriverError(
                 "kafka option acks=0 does not work on Tansu; use acks 1 or all, or Apache Kafka"
             )
-        self.bootstrap = self.broker.url.split("://", 1)[-1].rstrip("/").split(",")
+        self.bootstrap = self.url.split("://", 1)[-1].rstrip("/").split(",")
 
     def guarantee(self) -> Guarantee:
         acks = ACKS[self.opts.acks]
