@@ -17,6 +17,7 @@ from harness.brokers._registry import PROVISIONERS, provisioner
 from harness.brokers._spec import Command, ContainerSpec
 from harness.brokers.activemq import broker_xml
 from harness.brokers.mqtt import broker_config, connect_packet
+from harness.brokers.nats import NatsProvisioner
 from harness.drivers.base import DriverError
 from tests.brokers.conformance import require_backend
 
@@ -237,14 +238,10 @@ def test_sigterm_to_our_group_never_reaches_the_broker_group() -> None:
 
 
 def _fake(script: str, answer_within: float = 5.0) -> Provisioner:
-    """A provisioner whose local "broker" is ``sh -c script`` and whose probe never succeeds."""
+    """nats, except that its local "broker" is ``sh -c script`` and its probe never succeeds."""
 
-    class Fake(Provisioner):
-        system = "nats"
-        schemes = ("nats",)
-        install_hint = "nothing"
+    class Fake(NatsProvisioner):
         binaries = ("sh",)
-        url_template = "nats://{host}:{port}"
         ready_timeout = answer_within
         stop_grace = 0.5
 
