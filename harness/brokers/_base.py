@@ -1,13 +1,20 @@
-"""The provisioner interface: one subclass per system describes how to run and probe its broker."""
+"""The provisioner interface: one subclass per system describes how to run and probe its broker.
+
+A provisioner is mostly data: its binaries, the pinned container, the URL of a local broker, its ports and
+timeouts. Code is only what differs per broker: the commands of a local broker (``commands``), its
+handshake (``probe``) and, where the binary tells it, its version (``binary_version``).
+"""
 
 from __future__ import annotations
 
 import shutil
+import subprocess
 from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import ClassVar
 from urllib.parse import urlsplit
 
+from harness.brokers._ports import LOOPBACK, free_ports
 from harness.brokers._spec import Command, ContainerSpec, Launch
 
 
@@ -29,10 +36,21 @@ class Provisioner(ABC):
     install_hint: ClassVar[str]
     #: Set when the protocol is served by something other than the system's reference broker.
     process_implementation: ClassVar[str] = ""
+    #: Names or paths of the broker executable, tried in order by the default ``find_binary``.
+    binaries: ClassVar[tuple[str, ...]] = ()
+    #: The pinned container, returned by the default ``container_spec``.
+    container: ClassVar[ContainerSpec]
+    #: Where clients reach a local broker, formatted with ``host`` and the first of its ``ports``.
+    url_template: ClassVar[str]
+    #: How many free loopback ports a local broker takes (the first is the clients' port).
+    ports: ClassVar[int] = 1
+    #: Seconds a local broker may take to answer its probe, and to stop after SIGTERM.
+    ready_timeout: ClassVar[float] = 20.0
+    stop_grace: ClassVar[float] = 5.0
 
-    @abstractmethod
     def find_binary(self) -> str | None:
         """Path of the broker executable on this machine, or None."""
+        return which(*self.binaries)
 
     def process_unavailable_reason(self) -> str | None:
         """None when a local broker can be started; otherwise one sentence saying what to install."""
@@ -40,13 +58,34 @@ class Provisioner(ABC):
             return f"no local {self.system} broker was found; {self.install_hint}"
         return None
 
-    @abstractmethod
     def container_spec(self, host_port: int, advertised_host: str = "localhost") -> ContainerSpec:
         """The container that runs this broker (``host_port`` is used only by brokers that advertise it)."""
+        return self.container
+
+    def prepare_process(self, workdir: Path) -> Launch:
+        """Pick free ports and write configuration into ``workdir`` (private, removed after the run).
+        Raises OSError saying what to install when the broker is missing."""
+        binary = self.find_binary()
+        if binary is None:
+            raise OSError(self.process_unavailable_reason())
+        ports = free_ports(self.ports)
+        return Launch(
+            commands=self.commands(binary, workdir, ports),
+            url=self.url_template.format(host=LOOPBACK, port=ports[0]),
+            workdir=workdir,
+            ready_timeout=self.ready_timeout,
+            stop_grace=self.stop_grace,
+            version=self.binary_version(binary),
+        )
 
     @abstractmethod
-    def prepare_process(self, workdir: Path) -> Launch:
-        """Write configuration into ``workdir`` (private, removed after the run), pick free ports."""
+    def commands(self, binary: str, workdir: Path, ports: list[int]) -> tuple[Command, ...]:
+        """The processes of a local broker listening on loopback ``ports``, started in this order (the
+        broker proper last); configuration files go into ``workdir``."""
+
+    def binary_version(self, binary: str) -> str:
+        """The version the binary reports ("" when only the protocol probe tells it)."""
+        return ""
 
     @abstractmethod
     def probe(self, url: str, timeout: float) -> str:
@@ -72,6 +111,15 @@ def which(*candidates: str) -> str | None:
         if found:
             return found
     return None
+
+
+def command_output(*argv: str) -> str:
+    """What ``argv`` prints (stdout, then stderr), or "" when it cannot be run; for version flags."""
+    try:
+        proc = subprocess.run(list(argv), capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    return proc.stdout + proc.stderr
 
 
 def host_port(url: str, default_port: int) -> tuple[str, int]:

@@ -9,8 +9,8 @@ from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 from harness.brokers._base import ProbeError, Provisioner, host_port, which
-from harness.brokers._ports import LOOPBACK, free_port
-from harness.brokers._spec import Command, ContainerSpec, Launch
+from harness.brokers._ports import LOOPBACK
+from harness.brokers._spec import Command, ContainerSpec
 from harness.brokers._wire import connect, recv_until
 
 IMAGE = "apache/activemq-classic:5.18.6"
@@ -33,29 +33,28 @@ class ActiveMQProvisioner(Provisioner):
     system = "activemq"
     schemes = ("stomp",)
     install_hint = "install the Debian package activemq and a Java runtime (`make brokers`)"
+    url_template = "stomp://{host}:{port}"
+    # The image's stock activemq.xml already opens STOMP on 61613.
+    container = ContainerSpec(IMAGE, 61613, url_template, ready_timeout=90.0)
+    ready_timeout = 90.0
+    stop_grace = 15.0
 
     def find_binary(self) -> str | None:
+        """The broker's jar, when a Java runtime and an instance template are there too."""
         jar = HOME / "bin" / "activemq.jar"
         if not jar.is_file() or which("java") is None or _conf_template() is None:
             return None
         return str(jar)
 
-    def container_spec(self, host_port: int, advertised_host: str = "localhost") -> ContainerSpec:
-        # The image's stock activemq.xml already opens STOMP on 61613.
-        return ContainerSpec(
-            image=IMAGE, port=61613, url_template="stomp://{host}:{port}", ready_timeout=90.0
-        )
-
-    def prepare_process(self, workdir: Path) -> Launch:
-        jar, java, template = self.find_binary(), which("java"), _conf_template()
-        if jar is None or java is None or template is None:
+    def commands(self, jar: str, workdir: Path, ports: list[int]) -> tuple[Command, ...]:
+        java, template = which("java"), _conf_template()
+        if java is None or template is None:  # gone since find_binary looked
             raise OSError(self.process_unavailable_reason())
-        port = free_port()
         conf, data = workdir / "conf", workdir / "data"
         shutil.copytree(template, conf)
         (data / "tmp").mkdir(parents=True)
         xml = conf / "activemq.xml"
-        xml.write_text(broker_xml(xml.read_text(), port))
+        xml.write_text(broker_xml(xml.read_text(), ports[0]))
         (conf / "log4j.properties").write_text(LOG4J)
         argv = (
             java,
@@ -72,13 +71,7 @@ class ActiveMQProvisioner(Provisioner):
             "start",
             f"xbean:file:{xml}",
         )
-        return Launch(
-            commands=(Command("activemq", argv),),
-            url=f"stomp://{LOOPBACK}:{port}",
-            workdir=workdir,
-            ready_timeout=90.0,
-            stop_grace=15.0,
-        )
+        return (Command("activemq", argv),)
 
     def probe(self, url: str, timeout: float) -> str:
         """STOMP CONNECT; ready on CONNECTED, whose ``server`` header carries the version."""

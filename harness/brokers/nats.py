@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from harness.brokers._base import ProbeError, Provisioner, host_port, which
-from harness.brokers._ports import LOOPBACK, free_port
-from harness.brokers._spec import Command, ContainerSpec, Launch
+from harness.brokers._base import ProbeError, Provisioner, host_port
+from harness.brokers._ports import LOOPBACK
+from harness.brokers._spec import Command, ContainerSpec
 from harness.brokers._wire import connect, recv_until
 
 IMAGE = "nats:2.10.22"
@@ -23,33 +23,17 @@ class NatsProvisioner(Provisioner):
     system = "nats"
     schemes = ("nats",)
     install_hint = "install the Debian package nats-server (`make brokers`)"
+    binaries = ("nats-server",)
+    url_template = "nats://{host}:{port}"
+    container = ContainerSpec(
+        IMAGE, 4222, url_template, command=("--config", "/etc/nats/mqbench.conf"),
+        files={"/etc/nats/mqbench.conf": server_config("0.0.0.0:4222")},
+    )
 
-    def find_binary(self) -> str | None:
-        return which("nats-server")
-
-    def container_spec(self, host_port: int, advertised_host: str = "localhost") -> ContainerSpec:
-        return ContainerSpec(
-            image=IMAGE,
-            port=4222,
-            url_template="nats://{host}:{port}",
-            command=("--config", "/etc/nats/mqbench.conf"),
-            files={"/etc/nats/mqbench.conf": server_config("0.0.0.0:4222")},
-        )
-
-    def prepare_process(self, workdir: Path) -> Launch:
-        binary = self.find_binary()
-        if binary is None:
-            raise OSError(self.process_unavailable_reason())
-        port = free_port()
+    def commands(self, binary: str, workdir: Path, ports: list[int]) -> tuple[Command, ...]:
         config = workdir / "nats.conf"
-        config.write_text(server_config(f"{LOOPBACK}:{port}"))
-        return Launch(
-            commands=(Command("nats-server", (binary, "--config", str(config))),),
-            url=f"nats://{LOOPBACK}:{port}",
-            workdir=workdir,
-            ready_timeout=20.0,
-            stop_grace=5.0,
-        )
+        config.write_text(server_config(f"{LOOPBACK}:{ports[0]}"))
+        return (Command("nats-server", (binary, "--config", str(config))),)
 
     def probe(self, url: str, timeout: float) -> str:
         """The server greets every connection with ``INFO {json}``; PING must be answered with PONG."""

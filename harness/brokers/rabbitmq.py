@@ -9,8 +9,8 @@ import uuid
 from pathlib import Path
 
 from harness.brokers._base import Provisioner, which
-from harness.brokers._ports import LOOPBACK, free_ports
-from harness.brokers._spec import Command, ContainerSpec, Launch
+from harness.brokers._ports import LOOPBACK
+from harness.brokers._spec import Command, ContainerSpec
 
 IMAGE = "rabbitmq:3.13.7"
 DEBIAN_SERVER = "/usr/lib/rabbitmq/bin/rabbitmq-server"  # the real script; /usr/sbin's wrapper redirects logs
@@ -21,11 +21,16 @@ class RabbitMQProvisioner(Provisioner):
     system = "rabbitmq"
     schemes = ("amqp", "amqps")
     install_hint = "install the Debian package rabbitmq-server (`make brokers`)"
-
-    def find_binary(self) -> str | None:
-        if os.access(DEBIAN_SERVER, os.X_OK):
-            return DEBIAN_SERVER
-        return which("rabbitmq-server")
+    binaries = (DEBIAN_SERVER, "rabbitmq-server")
+    url_template = "amqp://guest:guest@{host}:{port}/%2F"
+    ports = 3  # node, Erlang distribution, our own epmd
+    # guest may only log in from loopback, and container traffic arrives from the Docker bridge.
+    container = ContainerSpec(
+        IMAGE, 5672, "amqp://mqbench:mqbench@{host}:{port}/%2F",
+        env={"RABBITMQ_DEFAULT_USER": "mqbench", "RABBITMQ_DEFAULT_PASS": "mqbench"}, ready_timeout=90.0,
+    )
+    ready_timeout = 90.0
+    stop_grace = 15.0
 
     def process_unavailable_reason(self) -> str | None:
         reason = super().process_unavailable_reason()
@@ -33,22 +38,11 @@ class RabbitMQProvisioner(Provisioner):
             return f"Erlang's epmd was not found; {self.install_hint}"
         return reason
 
-    def container_spec(self, host_port: int, advertised_host: str = "localhost") -> ContainerSpec:
-        # guest may only log in from loopback, and container traffic arrives from the Docker bridge.
-        return ContainerSpec(
-            image=IMAGE,
-            port=5672,
-            url_template="amqp://mqbench:mqbench@{host}:{port}/%2F",
-            env={"RABBITMQ_DEFAULT_USER": "mqbench", "RABBITMQ_DEFAULT_PASS": "mqbench"},
-            ready_timeout=90.0,
-        )
-
-    def prepare_process(self, workdir: Path) -> Launch:
-        server = self.find_binary()
+    def commands(self, server: str, workdir: Path, ports: list[int]) -> tuple[Command, ...]:
         epmd = which("epmd", "/usr/lib/erlang/bin/epmd")
-        if server is None or epmd is None:
+        if epmd is None:
             raise OSError(self.process_unavailable_reason())
-        node_port, dist_port, epmd_port = free_ports(3)
+        node_port, dist_port, epmd_port = ports
         (workdir / "mnesia").mkdir()
         (workdir / "logs" / "rabbit").mkdir(parents=True)
         (workdir / "enabled_plugins").write_text("[].\n")
@@ -76,15 +70,9 @@ class RabbitMQProvisioner(Provisioner):
         }
         # Our own epmd on a private port: the node registers with it instead of spawning a shared daemon,
         # so it is ours to stop.
-        return Launch(
-            commands=(
-                Command("epmd", (epmd, "-port", str(epmd_port), "-address", LOOPBACK), env=env),
-                Command("rabbitmq-server", (server,), env=env, user=user),
-            ),
-            url=f"amqp://guest:guest@{LOOPBACK}:{node_port}/%2F",
-            workdir=workdir,
-            ready_timeout=90.0,
-            stop_grace=15.0,
+        return (
+            Command("epmd", (epmd, "-port", str(epmd_port), "-address", LOOPBACK), env=env),
+            Command("rabbitmq-server", (server,), env=env, user=user),
         )
 
     def probe(self, url: str, timeout: float) -> str:

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness.brokers._base import Provisioner, which
-from harness.brokers._ports import LOOPBACK, free_port
-from harness.brokers._spec import Command, ContainerSpec, Launch
+from harness.brokers._base import Provisioner
+from harness.brokers._ports import LOOPBACK
+from harness.brokers._spec import Command, ContainerSpec
 
 IMAGE = "redis:7.2.5"
 COMMON_ARGS = ("--save", "", "--appendonly", "no", "--protected-mode", "no")
@@ -19,46 +19,15 @@ class RedisProvisioner(Provisioner):
     system = "redis"
     schemes = ("redis", "rediss")
     install_hint = "install the Debian package redis-server (`make brokers`)"
+    binaries = ("redis-server",)
+    url_template = "redis://{host}:{port}/0"
+    container = ContainerSpec(IMAGE, 6379, url_template, command=("redis-server", *COMMON_ARGS))
 
-    def find_binary(self) -> str | None:
-        return which("redis-server")
-
-    def container_spec(self, host_port: int, advertised_host: str = "localhost") -> ContainerSpec:
-        return ContainerSpec(
-            image=IMAGE,
-            port=6379,
-            url_template="redis://{host}:{port}/0",
-            command=("redis-server", *COMMON_ARGS),
-        )
-
-    def prepare_process(self, workdir: Path) -> Launch:
-        binary = self.find_binary()
-        if binary is None:
-            raise OSError(self.process_unavailable_reason())
-        port = free_port()
+    def commands(self, binary: str, workdir: Path, ports: list[int]) -> tuple[Command, ...]:
         data = workdir / "data"
         data.mkdir()
-        argv = (
-            binary,
-            "--port",
-            str(port),
-            "--bind",
-            LOOPBACK,
-            "--dir",
-            str(data),
-            "--daemonize",
-            "no",
-            "--logfile",
-            "",
-            *COMMON_ARGS,
-        )
-        return Launch(
-            commands=(Command("redis-server", argv),),
-            url=f"redis://{LOOPBACK}:{port}/0",
-            workdir=workdir,
-            ready_timeout=20.0,
-            stop_grace=5.0,
-        )
+        local = ("--port", str(ports[0]), "--bind", LOOPBACK, "--dir", str(data), "--daemonize", "no")
+        return (Command("redis-server", (binary, *local, "--logfile", "", *COMMON_ARGS)),)
 
     def restart_state(self, url: str) -> object:
         """The append-only settings in force (the driver's ``aof`` option turns them on at run time)."""

@@ -17,16 +17,9 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-from harness.drivers.base import (
-    Consumer,
-    Driver,
-    DriverError,
-    Guarantee,
-    Pattern,
-    Producer,
-    Role,
-    topology_from_plan,
-)
+from harness.drivers.base import Consumer, DriverError, Guarantee, Pattern, Producer, Role, topology_from_plan
+from harness.drivers.broker import BrokerDriver, CallbackConsumer, address, connect, guarantee
+from harness.drivers.options import option
 
 RECEIPT_TIMEOUT = 30.0
 
@@ -36,17 +29,12 @@ class ActiveMQOptions:
     persistent: bool = False
     client_ack: bool = False
     receipts: bool = False
-    prefetch: int = 1000
-
-    def __post_init__(self) -> None:
-        if self.prefetch < 1:
-            raise DriverError("activemq option 'prefetch' must be at least 1")
+    prefetch: int = option(1000, minimum=1)
 
 
-class ActiveMQDriver(Driver):
+class ActiveMQDriver(BrokerDriver):
     name = "activemq"
     patterns = frozenset({Pattern.QUEUE, Pattern.PUBSUB})
-    needs_broker = True
     client_packages = ("stomp.py",)
     client_module = "stomp"
     options_type = ActiveMQOptions
@@ -54,11 +42,9 @@ class ActiveMQDriver(Driver):
 
     def guarantee(self) -> Guarantee:
         # Durable holds for queues; topic subscriptions here are non-durable.
-        if not (self.opts.client_ack and self.opts.receipts):
-            return Guarantee.AT_MOST_ONCE
-        return Guarantee.DURABLE if self.opts.persistent else Guarantee.AT_LEAST_ONCE
+        return guarantee(self.opts.client_ack and self.opts.receipts, self.opts.persistent)
 
-    # Destinations are created on first use, and a throwaway broker takes them with it: no plan/teardown.
+    # Destinations are created on first use, and a throwaway broker takes them with it: no admin().
 
     def create_producer(self, plan: Mapping[str, Any], role: Role) -> Producer:
         return _StompProducer(_Session(self), _destination(plan, role), self.opts)
@@ -79,9 +65,8 @@ class _Session:
     def __init__(self, driver: ActiveMQDriver) -> None:
         import stomp
 
-        assert driver.broker is not None
-        url = urlsplit(driver.broker.url)
-        self.where = f"{url.hostname}:{url.port or 61613}"
+        url = urlsplit(driver.url)
+        self.where = address(driver.url)
         self.conn = stomp.Connection(
             [(url.hostname or "localhost", url.port or 61613)], heartbeats=(0, 0), auto_decode=False
         )
@@ -93,10 +78,7 @@ class _Session:
         self.ids = itertools.count()
         login = unquote(url.username) if url.username else None
         passcode = unquote(url.password) if url.password else None
-        try:
-            self.conn.connect(login, passcode, wait=True)
-        except Exception as exc:
-            raise DriverError(f"cannot connect to activemq over STOMP at {self.where}: {exc!r}") from None
+        connect("activemq", driver.url, lambda: self.conn.connect(login, passcode, wait=True))
 
     def receipt_id(self) -> str:
         return f"r{next(self.ids)}"
@@ -189,10 +171,10 @@ class _StompProducer(Producer):
         self.session.close()
 
 
-class _StompConsumer(Consumer):
+class _StompConsumer(CallbackConsumer):
     def __init__(self, session: _Session, destination: str, opts: ActiveMQOptions) -> None:
+        super().__init__(session)  # frames arrive in stomp.py's receiver thread
         self.session, self.destination, self.opts = session, destination, opts
-        self.stopped = threading.Event()
 
     def start(self, on_message: Callable[[bytes], None]) -> None:
         conn, sub_id = self.session.conn, f"sub-{uuid.uuid4().hex[:8]}"
@@ -212,11 +194,3 @@ class _StompConsumer(Consumer):
             headers={"activemq.prefetchSize": str(self.opts.prefetch), "receipt": receipt},
         )
         self.session.wait_receipt(receipt)
-
-    def poll(self, timeout: float) -> None:
-        self.session.check()
-        self.stopped.wait(timeout)  # frames arrive in stomp.py's receiver thread
-
-    def close(self) -> None:
-        self.stopped.set()
-        self.session.close()

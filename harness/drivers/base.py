@@ -168,7 +168,7 @@ class Driver(ABC):
         if self.options_type is not None:
             from harness.drivers.options import parse_options
 
-            self.opts: Any = parse_options(self.name, self.options_type, self.options)
+            self.opts: Any = parse_options(self.name, self.options_type, self.options, self.option_names())
 
     # -- description -------------------------------------------------------------------------------
 

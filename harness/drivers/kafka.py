@@ -17,7 +17,6 @@ from typing import Any
 
 from harness.drivers.base import (
     Consumer,
-    Driver,
     DriverError,
     Guarantee,
     Pattern,
@@ -26,30 +25,23 @@ from harness.drivers.base import (
     Topology,
     topology_from_plan,
 )
+from harness.drivers.broker import BrokerDriver, connect, guarantee, topic
+from harness.drivers.options import option
 
 ACKS = {"0": 0, "1": 1, "all": "all", "-1": "all"}
 
 
 @dataclass(frozen=True)
 class KafkaOptions:
-    acks: str = "1"  # 0, 1 or all
-    linger_ms: int = 0
-    batch_size: int = 16384
-    partitions: int = 1
-
-    def __post_init__(self) -> None:
-        if str(self.acks) not in ACKS:
-            raise DriverError(f"kafka option 'acks' must be 0, 1 or all, not {self.acks!r}")
-        if self.partitions < 1 or self.linger_ms < 0 or self.batch_size < 1:
-            raise DriverError(
-                "kafka options 'partitions' and 'batch_size' must be positive, 'linger_ms' >= 0"
-            )
+    acks: str = option("1", choices=ACKS)  # 0, 1 or all
+    linger_ms: int = option(0, minimum=0)
+    batch_size: int = option(16384, minimum=1)
+    partitions: int = option(1, minimum=1)
 
 
-class KafkaDriver(Driver):
+class KafkaDriver(BrokerDriver):
     name = "kafka"
     patterns = frozenset({Pattern.PUBSUB, Pattern.QUEUE})
-    needs_broker = True
     client_packages = ("kafka-python",)
     client_module = "kafka"
     options_type = KafkaOptions
@@ -58,74 +50,52 @@ class KafkaDriver(Driver):
     def __init__(self, options: Mapping[str, Any], broker: Any = None) -> None:
         super().__init__(options, broker)
         assert self.broker is not None
-        if ACKS[str(self.opts.acks)] == 0 and self.broker.implementation == "tansu":
+        if ACKS[self.opts.acks] == 0 and self.broker.implementation == "tansu":
             # Seen with Tansu 0.6: it answers acks=0 produce requests, which kafka-python takes for a
             # protocol error ("No in-flight-request found for server response"), dropping messages.
             raise DriverError(
                 "kafka option acks=0 does not work on Tansu; use acks 1 or all, or Apache Kafka"
             )
-        self.bootstrap = self.broker.url.split("://", 1)[-1].rstrip("/").split(",")
+        self.bootstrap = self.url.split("://", 1)[-1].rstrip("/").split(",")
 
     def guarantee(self) -> Guarantee:
-        acks = ACKS[str(self.opts.acks)]
-        if acks == 0:
-            return Guarantee.AT_MOST_ONCE
+        acks = ACKS[self.opts.acks]
         # Tansu's memory storage loses everything on restart, so nothing run on it is durable.
-        if acks == "all" and (self.broker is None or self.broker.implementation != "tansu"):
-            return Guarantee.DURABLE
-        return Guarantee.AT_LEAST_ONCE
+        on_tansu = self.broker is not None and self.broker.implementation == "tansu"
+        return guarantee(acks != 0, durable=acks == "all" and not on_tansu)
 
     # -- parent ----------------------------------------------------------------------------------
 
-    def plan(self, topology: Topology) -> dict[str, Any]:
+    def admin(self) -> Any:
+        from kafka.admin import KafkaAdminClient
+
+        return connect(
+            "kafka", self.url, lambda: KafkaAdminClient(bootstrap_servers=self.bootstrap, request_timeout_ms=30000)
+        )
+
+    def create_topics(self, admin: Any, topology: Topology) -> dict[str, Any]:
         from kafka.admin import NewTopic
 
-        plan = super().plan(topology)
-        topics = [topology.topic_name(i) for i in range(topology.topics)]
-        admin = self._admin()
+        partitions = self.opts.partitions
+        names = [topology.topic_name(i) for i in range(topology.topics)]
+        topics = [NewTopic(name, num_partitions=partitions, replication_factor=1) for name in names]
         try:
-            admin.create_topics(
-                [NewTopic(t, num_partitions=self.opts.partitions, replication_factor=1) for t in topics],
-                timeout_ms=30000,
-            )
+            admin.create_topics(topics, timeout_ms=30000)
         except Exception as exc:
             raise DriverError(f"kafka could not create the run's topics: {exc!r}") from None
-        finally:
-            admin.close()
-        plan["partitions"] = self.opts.partitions
-        return plan
+        return {"partitions": partitions}
 
-    def teardown(self, plan: Mapping[str, Any]) -> None:
-        topology = topology_from_plan(plan)
-        try:
-            admin = self._admin()
-        except DriverError:
-            return
-        try:
-            admin.delete_topics([topology.topic_name(i) for i in range(topology.topics)], timeout_ms=10000)
-        except Exception:  # already gone, or not supported by the broker
-            pass
-        finally:
-            admin.close()
+    def delete_topics(self, admin: Any, topology: Topology) -> None:
+        admin.delete_topics([topology.topic_name(i) for i in range(topology.topics)], timeout_ms=10000)
 
     # -- workers ---------------------------------------------------------------------------------
 
     def create_producer(self, plan: Mapping[str, Any], role: Role) -> Producer:
-        topology = topology_from_plan(plan)
-        return _KafkaProducer(self, topology.topic_name(role.topic), int(plan["partitions"]), role.index)
+        return _KafkaProducer(self, topic(plan, role), int(plan["partitions"]), role.index)
 
     def create_consumer(self, plan: Mapping[str, Any], role: Role) -> Consumer:
-        topology = topology_from_plan(plan)
-        partitions = consumer_partitions(topology, role, int(plan["partitions"]))
-        return _KafkaConsumer(self, topology.topic_name(role.topic), partitions)
-
-    def _admin(self) -> Any:
-        from kafka.admin import KafkaAdminClient
-
-        try:
-            return KafkaAdminClient(bootstrap_servers=self.bootstrap, request_timeout_ms=30000)
-        except Exception as exc:
-            raise DriverError(f"cannot connect to kafka at {','.join(self.bootstrap)}: {exc!r}") from None
+        partitions = consumer_partitions(topology_from_plan(plan), role, int(plan["partitions"]))
+        return _KafkaConsumer(self, topic(plan, role), partitions)
 
 
 def consumer_partitions(topology: Topology, role: Role, partitions: int) -> list[int]:
@@ -142,19 +112,14 @@ class _KafkaProducer(Producer):
         from kafka import KafkaProducer
 
         opts = driver.opts
-        try:
-            self.producer = KafkaProducer(
-                bootstrap_servers=driver.bootstrap,
-                acks=ACKS[str(opts.acks)],
-                linger_ms=opts.linger_ms,
-                batch_size=opts.batch_size,
-                enable_idempotence=False,  # needs acks=all and InitProducerId, which Tansu may lack
-                max_request_size=8 * 1024 * 1024,
-            )
-        except Exception as exc:
-            raise DriverError(
-                f"cannot connect a kafka producer to {','.join(driver.bootstrap)}: {exc!r}"
-            ) from None
+        self.producer = connect("kafka", driver.url, lambda: KafkaProducer(
+            bootstrap_servers=driver.bootstrap,
+            acks=ACKS[opts.acks],
+            linger_ms=opts.linger_ms,
+            batch_size=opts.batch_size,
+            enable_idempotence=False,  # needs acks=all and InitProducerId, which Tansu may lack
+            max_request_size=8 * 1024 * 1024,
+        ), what="a producer ")
         self.topic, self.partitions = topic, partitions
         self.next_partition = index % partitions  # producers start on different partitions
         self.error: BaseException | None = None
@@ -196,19 +161,14 @@ class _KafkaConsumer(Consumer):
     def __init__(self, driver: KafkaDriver, topic: str, partitions: list[int]) -> None:
         from kafka import KafkaConsumer
 
-        try:
-            self.consumer = KafkaConsumer(
-                bootstrap_servers=driver.bootstrap,
-                group_id=None,
-                enable_auto_commit=False,
-                auto_offset_reset="earliest",
-                fetch_max_bytes=64 * 1024 * 1024,
-                max_partition_fetch_bytes=16 * 1024 * 1024,
-            )
-        except Exception as exc:
-            raise DriverError(
-                f"cannot connect a kafka consumer to {','.join(driver.bootstrap)}: {exc!r}"
-            ) from None
+        self.consumer = connect("kafka", driver.url, lambda: KafkaConsumer(
+            bootstrap_servers=driver.bootstrap,
+            group_id=None,
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
+            fetch_max_bytes=64 * 1024 * 1024,
+            max_partition_fetch_bytes=16 * 1024 * 1024,
+        ), what="a consumer ")
         self.topic, self.partitions = topic, partitions
         self.on_message: Callable[[bytes], None] | None = None
 

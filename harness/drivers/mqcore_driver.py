@@ -21,13 +21,11 @@ class MqcoreDriver(ZmqDriver):
     def module(cls) -> ModuleType:
         import mqcore
 
-        if not hasattr(mqcore, "Context"):
-            raise ImportError("mqcore has no Context yet")
         return mqcore
 
     def versions(self) -> dict[str, str]:
         import mqcore
 
         out = super().versions()
-        out["mqcore"] = getattr(mqcore, "__version__", "dev")
+        out["mqcore"] = mqcore.__version__
         return out

@@ -17,16 +17,9 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from harness.drivers.base import (
-    Consumer,
-    Driver,
-    DriverError,
-    Guarantee,
-    Pattern,
-    Producer,
-    Role,
-    topology_from_plan,
-)
+from harness.drivers.base import Consumer, DriverError, Guarantee, Pattern, Producer, Role
+from harness.drivers.broker import BrokerDriver, CallbackConsumer, address, connect, guarantee, pattern, topic
+from harness.drivers.options import option
 
 WINDOW = 1000  # unfinished publishes per producer
 SHARE_GROUP = "mqbench"
@@ -35,20 +28,13 @@ CONNECT_TIMEOUT = 15.0
 
 @dataclass(frozen=True)
 class MqttOptions:
-    qos: int = 0  # 0, 1 or 2, for publishing and subscribing
-    inflight: int = 100  # paho's window of unacknowledged QoS 1/2 publishes
-
-    def __post_init__(self) -> None:
-        if self.qos not in (0, 1, 2):
-            raise DriverError(f"mqtt option 'qos' must be 0, 1 or 2, not {self.qos!r}")
-        if self.inflight < 1:
-            raise DriverError("mqtt option 'inflight' must be at least 1")
+    qos: int = option(0, choices=(0, 1, 2))  # for publishing and subscribing
+    inflight: int = option(100, minimum=1)  # paho's window of unacknowledged QoS 1/2 publishes
 
 
-class MqttDriver(Driver):
+class MqttDriver(BrokerDriver):
     name = "mqtt"
     patterns = frozenset({Pattern.PUBSUB, Pattern.QUEUE})
-    needs_broker = True
     client_packages = ("paho-mqtt",)
     client_module = "paho.mqtt.client"
     options_type = MqttOptions
@@ -56,19 +42,20 @@ class MqttDriver(Driver):
 
     def guarantee(self) -> Guarantee:
         # Clean sessions on a broker without persistence: nothing survives a restart.
-        return Guarantee.AT_MOST_ONCE if self.opts.qos == 0 else Guarantee.AT_LEAST_ONCE
+        return guarantee(self.opts.qos > 0, durable=False)
+
+    # Topics exist as soon as someone publishes or subscribes: no admin().
 
     def create_producer(self, plan: Mapping[str, Any], role: Role) -> Producer:
-        topic = topology_from_plan(plan).topic_name(role.topic)
-        return _MqttProducer(_Connection(self, f"p{role.index}", manual_ack=False), topic, self.opts.qos)
+        conn = _Connection(self, f"p{role.index}", manual_ack=False)
+        return _MqttProducer(conn, topic(plan, role), self.opts.qos)
 
     def create_consumer(self, plan: Mapping[str, Any], role: Role) -> Consumer:
-        topology = topology_from_plan(plan)
-        topic = topology.topic_name(role.topic)
-        if topology.pattern is Pattern.QUEUE:
-            topic = f"$share/{SHARE_GROUP}/{topic}"
+        name = topic(plan, role)
+        if pattern(plan) is Pattern.QUEUE:
+            name = f"$share/{SHARE_GROUP}/{name}"
         conn = _Connection(self, f"c{role.index}", manual_ack=self.opts.qos > 0)
-        return _MqttConsumer(conn, topic, self.opts.qos)
+        return _MqttConsumer(conn, name, self.opts.qos)
 
 
 class _Connection:
@@ -77,8 +64,7 @@ class _Connection:
     def __init__(self, driver: MqttDriver, label: str, manual_ack: bool) -> None:
         import paho.mqtt.client as mqtt
 
-        assert driver.broker is not None
-        url = urlsplit(driver.broker.url)
+        url = urlsplit(driver.url)
         self.client = mqtt.Client(
             mqtt.CallbackAPIVersion.VERSION2,
             client_id=f"mqbench-{label}-{uuid.uuid4().hex[:8]}",
@@ -94,16 +80,13 @@ class _Connection:
         self.lost: str | None = None
         self.client.on_connect = self._on_connect
         self.client.on_disconnect = self._on_disconnect
-        where = f"{url.hostname}:{url.port or 1883}"
-        try:
-            self.client.connect(url.hostname or "localhost", url.port or 1883, keepalive=60)
-        except OSError as exc:
-            raise DriverError(f"cannot connect to the mqtt broker at {where}: {exc}") from None
+        host, port = url.hostname or "localhost", url.port or 1883
+        connect("mqtt", driver.url, lambda: self.client.connect(host, port, keepalive=60))
         self.client.loop_start()
         if not self.connected.wait(CONNECT_TIMEOUT) or self.refused:
             self.close()
             raise DriverError(
-                f"the mqtt broker at {where} refused the connection: {self.refused or 'no CONNACK'}"
+                f"the mqtt broker at {address(driver.url)} refused the connection: {self.refused or 'no CONNACK'}"
             )
 
     def _on_connect(self, _client: Any, _userdata: Any, _flags: Any, reason: Any, _props: Any) -> None:
@@ -156,13 +139,13 @@ class _MqttProducer(Producer):
         self.conn.close()
 
 
-class _MqttConsumer(Consumer):
+class _MqttConsumer(CallbackConsumer):
     def __init__(self, conn: _Connection, topic: str, qos: int) -> None:
-        self.conn, self.topic, self.qos = conn, topic, qos
-        self.stopped = threading.Event()
+        super().__init__(conn)  # messages arrive in paho's network thread
+        self.client, self.topic, self.qos = conn.client, topic, qos
 
     def start(self, on_message: Callable[[bytes], None]) -> None:
-        client = self.conn.client
+        client = self.client
         subscribed = threading.Event()
         granted: list[Any] = []
 
@@ -182,11 +165,3 @@ class _MqttConsumer(Consumer):
             raise DriverError(f"the mqtt broker did not confirm the subscription to {self.topic}")
         if any(r.is_failure for r in granted):
             raise DriverError(f"the mqtt broker refused the subscription to {self.topic}: {granted[0]}")
-
-    def poll(self, timeout: float) -> None:
-        self.conn.check()
-        self.stopped.wait(timeout)  # messages arrive in paho's network thread
-
-    def close(self) -> None:
-        self.stopped.set()
-        self.conn.close()

@@ -15,57 +15,35 @@ from collections.abc import Callable, Coroutine, Mapping
 from concurrent.futures import Future
 from typing import Any, TypeVar
 
-from harness.drivers.base import (
-    BrokerEndpoint,
-    Consumer,
-    Driver,
-    DriverError,
-    Guarantee,
-    Pattern,
-    Producer,
-    Replier,
-    Requester,
-    Role,
-    topology_from_plan,
-)
+from harness.drivers.base import Consumer, DriverError, Pattern, Producer, Replier, Requester, Role
+from harness.drivers.broker import BrokerDriver, CallbackConsumer, connect, pattern, topic
 
 T = TypeVar("T")
 WINDOW = 1000  # publishes handed to the loop thread and not yet done
 QUEUE_GROUP = "mqbench"
 
 
-class NatsDriver(Driver):
+class NatsDriver(BrokerDriver):
     name = "nats"
     patterns = frozenset({Pattern.PUBSUB, Pattern.QUEUE, Pattern.REQREP})
-    needs_broker = True
     client_packages = ("nats-py",)
     client_module = "nats"
 
-    def __init__(self, options: Mapping[str, Any], broker: BrokerEndpoint | None = None) -> None:
-        super().__init__(options, broker)
-        if self.options:
-            raise DriverError(f"nats has no options (core NATS); got {', '.join(sorted(self.options))}")
-
-    def guarantee(self) -> Guarantee:
-        return Guarantee.AT_MOST_ONCE
+    # Core NATS has no variants (nothing to confirm or persist, so at-most-once) and subjects need no
+    # creating: no options, no admin().
 
     def create_producer(self, plan: Mapping[str, Any], role: Role) -> Producer:
-        return _NatsProducer(self._session(), topology_from_plan(plan).topic_name(role.topic))
+        return _NatsProducer(_Session(self.url), topic(plan, role))
 
     def create_consumer(self, plan: Mapping[str, Any], role: Role) -> Consumer:
-        topology = topology_from_plan(plan)
-        group = QUEUE_GROUP if topology.pattern is Pattern.QUEUE else ""
-        return _NatsConsumer(self._session(), topology.topic_name(role.topic), group)
+        group = QUEUE_GROUP if pattern(plan) is Pattern.QUEUE else ""
+        return _NatsConsumer(_Session(self.url), topic(plan, role), group)
 
     def create_requester(self, plan: Mapping[str, Any], role: Role) -> Requester:
-        return _NatsRequester(self._session(), topology_from_plan(plan).topic_name(role.topic))
+        return _NatsRequester(_Session(self.url), topic(plan, role))
 
     def create_replier(self, plan: Mapping[str, Any], role: Role) -> Replier:
-        return _NatsReplier(self._session(), topology_from_plan(plan).topic_name(role.topic))
-
-    def _session(self) -> _Session:
-        assert self.broker is not None
-        return _Session(self.broker.url)
+        return _NatsReplier(_Session(self.url), topic(plan, role))
 
 
 class _Session:
@@ -83,10 +61,12 @@ class _Session:
             self.errors.append(exc)
 
         try:
-            self.nc: Any = self.call(nats.connect(url, error_cb=on_error, max_reconnect_attempts=0), 15)
-        except Exception as exc:
+            self.nc: Any = connect(
+                "nats", url, lambda: self.call(nats.connect(url, error_cb=on_error, max_reconnect_attempts=0), 15)
+            )
+        except DriverError:
             self.stop()
-            raise DriverError(f"cannot connect to nats at {url}: {exc!r}") from None
+            raise
 
     def submit(self, coro: Coroutine[Any, Any, T]) -> Future[T]:
         return asyncio.run_coroutine_threadsafe(coro, self.loop)
@@ -151,10 +131,10 @@ class _NatsProducer(Producer):
         self.session.close()
 
 
-class _NatsConsumer(Consumer):
+class _NatsConsumer(CallbackConsumer):
     def __init__(self, session: _Session, subject: str, group: str) -> None:
+        super().__init__(session)  # messages arrive in the loop thread
         self.session, self.subject, self.group = session, subject, group
-        self.stopped = threading.Event()
 
     def start(self, on_message: Callable[[bytes], None]) -> None:
         async def deliver(msg: Any) -> None:
@@ -165,14 +145,6 @@ class _NatsConsumer(Consumer):
             await self.session.nc.flush()  # the server has processed SUB once PONG is back
 
         self.session.call(subscribe(), 15)
-
-    def poll(self, timeout: float) -> None:
-        self.session.check()
-        self.stopped.wait(timeout)  # messages arrive in the loop thread
-
-    def close(self) -> None:
-        self.stopped.set()
-        self.session.close()
 
 
 class _NatsRequester(Requester):

@@ -15,7 +15,6 @@ from typing import Any
 
 from harness.drivers.base import (
     Consumer,
-    Driver,
     DriverError,
     Guarantee,
     Pattern,
@@ -26,6 +25,8 @@ from harness.drivers.base import (
     Topology,
     topology_from_plan,
 )
+from harness.drivers.broker import BrokerDriver, close_quietly, connect, guarantee, topic
+from harness.drivers.options import option
 
 REPLY_TO = "amq.rabbitmq.reply-to"  # direct reply-to: no reply queue to declare
 
@@ -34,62 +35,43 @@ REPLY_TO = "amq.rabbitmq.reply-to"  # direct reply-to: no reply queue to declare
 class RabbitMQOptions:
     persistent: bool = False  # durable queues/exchanges + delivery_mode 2
     confirms: bool = False  # publisher confirms; send returns after the broker's ack
-    prefetch: int = 100  # basic.qos prefetch count (manual ack only)
+    prefetch: int = option(100, minimum=0)  # basic.qos prefetch count (manual ack only); 0: unlimited
     manual_ack: bool = False  # consumers ack after on_message; otherwise auto-ack
 
-    def __post_init__(self) -> None:
-        if self.prefetch < 0:
-            raise DriverError("rabbitmq option 'prefetch' must be 0 (unlimited) or more")
 
-
-class RabbitMQDriver(Driver):
+class RabbitMQDriver(BrokerDriver):
     name = "rabbitmq"
     patterns = frozenset({Pattern.QUEUE, Pattern.PUBSUB, Pattern.REQREP})
-    needs_broker = True
     client_packages = ("pika",)
     client_module = "pika"
     options_type = RabbitMQOptions
     opts: RabbitMQOptions
 
     def guarantee(self) -> Guarantee:
-        if not (self.opts.manual_ack and self.opts.confirms):
-            return Guarantee.AT_MOST_ONCE
-        return Guarantee.DURABLE if self.opts.persistent else Guarantee.AT_LEAST_ONCE
+        return guarantee(self.opts.manual_ack and self.opts.confirms, self.opts.persistent)
 
     # -- parent ----------------------------------------------------------------------------------
 
-    def plan(self, topology: Topology) -> dict[str, Any]:
-        plan = super().plan(topology)
-        conn = self._connect()
-        try:
-            ch = conn.channel()
-            for i in range(topology.topics):
-                self._declare(ch, topology, i)
-        finally:
-            conn.close()
-        return plan
+    def admin(self) -> Any:
+        return self._connect()
 
-    def teardown(self, plan: Mapping[str, Any]) -> None:
-        topology = topology_from_plan(plan)
-        try:
-            conn = self._connect()
-        except DriverError:
-            return
-        try:
-            for i in range(topology.topics):
-                name = topology.topic_name(i)
-                ch = conn.channel()
-                if topology.pattern is Pattern.PUBSUB:
-                    ch.exchange_delete(name)
-                    for c in range(topology.consumers):
-                        ch.queue_delete(_subscriber_queue(name, c))
-                else:
-                    ch.queue_delete(name)
-                ch.close()
-        except Exception:  # already gone or broker stopping: teardown must not raise
-            pass
-        finally:
-            _close_quietly(conn)
+    def create_topics(self, admin: Any, topology: Topology) -> dict[str, Any]:
+        ch = admin.channel()
+        for i in range(topology.topics):
+            self._declare(ch, topology, i)
+        return {}
+
+    def delete_topics(self, admin: Any, topology: Topology) -> None:
+        for i in range(topology.topics):
+            name = topology.topic_name(i)
+            ch = admin.channel()
+            if topology.pattern is Pattern.PUBSUB:
+                ch.exchange_delete(name)
+                for c in range(topology.consumers):
+                    ch.queue_delete(_subscriber_queue(name, c))
+            else:
+                ch.queue_delete(name)
+            ch.close()
 
     # -- workers ---------------------------------------------------------------------------------
 
@@ -120,40 +102,23 @@ class RabbitMQDriver(Driver):
         return consumer
 
     def create_requester(self, plan: Mapping[str, Any], role: Role) -> Requester:
-        topology = topology_from_plan(plan)
-        return _RabbitRequester(self._connect(), topology.topic_name(role.topic))
+        return _RabbitRequester(self._connect(), topic(plan, role))
 
     def create_replier(self, plan: Mapping[str, Any], role: Role) -> Replier:
-        topology = topology_from_plan(plan)
-        return _RabbitReplier(self._connect(), topology.topic_name(role.topic), self.opts.prefetch)
+        return _RabbitReplier(self._connect(), topic(plan, role), self.opts.prefetch)
 
     def _connect(self) -> Any:
         import pika
 
-        assert self.broker is not None
-        params = pika.URLParameters(self.broker.url)
+        params = pika.URLParameters(self.url)
         params.heartbeat = 0  # workers may wait at the start barrier longer than a heartbeat interval
-        params.connection_attempts = 3
-        params.retry_delay = 0.5
         params.socket_timeout = 10
-        try:
-            return pika.BlockingConnection(params)
-        except pika.exceptions.AMQPError as exc:
-            raise DriverError(
-                f"cannot connect to rabbitmq at {self.broker.url.split('@')[-1]}: {exc!r}"
-            ) from None
+        # Three attempts half a second apart, as pika's connection_attempts=3, retry_delay=0.5 would make.
+        return connect("rabbitmq", self.url, lambda: pika.BlockingConnection(params), retry_for=1.0)
 
 
 def _subscriber_queue(exchange: str, consumer: int) -> str:
     return f"{exchange}.c{consumer}"
-
-
-def _close_quietly(conn: Any) -> None:
-    try:
-        if conn.is_open:
-            conn.close()
-    except Exception:
-        pass
 
 
 class _RabbitProducer(Producer):
@@ -183,7 +148,7 @@ class _RabbitProducer(Producer):
         self.conn.process_data_events(time_limit=0)
 
     def close(self) -> None:
-        _close_quietly(self.conn)
+        close_quietly(self.conn)
 
 
 class _RabbitConsumer(Consumer):
@@ -222,7 +187,7 @@ class _RabbitConsumer(Consumer):
             raise DriverError(f"rabbitmq consumer lost its connection: {exc!r}") from None
 
     def close(self) -> None:
-        _close_quietly(self.conn)
+        close_quietly(self.conn)
 
 
 class _RabbitRequester(Requester):
@@ -254,7 +219,7 @@ class _RabbitRequester(Requester):
         return self.reply
 
     def close(self) -> None:
-        _close_quietly(self.conn)
+        close_quietly(self.conn)
 
 
 class _RabbitReplier(Replier):
@@ -281,4 +246,4 @@ class _RabbitReplier(Replier):
         return self.answered - before
 
     def close(self) -> None:
-        _close_quietly(self.conn)
+        close_quietly(self.conn)

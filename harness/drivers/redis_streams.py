@@ -15,17 +15,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from harness.drivers.base import (
-    Consumer,
-    Driver,
-    DriverError,
-    Guarantee,
-    Pattern,
-    Producer,
-    Role,
-    Topology,
-    topology_from_plan,
-)
+from harness.drivers.base import Consumer, DriverError, Guarantee, Pattern, Producer, Role, Topology
+from harness.drivers.broker import BrokerDriver, connect, guarantee, pattern, topic
+from harness.drivers.options import option
 
 GROUP = "mqbench"
 FIELD = b"d"
@@ -34,22 +26,16 @@ SOCKET_TIMEOUT = 30.0
 
 @dataclass(frozen=True)
 class RedisOptions:
-    mode: str = "stream"  # pubsub pattern through a stream ("stream") or Redis Pub/Sub ("pubsub")
+    # pubsub pattern through a stream ("stream") or Redis Pub/Sub ("pubsub")
+    mode: str = option("stream", choices=("stream", "pubsub"))
     aof: bool = False  # appendonly yes + appendfsync always
-    maxlen: int = 0  # approximate stream length cap (XADD MAXLEN ~); 0 keeps everything
-    batch: int = 100  # entries per XREAD/XREADGROUP
-
-    def __post_init__(self) -> None:
-        if self.mode not in ("stream", "pubsub"):
-            raise DriverError(f"redis option 'mode' must be stream or pubsub, not {self.mode!r}")
-        if self.maxlen < 0 or self.batch < 1:
-            raise DriverError("redis options 'maxlen' must be >= 0 and 'batch' >= 1")
+    maxlen: int = option(0, minimum=0)  # approximate stream length cap (XADD MAXLEN ~); 0 keeps everything
+    batch: int = option(100, minimum=1)  # entries per XREAD/XREADGROUP
 
 
-class RedisDriver(Driver):
+class RedisDriver(BrokerDriver):
     name = "redis"
     patterns = frozenset({Pattern.QUEUE, Pattern.PUBSUB})
-    needs_broker = True
     client_packages = ("redis",)
     client_module = "redis"
     options_type = RedisOptions
@@ -57,24 +43,23 @@ class RedisDriver(Driver):
 
     def guarantee(self) -> Guarantee:
         # Stated for the pubsub pattern when mode is pubsub (queues always use streams).
-        if self.opts.mode == "pubsub":
-            return Guarantee.AT_MOST_ONCE
-        return Guarantee.DURABLE if self.opts.aof else Guarantee.AT_LEAST_ONCE
+        return guarantee(self.opts.mode != "pubsub", self.opts.aof)
 
     # -- parent ----------------------------------------------------------------------------------
 
-    def plan(self, topology: Topology) -> dict[str, Any]:
-        plan = super().plan(topology)
-        client = self._client()
-        try:
-            if self.opts.aof:
-                self._ensure_aof(client)
-            if topology.pattern is Pattern.QUEUE:
-                for i in range(topology.topics):
-                    client.xgroup_create(topology.topic_name(i), GROUP, id="$", mkstream=True)
-        finally:
-            client.close()
-        return plan
+    def admin(self) -> Any:
+        return self._client()
+
+    def create_topics(self, admin: Any, topology: Topology) -> dict[str, Any]:
+        if self.opts.aof:
+            self._ensure_aof(admin)
+        if topology.pattern is Pattern.QUEUE:
+            for i in range(topology.topics):
+                admin.xgroup_create(topology.topic_name(i), GROUP, id="$", mkstream=True)
+        return {}
+
+    def delete_topics(self, admin: Any, topology: Topology) -> None:
+        admin.delete(*[topology.topic_name(i) for i in range(topology.topics)])
 
     def _ensure_aof(self, client: Any) -> None:
         config = client.config_get("append*")
@@ -89,43 +74,35 @@ class RedisDriver(Driver):
         client.config_set("appendfsync", "always")
         client.config_set("appendonly", "yes")
 
-    def teardown(self, plan: Mapping[str, Any]) -> None:
-        topology = topology_from_plan(plan)
-        try:
-            client = self._client()
-            client.delete(*[topology.topic_name(i) for i in range(topology.topics)])
-            client.close()
-        except Exception:  # broker gone: nothing left to remove
-            pass
-
     # -- workers ---------------------------------------------------------------------------------
 
     def create_producer(self, plan: Mapping[str, Any], role: Role) -> Producer:
-        topology = topology_from_plan(plan)
-        use_pubsub = topology.pattern is Pattern.PUBSUB and self.opts.mode == "pubsub"
-        return _RedisProducer(self._client(), topology.topic_name(role.topic), use_pubsub, self.opts.maxlen)
+        use_pubsub = self._channels(plan)
+        return _RedisProducer(self._client(), topic(plan, role), use_pubsub, self.opts.maxlen)
 
     def create_consumer(self, plan: Mapping[str, Any], role: Role) -> Consumer:
-        topology = topology_from_plan(plan)
-        key = topology.topic_name(role.topic)
-        if topology.pattern is Pattern.QUEUE:
+        key = topic(plan, role)
+        if pattern(plan) is Pattern.QUEUE:
             return _GroupConsumer(self._client(), key, f"c{role.index}", self.opts.batch)
-        if self.opts.mode == "pubsub":
+        if self._channels(plan):
             return _ChannelConsumer(self._client(), key)
         return _StreamConsumer(self._client(), key, self.opts.batch)
+
+    def _channels(self, plan: Mapping[str, Any]) -> bool:
+        """Whether this run goes through Redis Pub/Sub channels instead of streams."""
+        return pattern(plan) is Pattern.PUBSUB and self.opts.mode == "pubsub"
 
     def _client(self) -> Any:
         import redis
 
-        assert self.broker is not None
-        client = redis.Redis.from_url(
-            self.broker.url, socket_timeout=SOCKET_TIMEOUT, socket_connect_timeout=10, decode_responses=False
-        )
-        try:
+        def ping() -> Any:
+            client = redis.Redis.from_url(
+                self.url, socket_timeout=SOCKET_TIMEOUT, socket_connect_timeout=10, decode_responses=False
+            )
             client.ping()
-        except redis.RedisError as exc:
-            raise DriverError(f"cannot reach redis at {self.broker.url.split('@')[-1]}: {exc}") from None
-        return client
+            return client
+
+        return connect("redis", self.url, ping)
 
 
 class _RedisProducer(Producer):

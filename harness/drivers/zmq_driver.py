@@ -18,13 +18,13 @@ import os
 import socket
 import tempfile
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from types import ModuleType
 from typing import Any, ClassVar
 
 from harness.drivers.base import (
     Consumer,
     Driver,
-    DriverError,
     Pattern,
     Producer,
     Replier,
@@ -33,8 +33,8 @@ from harness.drivers.base import (
     Topology,
     topology_from_plan,
 )
+from harness.drivers.options import option
 
-_TRANSPORTS = ("tcp", "ipc")
 # How many messages one poll() may deliver before returning to the runner's loop.
 _POLL_BURST = 4096
 
@@ -45,21 +45,32 @@ def free_tcp_port(host: str = "127.0.0.1") -> int:
         return int(s.getsockname()[1])
 
 
+@dataclass(frozen=True)
+class ZmqOptions:
+    """Socket options as pyzmq takes them; values are used as YAML typed them (``exact``), as always."""
+
+    transport: str = option(
+        "tcp", choices=("tcp", "ipc"), exact=True, note="workers are separate processes, so not inproc"
+    )
+    sndhwm: int | None = option(None, minimum=0, exact=True)  # None: the library's default
+    rcvhwm: int | None = option(None, minimum=0, exact=True)
+    io_threads: int = option(1, minimum=0, exact=True)
+    curve: bool = option(False, exact=True)
+
+
 class ZmqDriver(Driver):
     name: ClassVar[str] = "zmq"
     patterns: ClassVar[frozenset[Pattern]] = frozenset(Pattern)
     client_packages: ClassVar[tuple[str, ...]] = ("pyzmq",)
     slow_joiner: ClassVar[bool] = True  # a PUB drops what it sends before a SUB's subscription has arrived
+    options_type = ZmqOptions
+    opts: ZmqOptions
 
     @classmethod
     def module(cls) -> ModuleType:
         import zmq
 
         return zmq
-
-    @classmethod
-    def option_names(cls) -> frozenset[str]:
-        return frozenset({"transport", "sndhwm", "rcvhwm", "io_threads", "curve"})
 
     @classmethod
     def unavailable_reason(cls) -> str | None:
@@ -78,21 +89,6 @@ class ZmqDriver(Driver):
 
     def __init__(self, options: Mapping[str, Any], broker: Any = None) -> None:
         super().__init__(options, broker)
-        transport = self.options.get("transport", "tcp")
-        if transport not in _TRANSPORTS:
-            raise DriverError(
-                f"{self.name}: option transport must be one of {', '.join(_TRANSPORTS)} "
-                f"(workers are separate processes, so inproc cannot be used), got {transport!r}"
-            )
-        self.transport = transport
-        for key in ("sndhwm", "rcvhwm", "io_threads"):
-            value = self.options.get(key)
-            if value is not None and (not isinstance(value, int) or value < 0):
-                raise DriverError(f"{self.name}: option {key} must be a whole number >= 0, got {value!r}")
-        curve = self.options.get("curve", False)
-        if not isinstance(curve, bool):
-            raise DriverError(f"{self.name}: option curve must be true or false, got {curve!r}")
-        self.curve = curve
         self._ctx: Any = None
 
     # -- parent ------------------------------------------------------------------------------------
@@ -100,13 +96,13 @@ class ZmqDriver(Driver):
     def plan(self, topology: Topology) -> dict[str, Any]:
         plan = super().plan(topology)
         binders = topology.consumers if topology.pattern is Pattern.REQREP else topology.producers
-        if self.transport == "tcp":
+        if self.opts.transport == "tcp":
             plan["endpoints"] = [f"tcp://127.0.0.1:{free_tcp_port()}" for _ in range(binders)]
         else:
             folder = tempfile.mkdtemp(prefix=f"mqbench-{topology.run_tag}-")
             plan["ipc_dir"] = folder
             plan["endpoints"] = [f"ipc://{folder}/e{i}" for i in range(binders)]
-        if self.curve:
+        if self.opts.curve:
             keypair = self.module().curve_keypair
             plan["curve"] = {
                 "servers": [[k.decode("ascii") for k in keypair()] for _ in range(binders)],
@@ -131,15 +127,15 @@ class ZmqDriver(Driver):
 
     def _context(self) -> Any:
         if self._ctx is None:
-            self._ctx = self.module().Context(io_threads=self.options.get("io_threads", 1))
+            self._ctx = self.module().Context(io_threads=self.opts.io_threads)
         return self._ctx
 
     def _socket(self, kind: int) -> Any:
         s = self._context().socket(kind)
-        if "sndhwm" in self.options:
-            s.setsockopt(self.module().SNDHWM, self.options["sndhwm"])
-        if "rcvhwm" in self.options:
-            s.setsockopt(self.module().RCVHWM, self.options["rcvhwm"])
+        if self.opts.sndhwm is not None:
+            s.setsockopt(self.module().SNDHWM, self.opts.sndhwm)
+        if self.opts.rcvhwm is not None:
+            s.setsockopt(self.module().RCVHWM, self.opts.rcvhwm)
         return s
 
     def _bind(self, s: Any, plan: Mapping[str, Any], index: int) -> None:

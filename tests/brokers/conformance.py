@@ -18,16 +18,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from harness.drivers.base import BrokerEndpoint, Consumer, Driver, Pattern, Role, Topology
+from harness.runner.case import SETTLE  # the runner's pause between "every worker ready" and the start
 
 HEADER = struct.Struct(">IQ")  # producer id, sequence number
 PROBE = 0xFFFFFFFF  # producer id of the probes sent before a pub/sub flow until every subscriber hears them
 SUBSCRIBE_TIMEOUT = 30.0  # seconds for every subscriber to hear a probe
 DEADLINE = 60.0  # seconds to wait for delivery before checking what arrived
 STALL = 5.0  # ... or until nothing arrived for this long
-try:  # the runner's pause between "every worker ready" and the start, for subscriptions to propagate
-    from harness.runner.case import SETTLE
-except ImportError:  # pragma: no cover - runner not present
-    SETTLE = 0.2
 
 
 def fill_payload(buf: bytearray, producer: int, seq: int) -> None:

@@ -1,15 +1,17 @@
-"""Broker drivers' variant options and the guarantees they state (no broker needed)."""
+"""Drivers' declared variant options, the guarantees they state, and connecting (no broker needed)."""
 
 from __future__ import annotations
 
+import socket
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
 
-from harness.drivers import driver_class
+from harness.drivers import broker, driver_class
 from harness.drivers.base import BrokerEndpoint, DriverError, Guarantee, Pattern, Role, Topology
 from harness.drivers.kafka import KafkaOptions, consumer_partitions
-from harness.drivers.options import parse_options
+from harness.drivers.options import NoOptions, option, parse_options
 
 BROKER = {
     "rabbitmq": "amqp://guest:guest@127.0.0.1:5672/%2F",
@@ -103,3 +105,91 @@ def test_kafka_partition_assignment(
     topology = Topology(pattern, topics, 1, consumers, 100, "t")
     got = {c: consumer_partitions(topology, Role(c, c % topics), partitions) for c in range(consumers)}
     assert got == expected
+
+
+# -- declared options ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Declared:
+    size: int = option(10, minimum=1)
+    mode: str = option("a", choices=("a", "b"), note="why not c")
+    limit: int | None = option(None, minimum=0)
+    strict: bool = option(False, exact=True)
+
+
+def test_declared_limits_are_checked_with_one_sentence() -> None:
+    assert parse_options("x", _Declared, {"size": "3", "limit": 0}) == _Declared(size=3, limit=0)
+    assert parse_options("x", _Declared, {"limit": None}).limit is None
+    with pytest.raises(DriverError, match=r"^x option 'size' must be at least 1, not 0$"):
+        parse_options("x", _Declared, {"size": 0})
+    with pytest.raises(DriverError, match=r"must be one of a, b \(why not c\), not 'c'"):
+        parse_options("x", _Declared, {"mode": "c"})
+    with pytest.raises(DriverError, match="'strict' must be a bool, not 'true'"):
+        parse_options("x", _Declared, {"strict": "true"})  # exact: taken as YAML typed it
+
+
+def test_extra_names_a_subclass_declares_are_accepted_but_not_parsed() -> None:
+    assert parse_options("x", _Declared, {"size": 2, "extra": 1}, allowed={"extra"}) == _Declared(size=2)
+    with pytest.raises(DriverError, match="x has no options; got extra"):
+        parse_options("x", NoOptions, {"extra": 1})
+
+
+def test_zmq_options_keep_their_rules() -> None:
+    cls = driver_class("zmq")
+    assert cls.option_names() == {"transport", "sndhwm", "rcvhwm", "io_threads", "curve"}
+    with pytest.raises(DriverError, match="'transport' must be one of tcp, ipc .*inproc"):
+        cls({"transport": "inproc"})
+    with pytest.raises(DriverError, match="'sndhwm' must be at least 0"):
+        cls({"sndhwm": -1})
+    with pytest.raises(DriverError, match="'rcvhwm' must be a int"):
+        cls({"rcvhwm": "100"})
+
+
+# -- connecting ------------------------------------------------------------------------------------
+
+
+def test_connect_retries_until_its_deadline(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(broker, "RETRY_PAUSE", 0.01)
+    tries: list[int] = []
+
+    def flaky() -> str:
+        tries.append(1)
+        if len(tries) < 3:
+            raise ConnectionRefusedError("not yet")
+        return "client"
+
+    assert broker.connect("x", "amqp://u:secret@h:1/", flaky, retry_for=5.0) == "client"
+    assert len(tries) == 3
+
+
+def test_connect_failure_names_the_address_not_the_password() -> None:
+    def refused() -> None:
+        raise ConnectionRefusedError("refused")
+
+    with pytest.raises(DriverError) as err:
+        broker.connect("rabbitmq", "amqp://u:secret@h:1/%2F", refused, what="a producer ")
+    assert str(err.value).startswith("cannot connect a producer to rabbitmq at h:1 (")
+    assert "secret" not in str(err.value)
+    with pytest.raises(DriverError, match="^explained$"):
+        broker.connect("x", "x://h:1", lambda: (_ for _ in ()).throw(DriverError("explained")))
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])  # bound, never listening: connections are refused
+
+
+@pytest.mark.parametrize(("system", "module"), [("redis", "redis"), ("mqtt", "paho"), ("activemq", "stomp")])
+def test_an_unreachable_broker_is_one_sentence_and_teardown_stays_quiet(system: str, module: str) -> None:
+    pytest.importorskip(module)
+    port = _closed_port()
+    scheme = BROKER[system].split("://")[0]
+    endpoint = BrokerEndpoint(system, f"{scheme}://127.0.0.1:{port}", "external")
+    driver = driver_class(system)({}, endpoint)
+    topo = Topology(Pattern.QUEUE, 1, 1, 1, 100, "t")
+    with pytest.raises(DriverError, match=f"cannot connect to {system} at 127.0.0.1:{port}"):
+        driver.create_producer(driver.plan(topo), Role(0, 0))
+    driver.teardown({"topology": {"pattern": "queue", "topics": 1, "producers": 1, "consumers": 1,
+                                  "message_size": 100, "run_tag": "t"}})

@@ -6,6 +6,7 @@ import os
 import socket
 import time
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 
@@ -13,9 +14,10 @@ from harness.brokers import _containers, _process, _provision, choose_backend, f
 from harness.brokers._base import Provisioner, redact
 from harness.brokers._choice import BackendChoice
 from harness.brokers._registry import PROVISIONERS, provisioner
-from harness.brokers._spec import Command, ContainerSpec, Launch
+from harness.brokers._spec import Command, ContainerSpec
 from harness.brokers.activemq import broker_xml
 from harness.brokers.mqtt import broker_config, connect_packet
+from harness.brokers.nats import NatsProvisioner
 from harness.drivers.base import DriverError
 from tests.brokers.conformance import require_backend
 
@@ -77,6 +79,28 @@ def test_mosquitto_local_config_and_connect_packet() -> None:
     packet = connect_packet("id", "u", "p")
     assert packet[0] == 0x10 and packet[1] == len(packet) - 2
     assert packet[2:8] == b"\x00\x04MQTT" and packet[8] == 4 and packet[9] == 0x02 | 0x80 | 0x40
+
+
+@pytest.mark.parametrize("system", sorted(PROVISIONERS))
+def test_local_launch_is_built_from_the_declarations(system: str, tmp_path: Path) -> None:
+    prov = provisioner(system)
+    assert prov is not None
+    if prov.process_unavailable_reason() is not None:
+        pytest.skip(prov.process_unavailable_reason() or "")
+    launch = prov.prepare_process(tmp_path)  # nothing is started
+    parts = urlsplit(launch.url)
+    assert parts.scheme == prov.schemes[0] and parts.hostname == "127.0.0.1" and parts.port
+    assert launch.commands[-1].argv[0] == prov.find_binary() or system == "activemq"  # java -jar JAR
+    assert launch.ready_timeout == prov.ready_timeout and launch.stop_grace == prov.stop_grace
+    assert launch.workdir == tmp_path
+
+
+def test_a_missing_binary_is_named_when_a_launch_is_prepared(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    _binary(monkeypatch, False)
+    with pytest.raises(OSError, match="nats-server"):
+        provisioner("nats").prepare_process(tmp_path)  # type: ignore[union-attr]
 
 
 def test_redact_hides_passwords() -> None:
@@ -213,31 +237,21 @@ def test_sigterm_to_our_group_never_reaches_the_broker_group() -> None:
     assert _gone(pid)
 
 
-class _FakeProvisioner(Provisioner):
-    system = "nats"
-    schemes = ("nats",)
-    install_hint = "nothing"
+def _fake(script: str, answer_within: float = 5.0) -> Provisioner:
+    """nats, except that its local "broker" is ``sh -c script`` and its probe never succeeds."""
 
-    def __init__(self, script: str, ready_timeout: float = 5.0) -> None:
-        self.script, self.ready_timeout = script, ready_timeout
+    class Fake(NatsProvisioner):
+        binaries = ("sh",)
+        ready_timeout = answer_within
+        stop_grace = 0.5
 
-    def find_binary(self) -> str | None:
-        return "/bin/sh"
+        def commands(self, binary: str, workdir: Path, ports: list[int]) -> tuple[Command, ...]:
+            return (Command("fake", (binary, "-c", script)),)
 
-    def container_spec(self, host_port: int, advertised_host: str = "localhost") -> ContainerSpec:
-        raise NotImplementedError
+        def probe(self, url: str, timeout: float) -> str:
+            raise ConnectionRefusedError("nothing listens")
 
-    def prepare_process(self, workdir: Path) -> Launch:
-        return Launch(
-            commands=(Command("fake", ("sh", "-c", self.script)),),
-            url="nats://127.0.0.1:9",
-            workdir=workdir,
-            ready_timeout=self.ready_timeout,
-            stop_grace=0.5,
-        )
-
-    def probe(self, url: str, timeout: float) -> str:
-        raise ConnectionRefusedError("nothing listens")
+    return Fake()
 
 
 def _use_fake(monkeypatch: pytest.MonkeyPatch, fake: Provisioner) -> None:
@@ -248,7 +262,7 @@ def _use_fake(monkeypatch: pytest.MonkeyPatch, fake: Provisioner) -> None:
 
 
 def test_failed_start_copies_logs_and_says_where(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    _use_fake(monkeypatch, _FakeProvisioner("echo boom-marker; exit 3"))
+    _use_fake(monkeypatch, _fake("echo boom-marker; exit 3"))
     with pytest.raises(DriverError) as err, provision("nats", logs_dir=tmp_path):
         pass
     message = str(err.value)
@@ -257,7 +271,7 @@ def test_failed_start_copies_logs_and_says_where(monkeypatch: pytest.MonkeyPatch
 
 
 def test_a_broker_that_never_answers_is_stopped(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    _use_fake(monkeypatch, _FakeProvisioner("exec sleep 300", ready_timeout=1.0))
+    _use_fake(monkeypatch, _fake("exec sleep 300", answer_within=1.0))
     before = set(_process.live_pids())
     with pytest.raises(DriverError, match="did not answer within 1 s"), provision("nats", logs_dir=tmp_path):
         pass
