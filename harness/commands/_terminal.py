@@ -54,6 +54,11 @@ class Column:
     numeric: bool = False
 
 
+def numeric(*headers: str) -> tuple[Column, ...]:
+    """Numeric columns with these headers."""
+    return tuple(Column(h, numeric=True) for h in headers)
+
+
 def _text_width(text: str) -> int:
     return max((len(line) for line in text.splitlines()), default=0)
 

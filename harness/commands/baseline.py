@@ -18,12 +18,11 @@ from rich.console import Console
 from rich.table import Table
 
 from harness.commands._options import DEFAULT_BASELINE, add_reference_option
-from harness.commands._terminal import EXIT_OK, Column, fail, table
+from harness.commands._terminal import EXIT_OK, Column, fail, numeric, table
 from harness.regression import METRIC_KEY, RegressionInputError, describe_key, record_baseline
 
 NAME = "baseline"
-_COLUMNS = (Column("metric"), *(Column(name, numeric=True) for name in ("median ratio", "min", "max",
-                                                                        "repetitions")))
+_COLUMNS = (Column("metric"), *numeric("median ratio", "min", "max", "repetitions"))
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:

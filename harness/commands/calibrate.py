@@ -14,19 +14,14 @@ from rich.console import Console
 from rich.table import Table
 
 from harness import units
-from harness.commands._terminal import EXIT_FAILED, EXIT_OK, Column, fail, table
+from harness.commands._terminal import EXIT_FAILED, EXIT_OK, Column, fail, numeric, table
 
 if TYPE_CHECKING:
     from harness.runner.calibrate import Calibration
 
 NAME = "calibrate"
-_COLUMNS = (
-    Column("repetition"),
-    Column("bare loop msg/s", numeric=True),
-    Column("harness msg/s", numeric=True),
-    Column("harness / bare", numeric=True),
-    Column("host steal ms", numeric=True),
-)
+_COLUMNS = (Column("repetition"),
+            *numeric("bare loop msg/s", "harness msg/s", "harness / bare", "host steal ms"))
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:

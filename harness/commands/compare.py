@@ -18,7 +18,7 @@ from rich.table import Table
 
 from harness import units
 from harness.commands._options import add_broker_options, parse_brokers
-from harness.commands._terminal import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, Column, fail, table
+from harness.commands._terminal import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, Column, fail, numeric, table
 from harness.drivers import SYSTEMS
 from harness.drivers.base import DriverError
 from harness.scenario import Scenario, ScenarioError, load_scenarios
@@ -28,20 +28,8 @@ DEFAULT_SCENARIOS = ("scenarios/smoke.yaml",)
 TABLE_WIDTH = 100
 
 _CASE = ["scenario", "pattern", "label", "variant", "size", "rate"]
-_COLUMNS = (
-    Column("system"),
-    Column("size", numeric=True),
-    Column("rate\nmsg/s", numeric=True),
-    Column("sender\nmsg/s", numeric=True),
-    Column("receiver\nmsg/s", numeric=True),
-    Column("p50", numeric=True),
-    Column("p99", numeric=True),
-    Column("p99.9", numeric=True),
-    Column("max", numeric=True),
-    Column("lost", numeric=True),
-    Column("dup", numeric=True),
-    Column("ooo", numeric=True),
-)
+_COLUMNS = (Column("system"), *numeric("size", "rate\nmsg/s", "sender\nmsg/s", "receiver\nmsg/s", "p50", "p99",
+                                       "p99.9", "max", "lost", "dup", "ooo"))
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:

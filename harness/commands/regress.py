@@ -18,7 +18,7 @@ from rich.table import Table
 
 from harness import units
 from harness.commands._options import DEFAULT_BASELINE, add_reference_option
-from harness.commands._terminal import EXIT_FAILED, EXIT_OK, Column, fail, table
+from harness.commands._terminal import EXIT_FAILED, EXIT_OK, Column, fail, numeric, table
 from harness.regression import (
     METRICS,
     MetricResult,
@@ -40,16 +40,9 @@ _STYLE = {
     Verdict.NO_BASELINE: "dim",
 }
 _COLUMNS = (
-    Column("system"),
-    Column("scenario"),
-    Column("metric"),
-    Column("case", numeric=True),
-    Column("baseline ratio", numeric=True),
-    Column("current ratio", numeric=True),
-    Column("change", numeric=True),
-    Column("p-value", numeric=True),
-    Column("verdict"),
-    Column("now: system / reference", numeric=True),
+    Column("system"), Column("scenario"), Column("metric"),
+    *numeric("case", "baseline ratio", "current ratio", "change", "p-value"),
+    Column("verdict"), *numeric("now: system / reference"),
 )
 
 
