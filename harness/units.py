@@ -2,7 +2,7 @@
 used by every terminal table and by messages that name a case.
 
 Counts, rates and durations keep three significant digits and scale their unit (``2.26M``, ``12.3k``,
-``850µs``, ``1.20s``), so a cell stays a few characters wide whatever the magnitude; the exact values stay
+``850µs``, ``1.2s``), so a cell stays a few characters wide whatever the magnitude; the exact values stay
 in the run folder's files. A missing value (None, NaN) is written :data:`MISSING`.
 """
 
@@ -54,7 +54,7 @@ def count(value: float | None) -> str:
 
 
 def duration_us(value: float | None) -> str:
-    """A duration given in microseconds: ``12.3µs``, ``850µs``, ``4.56ms``, ``1.20s``."""
+    """A duration given in microseconds: ``12.3µs``, ``850µs``, ``4.56ms``, ``1.2s``."""
     if _missing(value):
         return MISSING
     assert value is not None

@@ -85,7 +85,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
     if not tables:
         console.print("no case produced results")
     state = "complete" if outcome.complete else "INCOMPLETE"
-    console.print(f"results: {outcome.run_dir}  ({state}; every figure in summary.csv)", highlight=False)
+    console.print(f"results: {outcome.run_dir}  ({state})", highlight=False)
     for p in outcome.problems:
         console.print(f"  [yellow]-[/] {p.splitlines()[0]}", highlight=False)
     return EXIT_OK if outcome.complete else EXIT_FAILED
