@@ -12,8 +12,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from rich import box
+from rich.cells import cell_len
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 EXIT_OK = 0
 EXIT_FAILED = 1  # the command ran and found a problem: incomplete run, regression, failed calibration
@@ -59,11 +61,13 @@ def numeric(*headers: str) -> tuple[Column, ...]:
     return tuple(Column(h, numeric=True) for h in headers)
 
 
-def _text_width(text: str) -> int:
-    return max((len(line) for line in text.splitlines()), default=0)
+def _text_width(text: str | Text) -> int:
+    """Columns the widest line of ``text`` takes on screen."""
+    plain = text.plain if isinstance(text, Text) else text
+    return max((cell_len(line) for line in plain.splitlines()), default=0)
 
 
-def _text_limits(columns: Sequence[Column], rows: Sequence[Sequence[str]], width: int) -> list[int | None]:
+def _text_limits(columns: Sequence[Column], rows: Sequence[Sequence[str | Text]], width: int) -> list[int | None]:
     """How wide each text column may be so that the table fits ``width``; numbers keep their width."""
     natural = [max([_text_width(c.header)] + [_text_width(r[i]) for r in rows]) for i, c in enumerate(columns)]
     spare = width - sum(natural) - _GAP * (len(columns) - 1)
@@ -82,13 +86,14 @@ def _text_limits(columns: Sequence[Column], rows: Sequence[Sequence[str]], width
 
 def table(
     columns: Sequence[Column],
-    rows: Iterable[Sequence[str]],
+    rows: Iterable[Sequence[str | Text]],
     *,
     title: str | None = None,
     caption: str | None = None,
     width: int | None = None,
 ) -> Table:
-    """A table of ``rows`` (cells as text, rich markup allowed), one line per row.
+    """A table of ``rows``, one line per row. A cell is plain text (brackets are shown, never read as
+    markup) or a rich ``Text`` carrying its own style.
 
     With ``width``, text columns are shortened (ending in "…") until the table is at most ``width``
     columns wide; print it with ``console.print(table, width=width)``.
@@ -112,8 +117,7 @@ def table(
             no_wrap=True,
             overflow="ellipsis",
             max_width=limit,
-            min_width=None,
         )
     for r in cells:
-        out.add_row(*r)
+        out.add_row(*(c if isinstance(c, Text) else Text(c) for c in r))
     return out

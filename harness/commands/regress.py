@@ -15,6 +15,7 @@ from typing import Any
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from harness import units
 from harness.commands._options import DEFAULT_BASELINE, add_reference_option
@@ -179,7 +180,7 @@ def _ratio(value: float) -> str:
 
 def results_table(results: Sequence[MetricResult], title: str = "") -> Table:
     """One row per metric: ratios (baseline, now), change, p-value, verdict, absolute medians."""
-    rows = []
+    rows: list[list[str | Text]] = []
     for r in results:
         spec = METRICS.get(r.metric)
         label = spec.label if spec else r.metric
@@ -195,7 +196,7 @@ def results_table(results: Sequence[MetricResult], title: str = "") -> Table:
             _ratio(current),
             f"{c.change:+.1%}" if c else units.MISSING,
             f"{c.p_value:.3f}" if c else units.MISSING,
-            f"[{_STYLE[r.verdict]}]{r.verdict.value}[/]",
+            Text(r.verdict.value, style=_STYLE[r.verdict]),
             f"{units.count(r.value)} / {units.count(r.reference_value)} {unit}",
         ])
     return table(

@@ -81,9 +81,10 @@ def test_the_end_of_run_table_fits_100_columns_and_keeps_numbers_whole() -> None
     assert all("…" in line for line in body)
 
 
-def test_a_short_table_is_not_padded_to_the_width() -> None:
-    lines = render(table([Column("system"), Column("n", numeric=True)], [["zmq", "1"]]))
+def test_a_short_table_is_not_padded_to_the_width_and_shows_brackets() -> None:
+    lines = render(table([Column("system"), Column("n", numeric=True)], [["zmq", "1"], ["mqcore[tuned]", "2"]]))
     assert max(len(line) for line in lines) < 20
+    assert lines[-1].split() == ["mqcore[tuned]", "2"]  # a variant in brackets is text, not markup
 
 
 def test_no_results_give_no_table() -> None:
