@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 import mqcore
-from mqcore.constants import Errno, PollEvent
+from mqcore.constants import Errno
 from mqcore.error import Again, ZMQError
 from mqcore.poller import POLLERR, POLLIN, POLLOUT, _fileno
 from mqcore.socket_base import SocketBase
@@ -285,4 +285,3 @@ for _name in dir(mqcore):
     if _name.isupper():
         globals()[_name] = getattr(mqcore, _name)
 del _name
-_unused = PollEvent

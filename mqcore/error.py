@@ -66,12 +66,3 @@ class ContextTerminated(ZMQError):
 
 class NotDone(ZMQBaseError):
     """A MessageTracker wait timed out."""
-
-
-def raise_errno(errnum: int, msg: str | None = None) -> None:
-    """Raise the most specific ZMQError subclass for ``errnum``."""
-    if errnum == Errno.EAGAIN:
-        raise Again(errnum, msg)
-    if errnum == Errno.ETERM:
-        raise ContextTerminated(errnum, msg)
-    raise ZMQError(errnum, msg)

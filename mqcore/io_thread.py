@@ -53,7 +53,6 @@ class IoThread:
         self._timers: list[tuple[float, int, Timer]] = []
         self._seq = itertools.count()
         self._running = False
-        self.load = 0  # number of plugged objects; the context picks the least-loaded thread
         self._thread = threading.Thread(target=self._loop, name=name, daemon=True)
 
     # -- any thread ------------------------------------------------------------------------------

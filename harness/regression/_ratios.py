@@ -18,8 +18,18 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from harness import units
 from harness.regression._errors import RegressionInputError
 from harness.regression._stats import MIN_REPETITIONS, Better
+
+#: The system every other one is divided by unless the user names another.
+DEFAULT_REFERENCE = "zmq"
+
+
+def split_reference(text: str) -> tuple[str, str | None]:
+    """``"zmq"`` -> ("zmq", None); ``"zmq:tuned"`` -> ("zmq", "tuned")."""
+    system, _, variant = text.partition(":")
+    return system, (variant or None)
 
 
 @dataclass(frozen=True)
@@ -83,7 +93,7 @@ def _prepared(summary: pd.DataFrame) -> pd.DataFrame:
 
 
 def repetition_ratios(
-    summary: pd.DataFrame, reference: str = "zmq", reference_variant: str | None = None
+    summary: pd.DataFrame, reference: str = DEFAULT_REFERENCE, reference_variant: str | None = None
 ) -> pd.DataFrame:
     """Per-repetition ratios of every other system to ``reference`` (see the module docstring).
 
@@ -178,12 +188,16 @@ def require_repetitions(ratios: pd.DataFrame, where: str, minimum: int = MIN_REP
     )
 
 
-def format_size(size: int) -> str:
-    """``100 B``, ``1 KB``, ``64 KiB``: exact decimal or binary units, else bytes."""
-    for unit, factor in (("MiB", 1024**2), ("MB", 1000**2), ("KiB", 1024), ("KB", 1000)):
-        if size >= factor and size % factor == 0:
-            return f"{size // factor} {unit}"
-    return f"{size} B"
+def usable_ratios(summary: pd.DataFrame, where: str, reference: str) -> pd.DataFrame:
+    """:func:`repetition_ratios` to ``reference`` (``SYSTEM[:VARIANT]``) with enough repetitions for the
+    check; a :class:`RegressionInputError` names ``where`` (the run or baseline the summary is from)."""
+    system, variant = split_reference(reference)
+    try:
+        ratios = repetition_ratios(summary, system, variant)
+    except RegressionInputError as exc:
+        raise RegressionInputError(f"{where}: {exc}") from None
+    require_repetitions(ratios, where, MIN_REPETITIONS)
+    return ratios
 
 
 def describe_key(key: dict[str, object]) -> str:
@@ -193,7 +207,7 @@ def describe_key(key: dict[str, object]) -> str:
     system = str(key["system"])
     if key.get("variant") not in (None, "default"):
         system += f"[{key['variant']}]"
-    where = f"at {format_size(int(key['size']))}"  # type: ignore[call-overload]
+    where = f"at {units.size(int(key['size']))}"  # type: ignore[call-overload]
     rate = key.get("rate")
     if rate is not None and not math.isnan(float(rate)):  # type: ignore[arg-type]
         where += f", {rate:g} msgs/s"

@@ -1,4 +1,4 @@
-"""`mqbench calibrate`: is the harness what limits the numbers?
+"""What the harness costs: the measuring behind `mqbench calibrate` (harness/commands/calibrate.py prints it).
 
 Measures pyzmq PUSH/PULL receiver throughput over tcp loopback two ways, alternating, in one run: a bare
 send/recv loop between two processes with no recording at all, and the harness's own `zmq` queue case
@@ -22,7 +22,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rich.console import Console
-from rich.table import Table
 
 from harness.drivers.zmq_driver import free_tcp_port
 from harness.scenario import parse_scenario
@@ -126,9 +125,10 @@ class Calibration:
         os.replace(tmp, path)
 
 
-def calibrate(size: int, messages: int, repetitions: int, out: Path | None, console: Console) -> int:
-    """Alternate bare loop and harness ``repetitions`` times; harness run folders and ``calibrate.csv`` go
-    to ``out`` if given, else to a temporary folder that is removed afterwards."""
+def calibrate(size: int, messages: int, repetitions: int, out: Path | None, console: Console) -> Calibration:
+    """Alternate bare loop and harness ``repetitions`` times, saying on ``console`` which one runs; harness
+    run folders and ``calibrate.csv`` go to ``out`` if given, else to a temporary folder that is removed
+    afterwards. CalibrationError names a repetition that could not be measured."""
     import tempfile
 
     if out is None:
@@ -176,26 +176,4 @@ def calibrate(size: int, messages: int, repetitions: int, out: Path | None, cons
         result.steal.append(None if before is None or after is None else after - before)
     out.mkdir(parents=True, exist_ok=True)
     result.write_csv(out / "calibrate.csv")
-    console.print(render(result, size, messages))
-    low, high = result.quartiles()
-    console.print(
-        f"harness / bare: median of the {repetitions} paired ratios [bold]{result.median_ratio():.2f}[/] "
-        f"(interquartile {low:.2f}–{high:.2f}); ratio of the medians {result.ratio_of_medians():.2f}"
-    )
-    return 0
-
-
-def render(result: Calibration, size: int, messages: int) -> Table:
-    table = Table(title=f"pyzmq PUSH/PULL receiver throughput, {size} B, tcp loopback, {messages} messages")
-    table.add_column("repetition")
-    table.add_column("bare loop msg/s", justify="right")
-    table.add_column("harness msg/s", justify="right")
-    table.add_column("harness / bare", justify="right")
-    table.add_column("host steal ms", justify="right")
-    for i, (b, h, s) in enumerate(zip(result.bare, result.harness, result.steal, strict=True)):
-        table.add_row(str(i + 1), f"{b:,.0f}", f"{h:,.0f}", f"{h / b:.2f}", "" if s is None else f"{s:.0f}")
-    table.add_row(
-        "median", f"{statistics.median(result.bare):,.0f}", f"{statistics.median(result.harness):,.0f}",
-        f"{result.median_ratio():.2f}", "",
-    )
-    return table
+    return result

@@ -61,7 +61,8 @@ def test_calibrate_rejects_impossible_arguments_in_one_line() -> None:
     proc = subprocess.run([sys.executable, "-m", "harness.cli", "calibrate", "--messages", "1"], capture_output=True, text=True,
                           timeout=60, cwd=ROOT)
     assert proc.returncode == 2
-    assert proc.stdout.strip().count("\n") == 0 and "--messages >= 2" in proc.stdout
+    assert proc.stdout == "" and proc.stderr.startswith("mqbench: ")
+    assert proc.stderr.strip().count("\n") == 0 and "--messages >= 2" in proc.stderr
 
 
 def test_an_incomplete_harness_run_stops_calibration_with_its_reason(tmp_path: Path,

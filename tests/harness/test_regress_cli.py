@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
-from harness.regression import baseline, regress
+from harness.cli import build_parser
+from harness.cli import main as mqbench
+from harness.commands import baseline, regress
+from harness.regression import prepare, read_run
 from tests.harness.test_regress_synthetic import manifest, scenario_dicts, summary_frame, write_run
 
 
@@ -18,7 +20,7 @@ def baseline_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("results")
     run = write_run(root, summary_frame(0, run_id="run-base"), manifest("run-base", hostname="builder"))
     out = root / "baseline"
-    assert baseline.main([str(run), "--out", str(out)]) == 0
+    assert mqbench(["baseline", str(run), "--out", str(out)]) == 0
     return out
 
 
@@ -26,7 +28,7 @@ def regress_run(
     tmp_path: Path, baseline_dir: Path, frame: pd.DataFrame, *args: str, **manifest_kwargs: object
 ) -> int:
     run = write_run(tmp_path, frame, manifest(str(frame["run_id"].iloc[0]), **manifest_kwargs))  # type: ignore[arg-type]
-    return regress.main([str(run), "--baseline", str(baseline_dir), *args])
+    return mqbench(["regress", str(run), "--baseline", str(baseline_dir), *args])
 
 
 def last_line(text: str) -> str:
@@ -37,7 +39,7 @@ def assert_one_sentence_error(err: str, *fragments: str) -> None:
     assert "Traceback" not in err
     lines = err.strip().splitlines()
     assert len(lines) == 1, err
-    assert lines[0].startswith("mqbench ")
+    assert lines[0].startswith("mqbench: ")
     for fragment in fragments:
         assert fragment in lines[0], lines[0]
 
@@ -63,14 +65,14 @@ def test_baseline_folder_holds_rows_ratios_and_environment(baseline_dir: Path) -
 
 def test_baseline_refuses_too_few_repetitions(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     run = write_run(tmp_path, summary_frame(0, repetitions=4), manifest(repetitions=4))
-    assert baseline.main([str(run), "--out", str(tmp_path / "b")]) == 2
+    assert mqbench(["baseline", str(run), "--out", str(tmp_path / "b")]) == 2
     assert_one_sentence_error(capsys.readouterr().err, "at least 5 repetitions", "has 4")
     assert not (tmp_path / "b").exists()
 
 
 def test_baseline_refuses_an_incomplete_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     run = write_run(tmp_path, summary_frame(0), manifest(complete=False))
-    assert baseline.main([str(run), "--out", str(tmp_path / "b")]) == 2
+    assert mqbench(["baseline", str(run), "--out", str(tmp_path / "b")]) == 2
     assert_one_sentence_error(capsys.readouterr().err, "incomplete")
 
 
@@ -80,7 +82,7 @@ def test_baseline_pools_several_runs(tmp_path: Path, capsys: pytest.CaptureFixtu
         for seed in (10, 11, 12)
     ]
     out = tmp_path / "pooled"
-    assert baseline.main([*map(str, runs), "--out", str(out)]) == 0
+    assert mqbench(["baseline", *map(str, runs), "--out", str(out)]) == 0
     assert "run-10, run-11, run-12" in capsys.readouterr().out
     env = json.loads((out / "baseline.json").read_text())
     assert env["runs"] == ["run-10", "run-11", "run-12"] and env["run_id"] == "run-10"
@@ -88,7 +90,7 @@ def test_baseline_pools_several_runs(tmp_path: Path, capsys: pytest.CaptureFixtu
     # Every run's repetitions kept, renumbered: 8 metrics x 3 runs x 6 repetitions, none paired across runs.
     assert len(ratios) == 8 * 18 and sorted(ratios["repetition"].unique()) == list(range(18))
     direct = pd.concat(
-        [baseline.prepare(regress.read_run(r), "zmq") for r in runs], ignore_index=True
+        [prepare(read_run(r), "zmq") for r in runs], ignore_index=True
     )["ratio"].sort_values(ignore_index=True)
     assert ratios["ratio"].sort_values(ignore_index=True).to_numpy() == pytest.approx(direct.to_numpy())
     # The check reads a pooled baseline like any other: unchanged code passes, a 2x slowdown fails.
@@ -102,11 +104,11 @@ def test_a_baseline_is_extended_with_new_runs(tmp_path: Path, capsys: pytest.Cap
         write_run(tmp_path, summary_frame(seed, run_id=f"run-{seed}"), manifest(f"run-{seed}")) for seed in (20, 21, 22)
     )
     out = tmp_path / "baseline"
-    assert baseline.main([str(first), str(second), "--out", str(out)]) == 0
+    assert mqbench(["baseline", str(first), str(second), "--out", str(out)]) == 0
     before = pd.read_csv(out / "summary.csv")
     capsys.readouterr()
     # The baseline folder itself is a source: read first, then rewritten in place with the new run's rows.
-    assert baseline.main([str(out), str(third), "--out", str(out)]) == 0
+    assert mqbench(["baseline", str(out), str(third), "--out", str(out)]) == 0
     assert "run-20, run-21, run-22" in capsys.readouterr().out
     env = json.loads((out / "baseline.json").read_text())
     assert env["runs"] == ["run-20", "run-21", "run-22"] and env["run_id"] == "run-20"
@@ -115,7 +117,7 @@ def test_a_baseline_is_extended_with_new_runs(tmp_path: Path, capsys: pytest.Cap
     kept = after[after["repetition"] < 12].reset_index(drop=True)
     pd.testing.assert_frame_equal(kept, before, check_like=True)  # the old repetitions, unchanged
     ratios = pd.read_csv(out / "ratios.csv")
-    direct = pd.concat([baseline.prepare(regress.read_run(r), "zmq") for r in (first, second, third)])
+    direct = pd.concat([prepare(read_run(r), "zmq") for r in (first, second, third)])
     assert ratios["ratio"].sort_values(ignore_index=True).to_numpy() == pytest.approx(
         direct["ratio"].sort_values(ignore_index=True).to_numpy())
     assert regress_run(tmp_path / "same", out, summary_frame(23, run_id="run-23")) == 0
@@ -127,9 +129,9 @@ def test_a_baseline_made_against_another_reference_is_not_pooled(
 ) -> None:
     run = write_run(tmp_path, summary_frame(30, run_id="run-30"), manifest("run-30"))
     out = tmp_path / "baseline"
-    assert baseline.main([str(run), "--out", str(out)]) == 0
+    assert mqbench(["baseline", str(run), "--out", str(out)]) == 0
     capsys.readouterr()
-    assert baseline.main([str(out), str(run), "--reference", "mqcore", "--out", str(tmp_path / "other")]) == 2
+    assert mqbench(["baseline", str(out), str(run), "--reference", "mqcore", "--out", str(tmp_path / "other")]) == 2
     assert_one_sentence_error(capsys.readouterr().err, "a baseline made against 'zmq'", "--reference zmq")
     assert not (tmp_path / "other").exists()
 
@@ -141,7 +143,7 @@ def test_baseline_refuses_to_pool_different_scenarios(
     changed = scenario_dicts(6)
     changed[0]["warmup"] = 50
     b = write_run(tmp_path, summary_frame(2, run_id="run-b"), manifest("run-b", scenarios=changed))
-    assert baseline.main([str(a), str(b), "--out", str(tmp_path / "b")]) == 2
+    assert mqbench(["baseline", str(a), str(b), "--out", str(tmp_path / "b")]) == 2
     assert_one_sentence_error(capsys.readouterr().err, "run-b", "only runs of one scenario can be pooled")
     assert not (tmp_path / "b").exists()
 
@@ -194,8 +196,6 @@ def test_a_test_build_can_stand_in_for_the_baseline_system(
 
 
 def test_wired_into_mqbench(tmp_path: Path, baseline_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from harness.cli import main as mqbench
-
     run = write_run(tmp_path, summary_frame(6), manifest())
     assert mqbench(["regress", str(run), "--baseline", str(baseline_dir), "--threshold", "0.2"]) == 0
     assert "No regression" in capsys.readouterr().out
@@ -204,22 +204,20 @@ def test_wired_into_mqbench(tmp_path: Path, baseline_dir: Path, capsys: pytest.C
     assert mqbench(["regress", str(tmp_path / "missing"), "--baseline", str(baseline_dir)]) == 2
 
 
-def test_add_parsers_registers_both_subcommands() -> None:
-    from harness.regress import add_parsers
-
-    parser = argparse.ArgumentParser(prog="mqbench")
-    sub = parser.add_subparsers(dest="command", required=True)
-    assert [p.prog for p in add_parsers(sub)] == ["mqbench regress", "mqbench baseline"]
+def test_the_parser_routes_both_subcommands_to_their_modules() -> None:
+    parser = build_parser()
     args = parser.parse_args(["regress", "run", "--metric-threshold", "lat_p99_us=0.25"])
-    assert args.func is regress.run and args.metric_threshold == ["lat_p99_us=0.25"]
-    assert parser.parse_args(["baseline", "run"]).func is baseline.run
+    assert args.run is regress.run and args.metric_threshold == ["lat_p99_us=0.25"]
+    assert args.reference == "zmq" and args.baseline == "results/baseline"
+    args = parser.parse_args(["baseline", "a", "b", "--reference", "zmq:tuned"])
+    assert args.run is baseline.run and args.run_dirs == ["a", "b"] and args.reference == "zmq:tuned"
 
 
 # --- regress: unusable input -> exit 2 and one sentence -------------------------------------------
 
 
 def test_missing_run_folder(baseline_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert regress.main([str(tmp_path / "nope"), "--baseline", str(baseline_dir)]) == 2
+    assert mqbench(["regress", str(tmp_path / "nope"), "--baseline", str(baseline_dir)]) == 2
     assert_one_sentence_error(capsys.readouterr().err, "no such run folder")
 
 
@@ -228,21 +226,21 @@ def test_missing_summary_or_manifest(
 ) -> None:
     run = write_run(tmp_path, summary_frame(1), manifest())
     (run / "manifest.json").unlink()
-    assert regress.main([str(run), "--baseline", str(baseline_dir)]) == 2
+    assert mqbench(["regress", str(run), "--baseline", str(baseline_dir)]) == 2
     assert_one_sentence_error(capsys.readouterr().err, "manifest.json: missing")
     (run / "summary.parquet").unlink()
-    assert regress.main([str(run), "--baseline", str(baseline_dir)]) == 2
+    assert mqbench(["regress", str(run), "--baseline", str(baseline_dir)]) == 2
     assert_one_sentence_error(capsys.readouterr().err, "summary.parquet: missing")
 
 
 def test_missing_or_damaged_baseline(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     run = write_run(tmp_path, summary_frame(1), manifest())
-    assert regress.main([str(run), "--baseline", str(tmp_path / "none")]) == 2
+    assert mqbench(["regress", str(run), "--baseline", str(tmp_path / "none")]) == 2
     assert_one_sentence_error(capsys.readouterr().err, "no such baseline folder", "mqbench baseline")
     broken = tmp_path / "broken"
     broken.mkdir()
     (broken / "baseline.json").write_text("{not json")
-    assert regress.main([str(run), "--baseline", str(broken)]) == 2
+    assert mqbench(["regress", str(run), "--baseline", str(broken)]) == 2
     assert_one_sentence_error(capsys.readouterr().err, "not readable JSON")
 
 

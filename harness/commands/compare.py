@@ -1,0 +1,138 @@
+"""``mqbench compare``: run scenarios over systems into one results folder, then print the end-of-run table.
+
+The table fits :data:`TABLE_WIDTH` columns: one table per scenario, the median over repetitions of each
+case, numbers with scaled units (k/M msg/s, µs/ms/s); the exact figures are in the run folder's summary.
+Exit status: 0 complete, 1 the run finished incomplete, 2 unusable input, 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from rich.console import Console
+from rich.table import Table
+
+from harness import units
+from harness.commands._options import add_broker_options, parse_brokers
+from harness.commands._terminal import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, Column, fail, numeric, table
+from harness.drivers import SYSTEMS
+from harness.drivers.base import DriverError
+from harness.scenario import Scenario, ScenarioError, load_scenarios
+
+NAME = "compare"
+DEFAULT_SCENARIOS = ("scenarios/smoke.yaml",)
+TABLE_WIDTH = 100
+
+_CASE = ["scenario", "pattern", "label", "variant", "size", "rate"]
+_COLUMNS = (Column("system"), *numeric("size", "rate\nmsg/s", "sender\nmsg/s", "receiver\nmsg/s", "p50", "p99",
+                                       "p99.9", "max", "lost", "dup", "ooo"))
+
+
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    p: argparse.ArgumentParser = subparsers.add_parser(
+        NAME, help="run scenarios over systems and write a results folder")
+    p.add_argument("scenarios", nargs="*", help=f"scenario YAML files (default: {' '.join(DEFAULT_SCENARIOS)})")
+    p.add_argument("--systems", help=f"comma-separated subset of: {','.join(SYSTEMS)} (default: every ready one)")
+    p.add_argument("--out", default="results", help="folder for run folders (default: results)")
+    p.add_argument("--repetitions", type=int, help="override every scenario's repetitions")
+    add_broker_options(p)
+    p.add_argument("--no-report", action="store_true", help="skip the HTML report at the end")
+    return p
+
+
+def load_all(paths: Sequence[str], repetitions: int | None) -> list[Scenario]:
+    """Every scenario of ``paths``, with ``repetitions`` overridden; ScenarioError if two share a name."""
+    scenarios: list[Scenario] = []
+    for path in paths:
+        scenarios.extend(load_scenarios(path))
+    if repetitions is not None:
+        if repetitions < 1:
+            raise ScenarioError(f"--repetitions must be >= 1, got {repetitions}")
+        scenarios = [s.with_repetitions(repetitions) for s in scenarios]
+    names = [s.name for s in scenarios]
+    for n in names:
+        if names.count(n) > 1:
+            raise ScenarioError(f"two scenarios are named {n!r}; names must differ within one run")
+    return scenarios
+
+
+def run(args: argparse.Namespace, console: Console) -> int:
+    from harness.runner.compare import CompareError, compare
+
+    systems = [s.strip() for s in args.systems.split(",") if s.strip()] if args.systems else None
+    try:
+        outcome = compare(
+            load_all(args.scenarios or DEFAULT_SCENARIOS, args.repetitions),
+            systems=systems,
+            out_root=Path(args.out),
+            brokers=parse_brokers(args.broker),
+            backend=args.backend,
+            console=console,
+            write_report=not args.no_report,
+        )
+    except (ScenarioError, CompareError, DriverError) as exc:
+        return fail(exc)
+    except KeyboardInterrupt:
+        console.print("[yellow]interrupted: brokers and workers stopped; the run folder is marked incomplete[/]")
+        return EXIT_INTERRUPTED
+    tables = end_of_run_tables(outcome.summary)
+    for t in tables:
+        console.print(t, width=min(console.width, TABLE_WIDTH))
+    if not tables:
+        console.print("no case produced results")
+    state = "complete" if outcome.complete else "INCOMPLETE"
+    console.print(f"results: {outcome.run_dir}  ({state})", highlight=False)
+    for p in outcome.problems:
+        console.print(f"  [yellow]-[/] {p.splitlines()[0]}", highlight=False)
+    return EXIT_OK if outcome.complete else EXIT_FAILED
+
+
+def _repetitions(counts: pd.Series) -> str:
+    low, high = int(counts.min()), int(counts.max())
+    text = str(low) if low == high else f"{low}–{high}"
+    return f"{text} repetition{'s' if high > 1 else ''}"
+
+
+def end_of_run_tables(summary: pd.DataFrame) -> list[Table]:
+    """One table per scenario: each case's median over repetitions (loss counts summed, max of max)."""
+    if summary.empty:
+        return []
+    frame = summary.copy()
+    frame["rate"] = frame["rate"].fillna(-1)  # "max" would otherwise drop out of the groupby
+    cases = frame.groupby(_CASE, sort=False).agg(
+        reps=("repetition", "count"),
+        snd=("sender_msgs_per_s", "median"),
+        rcv=("receiver_msgs_per_s", "median"),
+        p50=("lat_p50_us", "median"),
+        p99=("lat_p99_us", "median"),
+        p999=("lat_p99_9_us", "median"),
+        mx=("lat_max_us", "max"),
+        lost=("lost", "sum"),
+        dup=("duplicated", "sum"),
+        ooo=("out_of_order", "sum"),
+        kind=("latency_kind", "first"),
+    ).reset_index()
+    tables = []
+    for scenario, rows in cases.groupby("scenario", sort=False):
+        first = rows.iloc[0]
+        kind = "round-trip" if first["kind"] == "round-trip" else "one-way"
+        title = f"{scenario} ({first['pattern']}): median of {_repetitions(rows['reps'])}; {kind} latency"
+        records: list[dict[str, Any]] = rows.to_dict("records")  # type: ignore[assignment]
+        cells = [
+            [
+                str(r["label"]) if r["variant"] in ("default", None) else f"{r['label']}/{r['variant']}",
+                units.size(int(r["size"])),
+                "max" if r["rate"] < 0 else units.count(float(r["rate"])),
+                units.count(r["snd"]),
+                units.count(r["rcv"]),
+                *(units.duration_us(r[k]) for k in ("p50", "p99", "p999", "mx")),
+                *(units.count(r[k]) for k in ("lost", "dup", "ooo")),
+            ]
+            for r in records
+        ]
+        tables.append(table(_COLUMNS, cells, title=title, width=TABLE_WIDTH))
+    return tables

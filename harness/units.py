@@ -1,0 +1,61 @@
+"""Numbers written for a reader: message sizes, counts and rates, durations. One definition of each,
+used by every terminal table and by messages that name a case.
+
+Counts, rates and durations keep three significant digits and scale their unit (``2.26M``, ``12.3k``,
+``850µs``, ``1.2s``), so a cell stays a few characters wide whatever the magnitude; the exact values stay
+in the run folder's files. A missing value (None, NaN) is written :data:`MISSING`.
+"""
+
+from __future__ import annotations
+
+import math
+
+MISSING = "–"
+
+_SIZE_UNITS = (("MiB", 1024**2), ("MB", 1000**2), ("KiB", 1024), ("KB", 1000))
+_COUNT_UNITS = (("G", 1e9), ("M", 1e6), ("k", 1e3))
+_DURATION_UNITS_US = (("s", 1e6), ("ms", 1e3))
+
+
+def _missing(value: float | None) -> bool:
+    return value is None or math.isnan(value)
+
+
+def _three_digits(value: float) -> float:
+    """``value`` rounded to three significant digits (so 999.96 becomes 1000, and takes the next unit)."""
+    return float(f"{value:.3g}")
+
+
+def _scaled(value: float, units: tuple[tuple[str, float], ...], base: str) -> str:
+    rounded = _three_digits(value)
+    for suffix, factor in units:
+        if abs(rounded) >= factor:
+            scaled = rounded / factor
+            # Beyond the largest unit, whole numbers: "1500s", never "1.5e+03s".
+            return f"{scaled:.0f}{suffix}" if abs(scaled) >= 1000 else f"{scaled:.3g}{suffix}"
+    return f"{rounded:.3g}{base}"
+
+
+def size(nbytes: int) -> str:
+    """``100 B``, ``1 KB``, ``64 KiB``, ``1 MiB``: the exact decimal or binary unit a scenario would
+    write, else bytes."""
+    for unit, factor in _SIZE_UNITS:
+        if nbytes >= factor and nbytes % factor == 0:
+            return f"{nbytes // factor} {unit}"
+    return f"{nbytes} B"
+
+
+def count(value: float | None) -> str:
+    """A count or a rate: ``950``, ``12.3k``, ``2.26M``; whole numbers below 1000 exactly."""
+    if _missing(value):
+        return MISSING
+    assert value is not None
+    return _scaled(value, _COUNT_UNITS, "")
+
+
+def duration_us(value: float | None) -> str:
+    """A duration given in microseconds: ``12.3µs``, ``850µs``, ``4.56ms``, ``1.2s``."""
+    if _missing(value):
+        return MISSING
+    assert value is not None
+    return _scaled(value, _DURATION_UNITS_US, "µs")
