@@ -40,6 +40,10 @@ class Provisioner(ABC):
             return f"no local {self.system} broker was found; {self.install_hint}"
         return None
 
+    def local_description(self) -> str:
+        """What is installed locally, for `mqbench systems` (JVM brokers name their release)."""
+        return "a local broker binary is installed"
+
     @abstractmethod
     def container_spec(self, host_port: int, advertised_host: str = "localhost") -> ContainerSpec:
         """The container that runs this broker (``host_port`` is used only by brokers that advertise it)."""

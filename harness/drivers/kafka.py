@@ -1,4 +1,4 @@
-"""Kafka protocol through kafka-python (Apache Kafka, or Tansu as the local broker).
+"""Kafka protocol through kafka-python: Apache Kafka (system ``kafka``) and Tansu (system ``tansu``).
 
 Topics have ``partitions`` partitions. A producer spreads its messages round-robin over the partitions
 (ordered per partition only). Consumers never join a consumer group (group subscription receives nothing
@@ -58,11 +58,11 @@ class KafkaDriver(Driver):
     def __init__(self, options: Mapping[str, Any], broker: Any = None) -> None:
         super().__init__(options, broker)
         assert self.broker is not None
-        if ACKS[str(self.opts.acks)] == 0 and self.broker.implementation == "tansu":
+        if ACKS[str(self.opts.acks)] == 0 and self.name == "tansu":
             # Seen with Tansu 0.6: it answers acks=0 produce requests, which kafka-python takes for a
             # protocol error ("No in-flight-request found for server response"), dropping messages.
             raise DriverError(
-                "kafka option acks=0 does not work on Tansu; use acks 1 or all, or Apache Kafka"
+                "tansu option acks=0 does not work on Tansu; use acks 1 or all, or Apache Kafka"
             )
         self.bootstrap = self.broker.url.split("://", 1)[-1].rstrip("/").split(",")
 
@@ -71,7 +71,7 @@ class KafkaDriver(Driver):
         if acks == 0:
             return Guarantee.AT_MOST_ONCE
         # Tansu's memory storage loses everything on restart, so nothing run on it is durable.
-        if acks == "all" and (self.broker is None or self.broker.implementation != "tansu"):
+        if acks == "all" and self.name != "tansu":
             return Guarantee.DURABLE
         return Guarantee.AT_LEAST_ONCE
 
@@ -126,6 +126,12 @@ class KafkaDriver(Driver):
             return KafkaAdminClient(bootstrap_servers=self.bootstrap, request_timeout_ms=30000)
         except Exception as exc:
             raise DriverError(f"cannot connect to kafka at {','.join(self.bootstrap)}: {exc!r}") from None
+
+
+class TansuDriver(KafkaDriver):
+    """The same client against Tansu, a Kafka-compatible broker with memory-only storage."""
+
+    name = "tansu"
 
 
 def consumer_partitions(topology: Topology, role: Role, partitions: int) -> list[int]:
