@@ -81,7 +81,7 @@ class RocketMQProvisioner(Provisioner):
         broker_port = broker_listen_port()
         namesrv = f"{LOOPBACK}:{namesrv_port}"
         (workdir / "namesrv.conf").write_text(f"listenPort={namesrv_port}\nbindAddress={LOOPBACK}\n")
-        (workdir / "broker.conf").write_text(broker_config(LOOPBACK, broker_port, namesrv, store))
+        (workdir / "broker.conf").write_text(broker_config(LOOPBACK, broker_port, namesrv, store, bind=LOOPBACK))
         env = {"ROCKETMQ_HOME": str(home)}
         # user.home: RocketMQ logs under ${user.home}/logs/rocketmqlogs, copied into the run folder.
         jvm = (java, *JVM_COMMON, f"-Duser.home={home}", f"-Drocketmq.home.dir={home}", "-cp",
@@ -115,7 +115,8 @@ class RocketMQProvisioner(Provisioner):
         return broker_version(brokers[0], timeout)
 
 
-def broker_config(advertised: str, port: int, namesrv: str, store: Path) -> str:
+def broker_config(advertised: str, port: int, namesrv: str, store: Path, bind: str = "") -> str:
+    """The broker's settings; ``bind`` restricts its client listener to one address (a local process)."""
     settings = {
         "brokerClusterName": "mqbench",
         "brokerName": "broker-a",
@@ -128,6 +129,8 @@ def broker_config(advertised: str, port: int, namesrv: str, store: Path) -> str:
         "flushDiskType": "ASYNC_FLUSH",
         "autoCreateTopicEnable": "true",
     }
+    if bind:
+        settings["bindAddress"] = bind
     return "".join(f"{k}={v}\n" for k, v in settings.items())
 
 
