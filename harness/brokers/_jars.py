@@ -65,6 +65,24 @@ def unavailable_reason(name: str, display: str) -> str | None:
     return None
 
 
+class JarsBroker:
+    """Mixin for a provisioner whose broker runs from the jars of ``jars`` (a pom name); ``display`` is the
+    broker's proper name, used in sentences."""
+
+    jars: str
+    display: str
+    install_hint = JVM_INSTALL
+
+    def find_binary(self) -> str | None:
+        return None if self.process_unavailable_reason() else java()
+
+    def process_unavailable_reason(self) -> str | None:
+        return unavailable_reason(self.jars, self.display)
+
+    def local_description(self) -> str:
+        return f"{self.display} {pinned_version(self.jars)} (Maven Central jars) is installed"
+
+
 def classpath(name: str) -> str:
     """The ``-cp`` argument for every jar of ``name`` (call after :func:`unavailable_reason` said None)."""
     lib = lib_dir(name)

@@ -56,19 +56,10 @@ class KafkaProtocolProbe(Provisioner):
         return ""  # the Kafka protocol does not tell the broker's version
 
 
-class KafkaProvisioner(KafkaProtocolProbe):
+class KafkaProvisioner(_jars.JarsBroker, KafkaProtocolProbe):
     system = "kafka"
     schemes = ("kafka",)
-    install_hint = _jars.JVM_INSTALL
-
-    def find_binary(self) -> str | None:
-        return None if self.process_unavailable_reason() else _jars.java()
-
-    def process_unavailable_reason(self) -> str | None:
-        return _jars.unavailable_reason("kafka", "Apache Kafka")
-
-    def local_description(self) -> str:
-        return f"Apache Kafka {_jars.pinned_version('kafka')} (Maven Central jars) is installed"
+    jars, display = "kafka", "Apache Kafka"
 
     def container_spec(self, host_port: int, advertised_host: str = "localhost") -> ContainerSpec:
         # Kafka advertises host:port to clients, so the container listens on the very port bound on the host.

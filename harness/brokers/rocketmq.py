@@ -30,19 +30,10 @@ BROKER_HEAP = ("-Xms768m", "-Xmx768m", "-Xmn256m", "-XX:MaxDirectMemorySize=512m
 JVM_COMMON = ("-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20", "-Djava.awt.headless=true", *_jars.JAVA17_OPENS)
 
 
-class RocketMQProvisioner(Provisioner):
+class RocketMQProvisioner(_jars.JarsBroker, Provisioner):
     system = "rocketmq"
     schemes = ("rocketmq",)
-    install_hint = _jars.JVM_INSTALL
-
-    def find_binary(self) -> str | None:
-        return None if self.process_unavailable_reason() else _jars.java()
-
-    def process_unavailable_reason(self) -> str | None:
-        return _jars.unavailable_reason("rocketmq", "Apache RocketMQ")
-
-    def local_description(self) -> str:
-        return f"Apache RocketMQ {_jars.pinned_version('rocketmq')} (Maven Central jars) is installed"
+    jars, display = "rocketmq", "Apache RocketMQ"
 
     def container_spec(self, host_port: int, advertised_host: str = "localhost") -> ContainerSpec:
         # Both servers are reached on the host port numbers they listen on: the NameServer on host_port,

@@ -241,26 +241,18 @@ def remoting_call(
         {"code": code, "language": "PYTHON", "version": 0, "opaque": 1, "flag": 0, "extFields": dict(fields or {})}
     ).encode()
     frame = struct.pack(">I", len(header)) + header
-    with socket.create_connection((host, int(port)), timeout=timeout) as sock:
+    with socket.create_connection((host, int(port)), timeout=timeout) as sock, sock.makefile("rb") as answer_in:
         sock.settimeout(timeout)
         sock.sendall(struct.pack(">I", len(frame)) + frame)
-        (size,) = struct.unpack(">I", _recv(sock, 4))
-        data = _recv(sock, size)
+        (size,) = struct.unpack(">I", answer_in.read(4).rjust(4, b"\0"))
+        data = answer_in.read(size)
+    if len(data) < max(size, 4):
+        raise OSError("the connection closed mid-answer")
     header_len = struct.unpack(">I", data[:4])[0] & 0xFFFFFF
     answer = json.loads(data[4 : 4 + header_len])
     if answer.get("code", -1) != 0:
         raise OSError(f"request {code} answered code {answer.get('code')}: {answer.get('remark', '')}")
     return answer, data[4 + header_len :]
-
-
-def _recv(sock: socket.socket, n: int) -> bytes:
-    buf = bytearray()
-    while len(buf) < n:
-        chunk = sock.recv(n - len(buf))
-        if not chunk:
-            raise OSError("the connection closed mid-answer")
-        buf += chunk
-    return bytes(buf)
 
 
 def broker_addresses(namesrv: str, timeout: float) -> list[str]:

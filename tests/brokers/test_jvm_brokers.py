@@ -9,11 +9,7 @@ The broker cases need `make brokers` (the jars and a Java runtime); without them
 from __future__ import annotations
 
 import os
-import signal
 import socket
-import subprocess
-import sys
-import time
 from collections import namedtuple
 from pathlib import Path
 
@@ -25,8 +21,8 @@ from harness.brokers._registry import provisioner
 from harness.drivers import driver_class
 from harness.drivers.base import DriverError, Pattern
 from tests.brokers.conformance import check_pubsub, require_backend, run_flow
+from tests.brokers.test_interrupt import _name, interrupt_mid_run, left_running
 
-ROOT = Path(__file__).resolve().parents[2]
 JVM_SYSTEMS = ("kafka", "rocketmq")
 
 # -- configuration (no broker) -------------------------------------------------------------------------
@@ -103,43 +99,27 @@ def test_tansu_is_a_separate_system_from_apache_kafka() -> None:
 # -- real brokers ----------------------------------------------------------------------------------------
 
 
-def _our_java() -> dict[int, str]:
-    """Java processes descended from this test process (the brokers it started), by pid."""
-    out = {}
-    for pid in _descendants(os.getpid()):
-        name = _name(pid)
-        if name == "java":
-            out[pid] = name
-    return out
+def _our_java() -> set[int]:
+    """Java processes descended from this test process (the brokers it started)."""
+    return {pid for pid in _descendants(os.getpid()) if _name(pid) == "java"}
 
 
-def _name(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/comm").read_text().strip()
-    except OSError:
-        return ""
-
-
-def _gone(pids: set[int], wait: float = 30.0) -> set[int]:
-    deadline = time.monotonic() + wait
-    while time.monotonic() < deadline and any(Path(f"/proc/{p}").exists() for p in pids):
-        time.sleep(0.2)
-    return {p for p in pids if Path(f"/proc/{p}").exists() and _name(p) == "java"}
+def _java_left(pids: set[int], wait: float = 30.0) -> dict[int, str]:
+    return {p: n for p, n in left_running(pids, wait).items() if n == "java"}
 
 
 @pytest.mark.broker
 @pytest.mark.parametrize("system", JVM_SYSTEMS)
 def test_broker_starts_moves_messages_and_leaves_no_java(system: str, tmp_path: Path) -> None:
     require_backend(system, "process")
-    seen: set[int] = set()
     with provision(system, backend="process", logs_dir=tmp_path / "logs") as endpoint:
-        assert endpoint.version.startswith(_jars.pinned_version(system)[:2])
+        assert endpoint.version == _jars.pinned_version(system)
         assert endpoint.extra["startup_s"] > 0
-        seen |= set(_our_java())
-        assert seen, "no java process was started"
+        started = _our_java()
+        assert started, "no java process was started"
         delivery = run_flow(driver_class(system), {}, endpoint, Pattern.PUBSUB, 2, 500, 100)
         check_pubsub(delivery, ordered=True)
-    assert not _gone(seen), "java processes left after the broker was stopped"
+    assert not _java_left(started), "java processes left after the broker was stopped"
     assert list((tmp_path / "logs" / system).rglob("*.out")), "the broker's console log is not in logs_dir"
 
 
@@ -147,54 +127,25 @@ def test_broker_starts_moves_messages_and_leaves_no_java(system: str, tmp_path: 
 def test_failed_start_leaves_no_java(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Kafka's client port is taken by someone else: the start fails with one sentence and no JVM stays."""
     require_backend("kafka", "process")
+    before = _our_java()
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
-        port = taken.getsockname()[1]
         real = kafka.free_ports
-        monkeypatch.setattr(kafka, "free_ports", lambda n: [port, *real(n - 1)])
-        before = set(_our_java())
+        monkeypatch.setattr(kafka, "free_ports", lambda n: [taken.getsockname()[1], *real(n - 1)])
         with pytest.raises(DriverError, match="kafka broker failed to start") as failure:
             with provision("kafka", backend="process", logs_dir=tmp_path / "logs"):
                 pass
     assert "\n" not in str(failure.value)
-    assert not _gone(set(_our_java()) - before, wait=5.0)
-    assert not set(_our_java()) - before
+    assert not _our_java() - before
 
 
 @pytest.mark.broker
 @pytest.mark.parametrize("system", JVM_SYSTEMS)
 def test_ctrl_c_during_a_run_leaves_no_java(system: str, tmp_path: Path) -> None:
     require_backend(system, "process")
-    scenario = tmp_path / "long.yaml"
-    scenario.write_text("name: long\npattern: queue\nmessage_sizes: [100]\nduration: 120s\nrate: 200\n"
-                        f"systems: [{system}]\n")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "harness.cli", "compare", str(scenario), "--out", str(tmp_path / "res"),
-         "--backend", "process"],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-    )
-    seen: set[int] = set()
-    try:
-        deadline = time.monotonic() + 240
-        running = False
-        while time.monotonic() < deadline and proc.poll() is None:
-            time.sleep(0.5)
-            seen |= set(_descendants(proc.pid))
-            names = [_name(p) for p in seen]
-            workers = sum(1 for n in names if n.startswith("python"))
-            if "java" in names and workers >= 3:  # forkserver + producer + consumer: the case runs
-                running = True
-                break
-        assert running, "the case never started"
-        time.sleep(1.0)
-        proc.send_signal(signal.SIGINT)
-        output, _ = proc.communicate(timeout=120)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
-    assert proc.returncode == 130, output
-    assert "Traceback" not in output
-    left = _gone(seen)
+    scenario = (f"name: long\npattern: queue\nmessage_sizes: [100]\nduration: 120s\nrate: 200\n"
+                f"systems: [{system}]\n")
+    _, seen = interrupt_mid_run(tmp_path, scenario, "java", wait=300)
+    left = _java_left(seen)
     assert not left, f"java processes left after Ctrl-C: {sorted(left)}"
