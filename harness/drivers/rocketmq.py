@@ -121,7 +121,7 @@ class RocketMQDriver(Driver):
 
 @contextlib.contextmanager
 def _client_home() -> Iterator[None]:
-    """librocketmq writes its log under $HOME/logs/rocketmq-cpp/ when a client is created and started;
+    """librocketmq opens its log under $HOME/logs/rocketmq-cpp/ when a process's first client is created;
     point HOME at a temporary folder meanwhile so runs do not fill the user's home."""
     home = os.path.join(tempfile.gettempdir(), "mqbench-rocketmq-client")
     os.makedirs(home, exist_ok=True)
@@ -190,7 +190,8 @@ class _RocketMQConsumer(Consumer):
         self.raw.GetMessageProperty.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
         self.driver, self.topic, self.group = driver, topic, group
         try:
-            self.consumer = PushConsumer(group)
+            with _client_home():
+                self.consumer = PushConsumer(group)
             self.consumer.set_namesrv_addr(driver.namesrv)
             self.consumer.set_thread_count(1)  # on_message is never called from two threads at once
             # The client allows one consumer per group and instance name in a process (tests run several).
