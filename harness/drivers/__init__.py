@@ -13,6 +13,8 @@ SYSTEMS: dict[str, str] = {
     "zmq": "zmq_driver:ZmqDriver",
     "rabbitmq": "rabbitmq:RabbitMQDriver",
     "kafka": "kafka:KafkaDriver",
+    "tansu": "kafka:TansuDriver",
+    "rocketmq": "rocketmq:RocketMQDriver",
     "nats": "nats:NatsDriver",
     "mqtt": "mqtt:MqttDriver",
     "redis": "redis_streams:RedisDriver",

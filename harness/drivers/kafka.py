@@ -1,4 +1,4 @@
-"""Kafka protocol through kafka-python (Apache Kafka, or Tansu as the local broker).
+"""Kafka protocol through kafka-python: Apache Kafka (system ``kafka``) and Tansu (system ``tansu``).
 
 Topics have ``partitions`` partitions. A producer spreads its messages round-robin over the partitions
 (ordered per partition only). Consumers never join a consumer group (group subscription receives nothing
@@ -50,19 +50,18 @@ class KafkaDriver(BrokerDriver):
     def __init__(self, options: Mapping[str, Any], broker: Any = None) -> None:
         super().__init__(options, broker)
         assert self.broker is not None
-        if ACKS[self.opts.acks] == 0 and self.broker.implementation == "tansu":
+        if ACKS[self.opts.acks] == 0 and self.name == "tansu":
             # Seen with Tansu 0.6: it answers acks=0 produce requests, which kafka-python takes for a
             # protocol error ("No in-flight-request found for server response"), dropping messages.
             raise DriverError(
-                "kafka option acks=0 does not work on Tansu; use acks 1 or all, or Apache Kafka"
+                "tansu option acks=0 does not work on Tansu; use acks 1 or all, or Apache Kafka"
             )
         self.bootstrap = self.url.split("://", 1)[-1].rstrip("/").split(",")
 
     def guarantee(self) -> Guarantee:
         acks = ACKS[self.opts.acks]
         # Tansu's memory storage loses everything on restart, so nothing run on it is durable.
-        on_tansu = self.broker is not None and self.broker.implementation == "tansu"
-        return guarantee(acks != 0, durable=acks == "all" and not on_tansu)
+        return guarantee(acks != 0, durable=acks == "all" and self.name != "tansu")
 
     # -- parent ----------------------------------------------------------------------------------
 
@@ -96,6 +95,12 @@ class KafkaDriver(BrokerDriver):
     def create_consumer(self, plan: Mapping[str, Any], role: Role) -> Consumer:
         partitions = consumer_partitions(topology_from_plan(plan), role, int(plan["partitions"]))
         return _KafkaConsumer(self, topic(plan, role), partitions)
+
+
+class TansuDriver(KafkaDriver):
+    """The same client against Tansu, a Kafka-compatible broker with memory-only storage."""
+
+    name = "tansu"
 
 
 def consumer_partitions(topology: Topology, role: Role, partitions: int) -> list[int]:

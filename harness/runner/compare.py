@@ -274,6 +274,7 @@ def _record_system(run: RunFolder, variant: Variant, driver: Driver, ready: Mapp
         "versions": driver.versions(),
         "backend": ready[variant.system].backend,
         "broker_url": driver.broker.url if driver.broker else None,
+        "broker_startup_s": driver.broker.extra.get("startup_s") if driver.broker else None,
         "guarantee": driver.guarantee().value,
     }
 

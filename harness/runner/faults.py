@@ -29,7 +29,10 @@ DEPTH_NOT_SAMPLED = {
     "rabbitmq": "RabbitMQ's management plugin is off and each rabbitmqctl call starts an Erlang VM (~1 s of "
     "CPU on a 2-core host), which would distort the measurement; sent - received stands in",
     "activemq": "queue depth needs JMX; sent - received stands in",
-    "kafka": "consumer lag needs a group coordinator Tansu does not serve; sent - received stands in",
+    "kafka": "the consumers read assigned partitions outside any group, so there is no consumer lag; sent - "
+    "received stands in",
+    "tansu": "consumer lag needs a group coordinator Tansu does not serve; sent - received stands in",
+    "rocketmq": "the consumer group's lag is not sampled (one admin request per sample); sent - received stands in",
     "nats": "core NATS keeps no queue (messages in flight only)",
     "mqtt": "Mosquitto's $SYS topics report totals, not per-queue depth; sent - received stands in",
     "zmq": "no broker: messages queue in the sender's and receiver's pipes (bounded by the HWMs)",

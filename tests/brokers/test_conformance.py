@@ -53,6 +53,7 @@ VARIANTS: dict[str, list[Variant]] = {
             unordered=frozenset({Pattern.PUBSUB}),
         ),
     ],
+    "rocketmq": [Variant("2q", {"queues": 2}, unordered=frozenset({Pattern.PUBSUB}))],
     "mqtt": [Variant("qos1", {"qos": 1}), Variant("qos2", {"qos": 2})],
     "redis": [Variant("pubsub-mode", {"mode": "pubsub"}), Variant("aof", {"aof": True})],
     # Brokerless defaults drop at the high-water mark under a burst (at-most-once); without HWMs they must not.

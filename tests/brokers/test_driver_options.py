@@ -16,6 +16,8 @@ from harness.drivers.options import NoOptions, option, parse_options
 BROKER = {
     "rabbitmq": "amqp://guest:guest@127.0.0.1:5672/%2F",
     "kafka": "kafka://127.0.0.1:9092",
+    "tansu": "kafka://127.0.0.1:9092",
+    "rocketmq": "rocketmq://127.0.0.1:9876",
     "nats": "nats://127.0.0.1:4222",
     "mqtt": "mqtt://127.0.0.1:1883",
     "redis": "redis://127.0.0.1:6379/0",
@@ -49,7 +51,9 @@ def test_options_are_coerced_and_checked() -> None:
         ("kafka", "", {"acks": 0}, Guarantee.AT_MOST_ONCE),
         ("kafka", "", {"acks": 1}, Guarantee.AT_LEAST_ONCE),
         ("kafka", "", {"acks": "all"}, Guarantee.DURABLE),
-        ("kafka", "tansu", {"acks": "all"}, Guarantee.AT_LEAST_ONCE),  # memory storage
+        ("tansu", "", {"acks": "all"}, Guarantee.AT_LEAST_ONCE),  # memory storage
+        ("rocketmq", "", {}, Guarantee.AT_LEAST_ONCE),  # synchronous send
+        ("rocketmq", "", {"send": "oneway"}, Guarantee.AT_MOST_ONCE),
         ("nats", "", {}, Guarantee.AT_MOST_ONCE),
         ("mqtt", "", {"qos": 0}, Guarantee.AT_MOST_ONCE),
         ("mqtt", "", {"qos": 2}, Guarantee.AT_LEAST_ONCE),
@@ -69,14 +73,14 @@ def test_guarantee_follows_the_variant(
     assert set(options) <= driver.option_names()
 
 
-def test_report_label_names_tansu() -> None:
-    assert _driver("kafka", "tansu").label() == "kafka (tansu)"
+def test_tansu_is_its_own_system_never_labelled_kafka() -> None:
+    assert _driver("tansu").label() == "tansu"
     assert _driver("kafka").label() == "kafka"
 
 
 def test_acks_0_is_refused_on_tansu() -> None:
     with pytest.raises(DriverError, match="acks=0 does not work on Tansu"):
-        _driver("kafka", "tansu", acks="0")
+        _driver("tansu", acks="0")
 
 
 def test_nats_has_no_options() -> None:

@@ -16,11 +16,12 @@ from tests.harness.test_runner_e2e import _descendants
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_ctrl_c_during_a_broker_run_leaves_no_broker(tmp_path: Path) -> None:
-    require_backend("nats", "process")
+def interrupt_mid_run(tmp_path: Path, scenario_text: str, broker_comm: str, wait: float) -> tuple[str, set[int]]:
+    """Run `mqbench compare` on ``scenario_text`` (process backend), SIGINT it once a process named
+    ``broker_comm`` and the workers run, and return its output and every descendant pid seen.
+    Asserts it exits with 130 and no traceback."""
     scenario = tmp_path / "long.yaml"
-    scenario.write_text("name: long\npattern: pubsub\nmessage_sizes: [100]\nduration: 60s\nrate: 1000\n"
-                        "systems: [nats]\n")
+    scenario.write_text(scenario_text)
     proc = subprocess.Popen(
         [sys.executable, "-m", "harness.cli", "compare", str(scenario), "--out", str(tmp_path / "res"),
          "--backend", "process"],
@@ -28,32 +29,47 @@ def test_ctrl_c_during_a_broker_run_leaves_no_broker(tmp_path: Path) -> None:
     )
     seen: set[int] = set()
     try:
-        deadline = time.monotonic() + 90
-        broker_running = False
-        while time.monotonic() < deadline:
+        deadline = time.monotonic() + wait
+        running = False
+        while time.monotonic() < deadline and not running:
             time.sleep(0.5)
             seen |= _descendants(proc.pid)
-            names = {p: _name(p) for p in seen}
-            broker_running = "nats-server" in names.values()
-            workers = sum(1 for n in names.values() if n.startswith("python"))
-            if broker_running and workers >= 3:  # forkserver + producer + consumer: the case is running
-                break
-        assert broker_running, "the broker never started"
+            names = [_name(p) for p in seen]
+            # forkserver + producer + consumer: the case is running
+            running = broker_comm in names and sum(1 for n in names if n.startswith("python")) >= 3
+        assert running, f"the case never started ({broker_comm} and three workers)"
         time.sleep(1.0)
         proc.send_signal(signal.SIGINT)
-        output, _ = proc.communicate(timeout=90)
+        output, _ = proc.communicate(timeout=120)
     finally:
         if proc.poll() is None:
             proc.kill()
+            proc.communicate()
     assert proc.returncode == 130, output
     assert "Traceback" not in output
+    return output, seen
+
+
+def test_ctrl_c_during_a_broker_run_leaves_no_broker(tmp_path: Path) -> None:
+    require_backend("nats", "process")
+    _, seen = interrupt_mid_run(
+        tmp_path,
+        "name: long\npattern: pubsub\nmessage_sizes: [100]\nduration: 60s\nrate: 1000\nsystems: [nats]\n",
+        "nats-server",
+        wait=90,
+    )
     (run_dir,) = (tmp_path / "res").iterdir()
     assert json.loads((run_dir / "manifest.json").read_text())["complete"] is False
-    deadline = time.monotonic() + 15
-    while time.monotonic() < deadline and any(Path(f"/proc/{p}").exists() for p in seen):
-        time.sleep(0.2)
-    left = {p: _name(p) for p in seen if Path(f"/proc/{p}").exists()}
+    left = left_running(seen, wait=15)
     assert not left, f"processes left running after Ctrl-C: {left}"
+
+
+def left_running(pids: set[int], wait: float) -> dict[int, str]:
+    """Those of ``pids`` still running after up to ``wait`` seconds, with their names."""
+    deadline = time.monotonic() + wait
+    while time.monotonic() < deadline and any(Path(f"/proc/{p}").exists() for p in pids):
+        time.sleep(0.2)
+    return {p: _name(p) for p in pids if Path(f"/proc/{p}").exists()}
 
 
 def _name(pid: int) -> str:

