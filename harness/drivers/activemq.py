@@ -18,6 +18,7 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from harness.drivers.base import (
+    Capabilities,
     Consumer,
     Driver,
     DriverError,
@@ -47,6 +48,7 @@ class ActiveMQDriver(Driver):
     name = "activemq"
     patterns = frozenset({Pattern.QUEUE, Pattern.PUBSUB})
     needs_broker = True
+    capabilities = Capabilities(flush=True)  # the producer batches or windows its sends
     client_packages = ("stomp.py",)
     client_module = "stomp"
     options_type = ActiveMQOptions

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from harness.drivers.base import (
+    Capabilities,
     Consumer,
     Driver,
     DriverError,
@@ -50,6 +51,7 @@ class KafkaDriver(Driver):
     name = "kafka"
     patterns = frozenset({Pattern.PUBSUB, Pattern.QUEUE})
     needs_broker = True
+    capabilities = Capabilities(flush=True)  # the producer batches or windows its sends
     client_packages = ("kafka-python",)
     client_module = "kafka"
     options_type = KafkaOptions

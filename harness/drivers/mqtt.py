@@ -18,6 +18,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from harness.drivers.base import (
+    Capabilities,
     Consumer,
     Driver,
     DriverError,
@@ -49,6 +50,7 @@ class MqttDriver(Driver):
     name = "mqtt"
     patterns = frozenset({Pattern.PUBSUB, Pattern.QUEUE})
     needs_broker = True
+    capabilities = Capabilities(flush=True)  # the producer batches or windows its sends
     client_packages = ("paho-mqtt",)
     client_module = "paho.mqtt.client"
     options_type = MqttOptions

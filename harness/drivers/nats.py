@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 
 from harness.drivers.base import (
     BrokerEndpoint,
+    Capabilities,
     Consumer,
     Driver,
     DriverError,
@@ -38,6 +39,7 @@ class NatsDriver(Driver):
     name = "nats"
     patterns = frozenset({Pattern.PUBSUB, Pattern.QUEUE, Pattern.REQREP})
     needs_broker = True
+    capabilities = Capabilities(flush=True)  # the producer batches or windows its sends
     client_packages = ("nats-py",)
     client_module = "nats"
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from harness.drivers.base import (
+    Capabilities,
     Consumer,
     Driver,
     DriverError,
@@ -46,6 +47,7 @@ class RabbitMQDriver(Driver):
     name = "rabbitmq"
     patterns = frozenset({Pattern.QUEUE, Pattern.PUBSUB, Pattern.REQREP})
     needs_broker = True
+    capabilities = Capabilities(flush=True)  # the producer batches or windows its sends
     client_packages = ("pika",)
     client_module = "pika"
     options_type = RabbitMQOptions
