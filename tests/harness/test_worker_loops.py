@@ -332,3 +332,127 @@ def test_receive_loop_keeps_the_batch_it_was_interrupted_in() -> None:
     with pytest.raises(Interrupted):
         _pull_batches((recv, _Timeout), _spec(size=50), _ctx(), r)
     assert len(r.t_recv) == 700 and bytes(r.headers) == b"".join(_header(1, i, 50)[:6] for i in range(700))
+
+
+# -- the general send loop with each step, and the mapped records of runs with faults --------------------
+
+
+class _Value:
+    def __init__(self, value: int) -> None:
+        self.value = value
+
+
+class _Producer:
+    """A producer that copies what it is handed; ``fail_at``: the sends (counted from 0) that raise."""
+
+    def __init__(self, acks: bool = False, fail_at: tuple[int, ...] = ()) -> None:
+        self.acks_synchronously = acks
+        self.sent: list[bytes] = []
+        self.fail_at, self.calls, self.closed = fail_at, 0, False
+
+    def send(self, payload: Any) -> None:
+        self.calls += 1
+        if self.calls - 1 in self.fail_at:
+            raise ConnectionError("broker gone")
+        self.sent.append(bytes(payload))
+
+    def flush(self, timeout: float) -> None:
+        pass
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def _sender(tmp_path: Any, **fields: Any) -> tuple[WorkerSpec, WorkerContext]:
+    base: dict[str, Any] = dict(kind="producer", name="producer-0", role=Role(3, 0), out=str(tmp_path / "producer-0"))
+    spec = _spec(**{**base, **fields})
+    return spec, _ctx(start_ns=_Value(time.monotonic_ns()))
+
+
+def test_paced_send_loop_stamps_each_message_and_its_ack_after_its_intended_time(tmp_path: Any) -> None:
+    from harness.runner._records import SendRecord
+    from harness.runner._send import Send, send_messages
+
+    spec, ctx = _sender(tmp_path, total=20, rate=2000.0, capacity=8)  # the record grows past 8
+    producer = _Producer(acks=True)
+    step = Send(producer, copies=False, flushes=True)
+    record = SendRecord(spec.out, spec.capacity, step.second, step.keeps_second, mapped_files=False)
+    n, schedule, error = send_messages(spec, ctx, step, record)
+    record.save(n, schedule.intended(n))
+    assert (n, error, ctx.progress[0]) == (20, "", 20)
+    with np.load(f"{spec.out}.npz") as saved:
+        t_send, t_ack, t_intended = saved["t_send"], saved["t_ack"], saved["t_intended"]
+    assert [HEADER.unpack_from(m)[:2] for m in producer.sent] == [(3, i) for i in range(20)]
+    assert [HEADER.unpack_from(m)[2] for m in producer.sent] == t_send.tolist()
+    assert bool(np.all(t_ack >= t_send)) and bool(np.all(t_send >= t_intended))
+    assert t_intended.tolist() == [schedule.t0 + i * 500_000 for i in range(20)]
+
+
+def test_request_loop_records_the_reply_stamp_or_minus_one(tmp_path: Any) -> None:
+    from harness.runner._records import SendRecord
+    from harness.runner._send import Request, send_messages
+
+    class Requester:
+        def request(self, payload: Any, timeout: float) -> bytes | None:
+            seq = HEADER.unpack_from(payload)[1]
+            return None if seq % 3 == 2 else bytes(payload)
+
+        def close(self) -> None:
+            pass
+
+    spec, ctx = _sender(tmp_path, kind="requester", total=9)
+    step = Request(Requester(), 1.0)
+    record = SendRecord(spec.out, spec.capacity, step.second, step.keeps_second, mapped_files=False)
+    n, _, error = send_messages(spec, ctx, step, record)
+    assert (n, error) == (9, "")
+    t_send = np.frombuffer(record.t_send, np.int64, count=n)
+    t_recv = np.frombuffer(record.t_second, np.int64, count=n)
+    assert [int(t) for t in t_recv[2::3]] == [-1, -1, -1]
+    assert bool(np.all(np.delete(t_recv, [2, 5, 8]) >= np.delete(t_send, [2, 5, 8])))
+
+
+def test_reconnecting_send_logs_the_failed_send_and_continues_on_a_new_producer(tmp_path: Any) -> None:
+    from harness.runner._records import SendRecord, read_errors
+    from harness.runner._resilient import ReconnectingSend
+    from harness.runner._send import send_messages
+
+    made: list[_Producer] = []
+
+    def make() -> _Producer:
+        made.append(_Producer(fail_at=(4,) if not made else ()))
+        return made[-1]
+
+    spec, ctx = _sender(tmp_path, total=10, capacity=10, resilient=True)
+    step = ReconnectingSend(make, True, spec, ctx)
+    record = SendRecord(spec.out, spec.capacity, step.second, step.keeps_second, mapped_files=True)
+    n, _, error = send_messages(spec, ctx, step, record)
+    record.save(n, np.zeros(0, np.int64))
+    step.close()
+    assert (n, error, len(made)) == (10, "", 2)
+    assert [HEADER.unpack_from(m)[1] for m in made[0].sent] == [0, 1, 2, 3]
+    assert [HEADER.unpack_from(m)[1] for m in made[1].sent] == [5, 6, 7, 8, 9]
+    with np.load(f"{spec.out}.npz") as saved:
+        t_send = saved["t_send"]
+    errors = read_errors(spec.out)
+    assert errors[:, 0].tolist() == [4] and errors[0, 1] == t_send[4]  # the failed send keeps its stamp
+    # a worker started in this one's place continues its record
+    again = SendRecord(spec.out, 20, "t_ack", False, mapped_files=True)
+    assert again.start == 10
+
+
+def test_mapped_receipts_survive_the_worker_and_count_surplus_as_foreign(tmp_path: Any) -> None:
+    from harness.runner._records import finalize
+
+    out = str(tmp_path / "consumer-0")
+    reports: list[int] = []
+    receipts = Receipts(out, 3, mapped_files=True)
+    on_message = receipts.callback(None, reports.append)
+    for i in range(4):
+        on_message(_header(1, i, 20))
+    on_message(b"xy")
+    assert receipts.count() == 3 and receipts.note() == "2 foreign or surplus messages ignored"
+    finalize("consumer", out)  # as after a SIGKILL: from the mapped files alone
+    with np.load(f"{out}.npz") as saved:
+        assert saved["seq"].tolist() == [0, 1, 2] and saved["producer"].tolist() == [1, 1, 1]
+        assert bool(np.all(saved["t_recv"] > 0))
+    assert Receipts(out, 6, mapped_files=True).count() == 3  # a restarted consumer continues after them
