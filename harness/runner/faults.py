@@ -72,7 +72,7 @@ def rss_bytes(pids: Sequence[int]) -> int:
 
 @dataclass
 class WorkerHooks:
-    """What the injector may do to the workers of one case (implemented by ``case._Workers``)."""
+    """What the injector may do to the workers of one case (implemented by ``_workers.Workers``)."""
 
     kill: Callable[[str], bool]  # SIGKILL the worker of that name; False when it was not running
     relaunch: Callable[[str], None]  # start the worker of that name again from its spec

@@ -55,15 +55,16 @@ def _producer(spec: WorkerSpec, ctx: WorkerContext, driver: Driver) -> None:
     caps = driver.capabilities
     make = lambda: driver.create_producer(spec.plan, spec.role)  # noqa: E731
     step: Step
+    probe = None  # the slow-joiner handshake: brokerless pub/sub only, never with faults (case.py)
     if spec.resilient:
         quiet_clients()
         step = ReconnectingSend(make, caps.flush, spec, ctx)
     else:
-        step = Send(make(), caps.batch_send, caps.flush)
+        producer = make()
+        step = Send(producer, caps.batch_send, caps.flush)
+        probe = producer.send if spec.probe else None
     ctx.status.put(("ready", spec.name))
-    # Probing is for brokerless pub/sub only, never with faults (case.py): the step is a ``Send`` then.
-    started = probe_until_start(step.producer.send, spec, ctx) if isinstance(step, Send) and spec.probe else (
-        ctx.wait_start())
+    started = probe_until_start(probe, spec, ctx) if probe is not None else ctx.wait_start()
     _send_and_report(spec, ctx, step, started)
 
 
