@@ -10,6 +10,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import ClassVar
 from urllib.parse import urlsplit
@@ -47,6 +48,8 @@ class Provisioner(ABC):
     #: Seconds a local broker may take to answer its probe, and to stop after SIGTERM.
     ready_timeout: ClassVar[float] = 20.0
     stop_grace: ClassVar[float] = 5.0
+    #: Why ``queue_depth`` gives no probe for this broker (shown beside the queue-depth figure).
+    depth_note: ClassVar[str] = "queue depth is not sampled for this broker; sent - received stands in"
 
     def find_binary(self) -> str | None:
         """Path of the broker executable on this machine, or None."""
@@ -97,7 +100,12 @@ class Provisioner(ABC):
         """Complete a protocol handshake with the broker at ``url``; return its version ("" if it does
         not say). Raises OSError or ProbeError (or the client library's error) while it is not ready."""
 
-    # -- restarts (fault injection) -----------------------------------------------------------------
+    # -- inspection and restarts (fault injection) ---------------------------------------------------
+
+    def queue_depth(self, url: str, queues: Sequence[str]) -> Callable[[], float] | None:
+        """A cheap probe of how many messages the broker at ``url`` still holds for the consumers of
+        ``queues`` (the topics of a queue-pattern run), or None (``depth_note`` says why)."""
+        return None
 
     def restart_state(self, url: str) -> object:
         """Called just before the broker is killed: whatever ``restart_command`` needs to know about the

@@ -31,6 +31,7 @@ CONNECTORS = re.compile(r"<transportConnectors>.*?</transportConnectors>", re.S)
 
 class ActiveMQProvisioner(Provisioner):
     system = "activemq"
+    depth_note = "queue depth needs JMX; sent - received stands in"
     schemes = ("stomp",)
     install_hint = "install the Debian package activemq and a Java runtime (`make brokers`)"
     url_template = "stomp://{host}:{port}"

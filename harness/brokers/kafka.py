@@ -60,6 +60,10 @@ class KafkaProvisioner(_jars.JarsBroker, KafkaProtocolProbe):
     system = "kafka"
     schemes = ("kafka",)
     jars, display = "kafka", "Apache Kafka"
+    depth_note = (
+        "the consumers read assigned partitions outside any group, so there is no consumer lag; "
+        "sent - received stands in"
+    )
     url_template = "kafka://{host}:{port}"
     ports = 2  # clients, controller
     ready_timeout = 120.0

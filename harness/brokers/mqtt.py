@@ -36,6 +36,7 @@ def broker_config(listener: str) -> str:
 
 class MosquittoProvisioner(Provisioner):
     system = "mqtt"
+    depth_note = "Mosquitto's $SYS topics report totals, not per-queue depth; sent - received stands in"
     schemes = ("mqtt", "tcp")
     install_hint = "install the Debian package mosquitto (`make brokers`)"
     binaries = ("mosquitto", "/usr/sbin/mosquitto")

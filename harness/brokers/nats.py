@@ -21,6 +21,7 @@ def server_config(listen: str) -> str:
 
 class NatsProvisioner(Provisioner):
     system = "nats"
+    depth_note = "core NATS keeps no queue (messages in flight only)"
     schemes = ("nats",)
     install_hint = "install the Debian package nats-server (`make brokers`)"
     binaries = ("nats-server",)

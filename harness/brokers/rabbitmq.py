@@ -19,6 +19,8 @@ SERVICE_USER = "rabbitmq"
 
 class RabbitMQProvisioner(Provisioner):
     system = "rabbitmq"
+    depth_note = ("RabbitMQ's management plugin is off and each rabbitmqctl call starts an Erlang VM (~1 s of "
+                  "CPU on a 2-core host), which would distort the measurement; sent - received stands in")
     schemes = ("amqp", "amqps")
     install_hint = "install the Debian package rabbitmq-server (`make brokers`)"
     binaries = (DEBIAN_SERVER, "rabbitmq-server")

@@ -5,6 +5,7 @@ Append-only persistence is off at start; the redis driver's ``aof`` option turns
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from harness.brokers._base import Provisioner
@@ -22,6 +23,24 @@ class RedisProvisioner(Provisioner):
     binaries = ("redis-server",)
     url_template = "redis://{host}:{port}/0"
     container = ContainerSpec(IMAGE, 6379, url_template, command=("redis-server", *COMMON_ARGS))
+    depth_note = ""  # sampled for queues (consumer groups); pub/sub streams have no group to ask
+
+    def queue_depth(self, url: str, queues: Sequence[str]) -> Callable[[], float] | None:
+        """Messages the consumer groups of the queues' streams still have to deliver or have acknowledged
+        (lag + pending)."""
+        import redis
+
+        client = redis.Redis.from_url(url, socket_timeout=0.5, socket_connect_timeout=0.5)
+
+        def depth() -> float:
+            total = 0.0
+            for key in queues:
+                for group in client.xinfo_groups(key):
+                    lag = group.get("lag")
+                    total += float(lag if lag is not None else 0) + float(group.get("pending", 0))
+            return total
+
+        return depth
 
     def commands(self, binary: str, workdir: Path, ports: list[int]) -> tuple[Command, ...]:
         data = workdir / "data"

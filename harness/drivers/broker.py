@@ -16,6 +16,7 @@ from typing import Any, ClassVar, Protocol, TypeVar
 from urllib.parse import urlsplit
 
 from harness.drivers.base import (
+    Capabilities,
     Consumer,
     Driver,
     DriverError,
@@ -85,6 +86,7 @@ class BrokerDriver(Driver):
     raises (the broker may be gone already)."""
 
     needs_broker = True
+    capabilities: ClassVar[Capabilities] = Capabilities(flush=True)  # producers batch or window their sends
     options_type: ClassVar[type[Any] | None] = NoOptions
 
     @property

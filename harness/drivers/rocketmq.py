@@ -138,7 +138,6 @@ def _client_home() -> Iterator[None]:
 
 class _RocketMQProducer(Producer):
     acks_synchronously = True  # overridden for one-way sends below
-    copies_buffers = True  # the body is copied into the C message before send returns
 
     def __init__(self, driver: RocketMQDriver, topic: str, group: str) -> None:
         from rocketmq.client import Producer as ClientProducer

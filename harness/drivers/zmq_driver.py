@@ -23,6 +23,7 @@ from types import ModuleType
 from typing import Any, ClassVar
 
 from harness.drivers.base import (
+    Capabilities,
     Consumer,
     Driver,
     Pattern,
@@ -62,7 +63,9 @@ class ZmqDriver(Driver):
     name: ClassVar[str] = "zmq"
     patterns: ClassVar[frozenset[Pattern]] = frozenset(Pattern)
     client_packages: ClassVar[tuple[str, ...]] = ("pyzmq",)
-    slow_joiner: ClassVar[bool] = True  # a PUB drops what it sends before a SUB's subscription has arrived
+    # pyzmq's send copies a buffer into a zmq message (copy=True), and so does mqcore's; a PUB drops what it
+    # sends before a SUB's subscription has arrived.
+    capabilities: ClassVar[Capabilities] = Capabilities(pull_receive=True, batch_send=True, slow_joiner=True)
     options_type = ZmqOptions
     opts: ZmqOptions
 
@@ -196,7 +199,6 @@ class ZmqDriver(Driver):
 
 
 class _ZmqProducer(Producer):
-    copies_buffers = True  # pyzmq copies a buffer into a zmq message (copy=True); mqcore's send copies too
     def __init__(self, sock: Any, driver: ZmqDriver) -> None:
         self._sock = sock
         self._driver = driver

@@ -1,7 +1,7 @@
 """Run one case (system variant x size x rate x repetition) in worker processes and build its raw rows.
 
 Order of events: plan (parent) -> consumers start and report ready -> producers start and report ready ->
-a short settle, or for brokerless pub/sub (``Driver.slow_joiner``) the probe handshake: producers send
+a short settle, or for brokerless pub/sub (``Capabilities.slow_joiner``) the probe handshake: producers send
 probes until every consumer has heard one from each of its producers -> common start stamp + start event ->
 producers send -> the parent watches the shared progress counters -> stop when every consumer has what it
 should have, when nothing moves any more after the producers finished, or when nothing moved for
@@ -11,38 +11,29 @@ here.
 
 from __future__ import annotations
 
-import multiprocessing as mp
 import os
-import queue
-import signal
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
 from harness.drivers import class_path
 from harness.drivers.base import BrokerEndpoint, Driver, Pattern, Role, Topology
+from harness.runner._records import finalize, read_errors
+from harness.runner._rows import assemble_rows
+from harness.runner._workers import CaseFailed, Workers
 from harness.runner.faults import FaultInjector, Sampler, WorkerHooks, depth_probe
-from harness.runner.worker import WorkerSpec, worker_main
+from harness.runner.worker import WorkerSpec
 from harness.scenario import Scenario, Variant
 
-# Workers fork from a clean, single-threaded server process that has already imported what they need:
-# starting one costs milliseconds instead of a fresh interpreter's second of imports.
-_CTX = mp.get_context("forkserver")
-_CTX.set_forkserver_preload(["harness.runner.worker", "numpy", "zmq"])
-READY_TIMEOUT = 60.0  # seconds for every worker to connect and report ready
+__all__ = ["Case", "CaseFailed", "CaseResult", "run_case"]
+
 SUBSCRIBE_TIMEOUT = 30.0  # at most (or the scenario's timeout): for every subscription to reach its publishers
 SETTLE = 0.2  # seconds between "all ready" and the start, for subscriptions to propagate (no handshake)
 DRAIN_IDLE = 3.0  # after the producers finished: seconds without progress before we stop waiting
-NULL = -1  # stamp sentinel before rows are built: monotonic_ns() is never negative
-
-
-class CaseFailed(Exception):
-    """A case that could not run at all (a worker failed to start); one sentence."""
 
 
 @dataclass(frozen=True)
@@ -95,7 +86,7 @@ def _specs(case: Case, driver: Driver, plan: dict[str, Any], work_dir: Path) -> 
     reqrep = sc.pattern is Pattern.REQREP
     resilient = bool(sc.faults) and not reqrep
     # The slow-joiner handshake (see _run); runs with faults and slow consumers keep their own loops.
-    probing = (sc.pattern is Pattern.PUBSUB and driver.slow_joiner and not resilient
+    probing = (sc.pattern is Pattern.PUBSUB and driver.capabilities.slow_joiner and not resilient
                and sc.consumer_rate is None)
     common = dict(
         system=case.variant.system,
@@ -145,139 +136,12 @@ def _specs(case: Case, driver: Driver, plan: dict[str, Any], work_dir: Path) -> 
     return producers, consumers
 
 
-class _Workers:
-    """The processes of one case and the shared objects they synchronise on."""
-
-    def __init__(self, n: int) -> None:
-        self.status = _CTX.Queue()
-        self.start = _CTX.Event()
-        self.stop = _CTX.Event()
-        self.start_ns = _CTX.Value("q", 0, lock=False)
-        self.progress = _CTX.Array("q", n, lock=False)
-        self.procs: dict[str, Any] = {}
-        self.specs: dict[str, WorkerSpec] = {}
-        self.gone: list[Any] = []  # processes killed by a fault
-        self.done: dict[str, tuple[int, str]] = {}
-        self.errors: list[str] = []
-        self.subscribed: set[str] = set()  # consumers that heard every producer's probe
-
-    def launch(self, spec: WorkerSpec) -> None:
-        args = (spec, self.status, self.start, self.stop, self.start_ns, self.progress)
-        p = _CTX.Process(target=worker_main, args=args, name=f"mqbench-{spec.name}", daemon=True)
-        p.start()
-        self.procs[spec.name] = p
-        self.specs[spec.name] = spec
-
-    # -- fault hooks (called from the FaultInjector thread) -------------------------------------------
-
-    def kill(self, name: str) -> bool:
-        p = self.procs.get(name)
-        if p is None or not p.is_alive() or p.pid is None:
-            return False
-        os.kill(p.pid, signal.SIGKILL)
-        p.join(5)
-        self.gone.append(p)
-        return True
-
-    def relaunch(self, name: str) -> None:
-        self.done.pop(name, None)
-        self.launch(self.specs[name])
-
-    def mark_done(self, name: str) -> None:
-        from harness.runner._resilient import leading_count
-
-        self.done[name] = (leading_count(f"{self.specs[name].out}.tsend"), "")
-
-    def pids(self) -> list[int]:
-        return [p.pid for p in self.procs.values() if p.pid is not None and p.is_alive()]
-
-    def drain(self, timeout: float) -> tuple[Any, ...] | None:
-        try:
-            msg = self.status.get(timeout=timeout)
-        except queue.Empty:
-            return None
-        if msg[0] == "done":
-            self.done[msg[1]] = (int(msg[2]), str(msg[3]))
-        elif msg[0] == "error":
-            self.errors.append(f"{msg[1]}: {msg[2]}")
-        elif msg[0] == "subscribed":
-            self.subscribed.add(msg[1])
-        return tuple(msg)
-
-    def _join_all(self, seconds: float) -> None:
-        deadline = time.monotonic() + seconds
-        for p in self.procs.values():
-            while p.is_alive() and time.monotonic() < deadline:
-                p.join(0.05)
-                while self.drain(0) is not None:  # keep the queue flowing so workers can exit
-                    pass
-
-    def wait_ready(self, names: list[str]) -> None:
-        pending = set(names)
-        deadline = time.monotonic() + READY_TIMEOUT
-        while pending:
-            msg = self.drain(0.1)
-            if msg is not None and msg[0] == "ready":
-                pending.discard(msg[1])
-            if self.errors:
-                raise CaseFailed(self.errors[0].splitlines()[0])
-            dead = [n for n in pending if not self.procs[n].is_alive()]
-            if dead:
-                raise CaseFailed(f"{dead[0]} exited (code {self.procs[dead[0]].exitcode}) before it was ready")
-            if time.monotonic() > deadline:
-                raise CaseFailed(f"{sorted(pending)[0]} was not ready after {READY_TIMEOUT:.0f} s")
-
-    def wait_subscribed(self, names: list[str], timeout: float) -> list[str]:
-        """Wait until every consumer in ``names`` has heard a probe from each of its producers; return
-        those that had not after ``timeout`` seconds."""
-        deadline = time.monotonic() + timeout
-        while True:
-            pending = sorted(set(names) - self.subscribed)
-            if not pending or time.monotonic() > deadline:
-                return pending
-            self.drain(0.05)
-            if self.errors:
-                raise CaseFailed(self.errors[0].splitlines()[0])
-            dead = [n for n in self.procs if not self.procs[n].is_alive()]
-            if dead:
-                raise CaseFailed(f"{dead[0]} exited (code {self.procs[dead[0]].exitcode}) before the start")
-
-    def shutdown(self, grace: float) -> list[str]:
-        """Stop every worker: ask (stop event), then interrupt (SIGUSR1: the worker saves its records even
-        when blocked in a send), then terminate and kill. Returns the ones whose records are lost."""
-        self.stop.set()
-        self._join_all(grace)
-        for p in self.procs.values():
-            if p.is_alive() and p.pid is not None:
-                try:
-                    os.kill(p.pid, signal.SIGUSR1)
-                except ProcessLookupError:
-                    pass
-        self._join_all(5.0)
-        forced = []
-        for name, p in self.procs.items():
-            if p.is_alive():
-                forced.append(name)
-                p.terminate()
-                p.join(2)
-                if p.is_alive():
-                    p.kill()
-                    p.join(2)
-        for p in self.gone:
-            p.join(1)
-        while self.drain(0.05) is not None:
-            pass
-        self.status.close()
-        self.status.join_thread()
-        return forced
-
-
 def _run(
     case: Case, driver: Driver, plan: dict[str, Any], work_dir: Path, on_progress: Progress | None
 ) -> CaseResult:
     work_dir.mkdir(parents=True, exist_ok=True)
     producers, consumers = _specs(case, driver, plan, work_dir)
-    w = _Workers(len(producers) + len(consumers))
+    w = Workers(len(producers) + len(consumers))
     problems: list[str] = []
     complete = True
     sc = case.scenario
@@ -345,8 +209,6 @@ def _run(
         complete = False
     send_errors = None
     if producers and producers[0].resilient:
-        from harness.runner._resilient import finalize, read_errors
-
         for spec in [*producers, *consumers]:
             finalize(spec.kind, spec.out)
         parts = [
@@ -373,7 +235,7 @@ def _broker_control(case: Case) -> Any:
 
 def _watch(
     case: Case,
-    w: _Workers,
+    w: Workers,
     producers: list[WorkerSpec],
     consumers: list[WorkerSpec],
     problems: list[str],
@@ -458,110 +320,3 @@ def _expected(
             share = sum(1 for s in consumers if s.role.topic == spec.role.topic)
             out.append(-(-sent_per_topic[spec.role.topic] // share))
     return out
-
-
-def _load(path: str) -> dict[str, np.ndarray] | None:
-    try:
-        with np.load(f"{path}.npz") as data:
-            return {k: data[k] for k in data.files}
-    except FileNotFoundError:
-        return None
-
-
-def assemble_rows(
-    case: Case, producers: list[WorkerSpec], consumers: list[WorkerSpec], work_dir: Path
-) -> pd.DataFrame:
-    """Join producer and consumer records into raw rows (see harness.metrics.records)."""
-    sc = case.scenario
-    sent: dict[int, dict[str, np.ndarray]] = {}
-    for spec in producers:
-        rec = _load(spec.out)
-        if rec is not None:
-            sent[spec.role.index] = rec
-    parts: list[dict[str, np.ndarray]] = []
-
-    def part(producer: np.ndarray, consumer: np.ndarray, seq: np.ndarray, t_recv: np.ndarray) -> None:
-        n = seq.size
-        t_send = np.full(n, NULL, dtype=np.int64)
-        t_int = np.full(n, NULL, dtype=np.int64)
-        t_ack = np.full(n, NULL, dtype=np.int64)
-        for p, rec in sent.items():
-            mask = producer == p
-            idx = seq[mask]
-            ok = idx < rec["t_send"].size
-            sel = np.flatnonzero(mask)[ok]
-            t_send[sel] = rec["t_send"][idx[ok]]
-            if "t_intended" in rec and rec["t_intended"].size:
-                t_int[sel] = rec["t_intended"][idx[ok]]
-            if "t_ack" in rec and rec["t_ack"].size:
-                t_ack[sel] = rec["t_ack"][idx[ok]]
-        parts.append(
-            dict(producer=producer, consumer=consumer, seq=seq, t_intended=t_int, t_send=t_send, t_ack=t_ack,
-                 t_recv=t_recv)
-        )
-
-    if sc.pattern is Pattern.REQREP:
-        for p, rec in sent.items():
-            n = rec["t_send"].size
-            part(np.full(n, p), np.full(n, p), np.arange(n), rec["t_recv"].astype(np.int64))
-    else:
-        received: dict[int, dict[str, np.ndarray]] = {}
-        for spec in consumers:
-            rec = _load(spec.out)
-            if rec is not None:
-                received[spec.role.index] = rec
-        topic_of = {s.role.index: s.role.topic for s in producers}
-        all_keys = {p: np.arange(rec["t_send"].size) for p, rec in sent.items()}
-        got_any: dict[int, set[int]] = {p: set() for p in sent}
-        for spec in consumers:
-            rec = received.get(spec.role.index)
-            if rec is None:
-                continue
-            prod = rec["producer"].astype(np.int64)
-            seq = rec["seq"].astype(np.int64)
-            part(prod, np.full(prod.size, spec.role.index), seq, rec["t_recv"].astype(np.int64))
-            for p in np.unique(prod):
-                if p in got_any:
-                    got_any[int(p)].update(seq[prod == p].tolist())
-            if sc.pattern is Pattern.PUBSUB:  # what this consumer should have had and did not
-                for p, keys in all_keys.items():
-                    if topic_of.get(p) != spec.role.topic:
-                        continue
-                    missing = np.setdiff1d(keys, seq[prod == p])
-                    part(np.full(missing.size, p), np.full(missing.size, spec.role.index), missing,
-                         np.full(missing.size, NULL))
-        if sc.pattern is Pattern.QUEUE:
-            for p, keys in all_keys.items():
-                missing = np.setdiff1d(keys, np.fromiter(got_any[p], dtype=np.int64))
-                part(np.full(missing.size, p), np.full(missing.size, -1), missing, np.full(missing.size, NULL))
-
-    cols = {k: np.concatenate([pt[k] for pt in parts]) if parts else np.zeros(0, np.int64) for k in
-            ("producer", "consumer", "seq", "t_intended", "t_send", "t_ack", "t_recv")}
-    n = cols["seq"].size
-    df = pd.DataFrame(
-        {
-            "run_id": case.run_id,
-            "scenario": sc.name,
-            "pattern": sc.pattern.value,
-            "system": case.variant.system,
-            "variant": case.variant.name,
-            "repetition": np.full(n, case.repetition, dtype=np.int32),
-            "size": np.full(n, case.size, dtype=np.int32),
-            "rate": np.full(n, np.nan if case.rate is None else case.rate),
-            "producer": cols["producer"].astype(np.int32),
-            "consumer": cols["consumer"].astype(np.int32),
-            "seq": cols["seq"].astype(np.int64),
-            "warmup": cols["seq"] < sc.warmup,
-            "t_intended": _nullable(cols["t_intended"]),
-            "t_send": _nullable(cols["t_send"]),
-            "t_ack": _nullable(cols["t_ack"]),
-            "t_recv": _nullable(cols["t_recv"]),
-        }
-    )
-    return df
-
-
-def _nullable(values: np.ndarray) -> Any:
-    """int64 stamps with the NULL sentinel -> a nullable Int64 array (no float on the way: ns need 63 bits)."""
-    arr = np.asarray(values, dtype=np.int64)
-    return pd.arrays.IntegerArray(arr.copy(), arr == NULL)

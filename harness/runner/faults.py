@@ -6,7 +6,7 @@ broker on the same port and data directory, or of the same worker spec, which co
 mapped records) and records when it happened in ``time.monotonic_ns`` (the clock of the raw records).
 ``Sampler`` is a thread that every ``interval`` seconds records the harness's progress counters (sent and
 received so far), the resident memory of the broker's processes and of the workers (from /proc), and the
-queue depth where the broker tells it cheaply (Redis consumer groups: lag + pending).
+queue depth where the broker's provisioner can ask it cheaply (``Provisioner.queue_depth``).
 
 Both threads are started after the start event and stopped (joined) before the workers are shut down;
 they touch the workers only through the callbacks the case gives them.
@@ -18,26 +18,42 @@ import contextlib
 import os
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from harness.scenario import Fault
 
-#: Why queue depth is not sampled for a system (shown in the report beside the figure).
-DEPTH_NOT_SAMPLED = {
-    "rabbitmq": "RabbitMQ's management plugin is off and each rabbitmqctl call starts an Erlang VM (~1 s of "
-    "CPU on a 2-core host), which would distort the measurement; sent - received stands in",
-    "activemq": "queue depth needs JMX; sent - received stands in",
-    "kafka": "the consumers read assigned partitions outside any group, so there is no consumer lag; sent - "
-    "received stands in",
-    "tansu": "consumer lag needs a group coordinator Tansu does not serve; sent - received stands in",
-    "rocketmq": "the consumer group's lag is not sampled (one admin request per sample); sent - received stands in",
-    "nats": "core NATS keeps no queue (messages in flight only)",
-    "mqtt": "Mosquitto's $SYS topics report totals, not per-queue depth; sent - received stands in",
-    "zmq": "no broker: messages queue in the sender's and receiver's pipes (bounded by the HWMs)",
-    "mqcore": "no broker: messages queue in the sender's and receiver's pipes (bounded by the HWMs)",
-}
+#: Why queue depth is not sampled for a system (shown in the report beside the figure): each broker's
+#: provisioner says it (``Provisioner.depth_note``); brokerless systems have no queue to ask.
+BROKERLESS_DEPTH_NOTE = "no broker: messages queue in the sender's and receiver's pipes (bounded by the HWMs)"
+
+
+class _DepthNotes(Mapping[str, str]):
+    """``system -> why its queue depth is not sampled``, read from the provisioners when asked."""
+
+    def __getitem__(self, system: str) -> str:
+        from harness.brokers import provisioner
+        from harness.drivers import BROKERLESS
+
+        if system in BROKERLESS:
+            return BROKERLESS_DEPTH_NOTE
+        prov = provisioner(system)
+        if prov is None:
+            raise KeyError(system)
+        return prov.depth_note
+
+    def __iter__(self) -> Iterator[str]:
+        from harness.brokers import PROVISIONERS
+        from harness.drivers import BROKERLESS
+
+        return iter([*PROVISIONERS, *BROKERLESS])
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+
+DEPTH_NOT_SAMPLED: Mapping[str, str] = _DepthNotes()
 
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
@@ -56,7 +72,7 @@ def rss_bytes(pids: Sequence[int]) -> int:
 
 @dataclass
 class WorkerHooks:
-    """What the injector may do to the workers of one case (implemented by ``case._Workers``)."""
+    """What the injector may do to the workers of one case (implemented by ``_workers.Workers``)."""
 
     kill: Callable[[str], bool]  # SIGKILL the worker of that name; False when it was not running
     relaunch: Callable[[str], None]  # start the worker of that name again from its spec
@@ -237,29 +253,15 @@ class Sampler(threading.Thread):
         return self.rows
 
 
-def redis_depth(url: str, keys: Sequence[str]) -> Callable[[], float]:
-    """Messages a Redis consumer group still has to deliver or have acknowledged (lag + pending)."""
-    import redis
-
-    client = redis.Redis.from_url(url, socket_timeout=0.5, socket_connect_timeout=0.5)
-
-    def depth() -> float:
-        total = 0.0
-        for key in keys:
-            for group in client.xinfo_groups(key):
-                lag = group.get("lag")
-                total += float(lag if lag is not None else 0) + float(group.get("pending", 0))
-        return total
-
-    return depth
-
-
 def depth_probe(system: str, broker: Any, plan: Mapping[str, Any]) -> Callable[[], float] | None:
-    """A cheap queue-depth probe for the system, or None (``DEPTH_NOT_SAMPLED`` says why)."""
+    """A cheap queue-depth probe from the system's provisioner, or None (``DEPTH_NOT_SAMPLED`` says why)."""
+    from harness.brokers import provisioner
     from harness.drivers.base import Pattern, topology_from_plan
 
     topology = topology_from_plan(plan)
-    if system == "redis" and broker is not None and topology.pattern is Pattern.QUEUE:
-        with contextlib.suppress(Exception):
-            return redis_depth(broker.url, [topology.topic_name(i) for i in range(topology.topics)])
+    prov = provisioner(system)
+    if prov is None or broker is None or topology.pattern is not Pattern.QUEUE:
+        return None
+    with contextlib.suppress(Exception):
+        return prov.queue_depth(broker.url, [topology.topic_name(i) for i in range(topology.topics)])
     return None

@@ -86,3 +86,18 @@ def test_sampler_rows_and_rss() -> None:
     assert len(rows) >= 2
     assert rows[-1]["backlog"] == 10 * 2 - 7 and rows[-1]["queue_depth"] == 7.0
     assert rows[-1]["workers_rss_bytes"] > 0
+
+
+def test_queue_depth_facts_come_from_the_brokers_provisioners() -> None:
+    from harness.brokers import provisioner
+    from harness.drivers.base import Pattern
+    from harness.runner.faults import BROKERLESS_DEPTH_NOTE, DEPTH_NOT_SAMPLED, depth_probe
+
+    assert DEPTH_NOT_SAMPLED["zmq"] == DEPTH_NOT_SAMPLED["mqcore"] == BROKERLESS_DEPTH_NOTE
+    rabbitmq = provisioner("rabbitmq")
+    assert rabbitmq is not None and DEPTH_NOT_SAMPLED["rabbitmq"] == rabbitmq.depth_note != ""
+    assert DEPTH_NOT_SAMPLED.get("a-test-only-system", "") == ""
+    plan = {"topology": {"pattern": Pattern.QUEUE.value, "topics": 1, "producers": 1, "consumers": 1,
+                         "message_size": 100, "run_tag": "t"}}
+    assert depth_probe("zmq", None, plan) is None  # no broker, nothing to ask
+    assert depth_probe("rabbitmq", object(), plan) is None  # the provisioner has no cheap probe

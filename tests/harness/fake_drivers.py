@@ -95,8 +95,6 @@ class LateSubscriptionDriver(ZmqDriver):
 
 
 class _Late(_Wrapping):
-    copies_buffers = True
-
     def __init__(self, inner: Producer, late_ms: int) -> None:
         super().__init__(inner)
         self._from = time.monotonic_ns() + late_ms * 1_000_000

@@ -6,12 +6,12 @@ import os
 
 import pytest
 
-from harness.runner import worker
+from harness.runner import _hot
 
 
 def require_hotloop() -> None:
     """Skip without the C extension, with the reason; in CI (``CI=true``) its absence is a failure."""
-    if worker.send_stamped is None:
+    if _hot.send_stamped is None:
         reason = "harness/runner/_hotloop.c is not built here (no C compiler or Python headers?)"
         if os.environ.get("CI") == "true":
             pytest.fail(reason)

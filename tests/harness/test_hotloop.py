@@ -14,7 +14,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-from harness.runner import worker
+from harness.runner import _hot
+from harness.runner._context import Interrupted
+from harness.runner._records import leading_stamps
+from harness.runner._send import NEVER
 from tests.harness.hotloop_support import require_hotloop
 
 
@@ -39,7 +42,7 @@ def test_send_stamped_stamps_each_slot_before_handing_it_over() -> None:
         seen.append((i, _stamp(block, size, i)))
 
     before = time.monotonic_ns()
-    assert worker.send_stamped(send, slots, block, size, 6, n, worker._NEVER) == n
+    assert _hot.send_stamped(send, slots, block, size, 6, n, NEVER) == n
     after = time.monotonic_ns()
     assert [i for i, _ in seen] == list(range(n))
     stamps = [t for _, t in seen]
@@ -52,7 +55,7 @@ def test_send_stamped_sends_nothing_past_the_deadline() -> None:
     block = bytearray(100 * 4)
     slots = [memoryview(block)[i * 100:(i + 1) * 100] for i in range(4)]
     sent: list[Any] = []
-    assert worker.send_stamped(sent.append, slots, block, 100, 6, 4, time.monotonic_ns()) == 0
+    assert _hot.send_stamped(sent.append, slots, block, 100, 6, 4, time.monotonic_ns()) == 0
     assert sent == [] and block == bytes(400)
 
 
@@ -67,7 +70,7 @@ def test_send_stamped_passes_exceptions_on_with_the_failed_message_stamped() -> 
             raise KeyError("driver says no")
 
     with pytest.raises(KeyError, match="driver says no"):
-        worker.send_stamped(send, slots, block, 100, 6, 8, worker._NEVER)
+        _hot.send_stamped(send, slots, block, 100, 6, 8, NEVER)
     assert [bool(_stamp(block, 100, i)) for i in range(8)] == [True] * 3 + [False] * 5
 
 
@@ -89,11 +92,11 @@ def test_send_stamped_lets_a_signal_handler_stop_a_send_written_in_c() -> None:
     killer = subprocess.Popen(["sh", "-c", f"sleep 0.2; kill -USR1 {os.getpid()}"])
     try:
         with pytest.raises(Stop):
-            worker.send_stamped(zlib.crc32, slots, block, 8, 0, n, worker._NEVER)
+            _hot.send_stamped(zlib.crc32, slots, block, 8, 0, n, NEVER)
     finally:
         killer.wait()
         signal.signal(signal.SIGUSR1, old)
-    sent = worker._leading_stamps(block)
+    sent = leading_stamps(block)
     assert 0 < sent < n
 
 
@@ -109,14 +112,14 @@ def test_send_stamped_lets_a_signal_handler_stop_a_send_written_in_c() -> None:
 )
 def test_send_stamped_refuses_shapes_that_do_not_fit(size: int, offset: int, n: int, slots: int, block_len: int) -> None:
     with pytest.raises(ValueError, match="must fit"):
-        worker.send_stamped(print, [b"x"] * slots, bytearray(block_len), size, offset, n, worker._NEVER)
+        _hot.send_stamped(print, [b"x"] * slots, bytearray(block_len), size, offset, n, NEVER)
 
 
 def test_send_stamped_needs_a_writable_block_and_a_list() -> None:
     with pytest.raises(BufferError):
-        worker.send_stamped(print, [b"x"], bytes(100), 100, 6, 1, worker._NEVER)
+        _hot.send_stamped(print, [b"x"], bytes(100), 100, 6, 1, NEVER)
     with pytest.raises(TypeError):
-        worker.send_stamped(print, (b"x",), bytearray(100), 100, 6, 1, worker._NEVER)
+        _hot.send_stamped(print, (b"x",), bytearray(100), 100, 6, 1, NEVER)
 
 
 class _Timeout(Exception):
@@ -134,44 +137,44 @@ def test_recv_stamped_stores_messages_and_stamps_and_ends_a_batch_at_a_timeout()
     batch: list[Any] = [None] * 8
     stamps = np.zeros(8, np.int64)
     before = time.monotonic_ns()
-    assert worker.recv_stamped(recv, _Timeout, batch, stamps, 8) == 3
+    assert _hot.recv_stamped(recv, _Timeout, batch, stamps, 8) == 3
     after = time.monotonic_ns()
     assert batch[:3] == [b"a", b"b", b"c"] and batch[3:] == [None] * 5
     assert before <= stamps[0] <= stamps[1] <= stamps[2] <= after and not stamps[3:].any()
     # the timeout was cleared, not left pending
-    assert worker.recv_stamped(recv, _Timeout, batch, stamps, 8) == 0
+    assert _hot.recv_stamped(recv, _Timeout, batch, stamps, 8) == 0
 
 
 def test_recv_stamped_fills_a_whole_batch() -> None:
     counter = iter(range(10**6))
     batch: list[Any] = [None] * 5
     stamps = np.zeros(5, np.int64)
-    assert worker.recv_stamped(lambda: next(counter), _Timeout, batch, stamps, 5) == 5
+    assert _hot.recv_stamped(lambda: next(counter), _Timeout, batch, stamps, 5) == 5
     assert batch == [0, 1, 2, 3, 4] and bool(np.all(stamps > 0))
-    assert worker.recv_stamped(lambda: next(counter), _Timeout, batch, stamps, 2) == 2
+    assert _hot.recv_stamped(lambda: next(counter), _Timeout, batch, stamps, 2) == 2
     assert batch == [5, 6, 2, 3, 4]
 
 
 def test_recv_stamped_passes_other_exceptions_on_after_storing_what_came_before() -> None:
-    arrivals: list[Any] = [b"a", b"b", worker.Interrupted]
+    arrivals: list[Any] = [b"a", b"b", Interrupted]
 
     def recv() -> bytes:
         item = arrivals.pop(0)
-        if item is worker.Interrupted:
-            raise worker.Interrupted
+        if item is Interrupted:
+            raise Interrupted
         return item
 
     batch: list[Any] = [None] * 4
     stamps = np.zeros(4, np.int64)
-    with pytest.raises(worker.Interrupted):
-        worker.recv_stamped(recv, _Timeout, batch, stamps, 4)
-    assert batch[:2] == [b"a", b"b"] and worker._leading_stamps(stamps) == 2
+    with pytest.raises(Interrupted):
+        _hot.recv_stamped(recv, _Timeout, batch, stamps, 4)
+    assert batch[:2] == [b"a", b"b"] and leading_stamps(stamps) == 2
 
 
 def test_recv_stamped_refuses_shapes_that_do_not_fit() -> None:
     with pytest.raises(ValueError, match="must fit"):
-        worker.recv_stamped(bytes, _Timeout, [None] * 2, np.zeros(4, np.int64), 3)
+        _hot.recv_stamped(bytes, _Timeout, [None] * 2, np.zeros(4, np.int64), 3)
     with pytest.raises(ValueError, match="must fit"):
-        worker.recv_stamped(bytes, _Timeout, [None] * 4, np.zeros(2, np.int64), 3)
+        _hot.recv_stamped(bytes, _Timeout, [None] * 4, np.zeros(2, np.int64), 3)
     with pytest.raises(BufferError):
-        worker.recv_stamped(bytes, _Timeout, [None] * 4, bytes(32), 3)
+        _hot.recv_stamped(bytes, _Timeout, [None] * 4, bytes(32), 3)

@@ -12,29 +12,21 @@ import numpy as np
 import pytest
 
 from harness.drivers.base import Role
-from harness.runner import worker
-from harness.runner.worker import (
-    _BLOCK_MAX_SIZE,
-    _NEVER,
-    HEADER,
-    PROBE_ID,
-    Interrupted,
-    WorkerSpec,
-    _await_probes,
-    _blast_block,
-    _leading_stamps,
-    _probe_until_start,
-    _record_batch,
-    _SendRecord,
-)
+from harness.runner import _hot, _send
+from harness.runner._context import Interrupted, WorkerContext, WorkerSpec
+from harness.runner._receive import _pull_batches, await_probes
+from harness.runner._records import BLOCK_MAX_SIZE as _BLOCK_MAX_SIZE
+from harness.runner._records import HEADER, PROBE_ID, Receipts, leading_stamps
+from harness.runner._send import NEVER as _NEVER
+from harness.runner._send import _send_blocks, probe_until_start
 from tests.harness.hotloop_support import require_hotloop
 
 
 @pytest.fixture(autouse=True, params=["C", "Python"])
 def loops(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     if request.param == "Python":
-        monkeypatch.setattr(worker, "send_stamped", None)
-        monkeypatch.setattr(worker, "recv_stamped", None)
+        monkeypatch.setattr(_hot, "send_stamped", None)
+        monkeypatch.setattr(_hot, "recv_stamped", None)
     else:
         require_hotloop()
     return str(request.param)
@@ -66,13 +58,32 @@ class _Wire:
         self.sent.append(bytes(msg))
 
 
+class _Record:
+    """The stamps a block sender filled (it replaces a list's only item as it grows the array)."""
+
+    def __init__(self, capacity: int) -> None:
+        self.box: list[Any] = [np.zeros(capacity, np.int64)]
+
+    @property
+    def stamps(self) -> np.ndarray:
+        return np.asarray(self.box[0])
+
+
+_STOPPED = "stopped by the runner before all messages were sent"
+
+
+def _blast_block(total: int, deadline: int, wire: _Wire, payload: bytearray, pid: int, record: _Record,
+                 progress: list[int], stop: _Flag) -> tuple[int, str]:
+    return _send_blocks(wire, payload, pid, total, deadline, record.box, progress, 0, stop, _STOPPED)
+
+
 def _blast(total: int, size: int, *, deadline: int = _NEVER, wire: _Wire | None = None, stop: bool = False,
-           capacity: int = 16) -> tuple[int, str, _Wire, _SendRecord, list[int]]:
+           capacity: int = 16) -> tuple[int, str, _Wire, _Record, list[int]]:
     wire = wire or _Wire()
     payload = bytearray(range(256)) * (size // 256 + 1)
-    record = _SendRecord(np.zeros(capacity, np.int64))
+    record = _Record(capacity)
     progress = [0]
-    n, error = _blast_block(total, deadline, wire, bytearray(payload[:size]), 7, record, progress, 0, _Flag(stop))
+    n, error = _blast_block(total, deadline, wire, bytearray(payload[:size]), 7, record, progress, _Flag(stop))
     return n, error, wire, record, progress
 
 
@@ -91,7 +102,7 @@ def test_block_sender_puts_header_and_record_in_step(size: int, total: int) -> N
     stamps = record.stamps[:n]
     assert [h[2] for h in headers] == stamps.tolist()  # the stamp on the wire is the one recorded
     assert stamps[0] >= before and stamps[-1] <= after and bool(np.all(np.diff(stamps) >= 0))
-    assert _leading_stamps(record.stamps) == total  # nothing recorded beyond what was sent
+    assert leading_stamps(record.stamps) == total  # nothing recorded beyond what was sent
     payload = bytearray(range(256)) * (size // 256 + 1)
     assert all(m[HEADER.size:] == payload[HEADER.size:size] for m in wire.sent)  # the payload is kept
 
@@ -108,7 +119,7 @@ def test_block_sender_stops_at_the_deadline_with_an_exact_record(monkeypatch: py
         reads[0] += 1
         return base + 1000 * reads[0]
 
-    monkeypatch.setattr(worker.time, "monotonic_ns", clock)
+    monkeypatch.setattr(_send.time, "monotonic_ns", clock)
     deadline = base + 1000 * 1500 + 1  # message j is stamped base + 1000 * (j + 1): 0..1499 are before it
     n, error, wire, record, progress = _blast(10**6, 100, deadline=deadline)
     monkeypatch.undo()
@@ -116,7 +127,7 @@ def test_block_sender_stops_at_the_deadline_with_an_exact_record(monkeypatch: py
     assert len(wire.sent) == 1500
     assert record.stamps[:n].tolist() == [base + 1000 * (j + 1) for j in range(1500)]
     assert [HEADER.unpack_from(m)[2] for m in wire.sent] == record.stamps[:n].tolist()
-    assert _leading_stamps(record.stamps) == 1500
+    assert leading_stamps(record.stamps) == 1500
 
 
 def test_block_sender_stops_at_a_real_deadline_with_an_exact_record() -> None:
@@ -134,7 +145,7 @@ def test_block_sender_stops_at_a_real_deadline_with_an_exact_record() -> None:
 
     n, error, wire, record, progress = _blast(10**6, 100, deadline=deadline, wire=SlowWire())
     assert (n, error, progress[0]) == (1501, "", 1501)
-    assert len(wire.sent) == 1501 and _leading_stamps(record.stamps) == 1501
+    assert len(wire.sent) == 1501 and leading_stamps(record.stamps) == 1501
     assert [HEADER.unpack_from(m)[2] for m in wire.sent] == record.stamps[:n].tolist()
     assert int(record.stamps[n - 1]) < deadline
 
@@ -144,10 +155,10 @@ def test_block_sender_keeps_the_stamps_of_a_batch_it_was_interrupted_in() -> Non
         _blast(5000, 100, wire=_Wire(fail_at=1500))
     # the record of the batch cut short survives the interruption: 1500 sent, the 1501st was being sent
     wire = _Wire(fail_at=1500)
-    record = _SendRecord(np.zeros(16, np.int64))
+    record = _Record(16)
     with pytest.raises(Interrupted):
-        _blast_block(5000, _NEVER, wire, bytearray(100), 1, record, [0], 0, _Flag())
-    assert _leading_stamps(record.stamps) == 1501
+        _blast_block(5000, _NEVER, wire, bytearray(100), 1, record, [0], _Flag())
+    assert leading_stamps(record.stamps) == 1501
     assert [HEADER.unpack_from(m)[2] for m in wire.sent] == record.stamps[:1500].tolist()
 
 
@@ -161,36 +172,36 @@ def test_block_sender_passes_driver_errors_on_with_the_record_kept() -> None:
     class Boom(Exception):
         pass
 
-    record = _SendRecord(np.zeros(4, np.int64))
+    record = _Record(4)
     wire = _Wire(fail_at=10, exc=Boom)
     with pytest.raises(Boom):
-        _blast_block(100, _NEVER, wire, bytearray(100), 1, record, [0], 0, _Flag())
-    assert len(wire.sent) == 10 and _leading_stamps(record.stamps) == 11
+        _blast_block(100, _NEVER, wire, bytearray(100), 1, record, [0], _Flag())
+    assert len(wire.sent) == 10 and leading_stamps(record.stamps) == 11
 
 
 def _header(pid: int, seq: int, size: int) -> bytes:
     return HEADER.pack(pid, seq, 0)[:6] + bytes(size - 6)
 
 
+def _record_batch(batch: list[bytes], stamps: list[int], size: int) -> Receipts:
+    receipts = Receipts("", 0, mapped_files=False)
+    receipts.add_batch(batch, stamps, size)
+    return receipts
+
+
 def test_receiver_batch_of_run_sized_messages() -> None:
     batch = [_header(3, i, 100) for i in range(50)]
     stamps = list(range(1000, 1050))
-    t_recv: list[int] = []
-    headers = bytearray()
-    foreign = [0]
-    _record_batch(batch, stamps, 100, t_recv, headers, foreign)
-    assert t_recv == stamps and foreign == [0]
-    assert bytes(headers) == b"".join(m[:6] for m in batch)
+    r = _record_batch(batch, stamps, 100)
+    assert r.t_recv == stamps and r.foreign == 0
+    assert bytes(r.headers) == b"".join(m[:6] for m in batch)
 
 
 def test_receiver_batch_with_foreign_and_odd_sized_messages() -> None:
     batch = [_header(1, 0, 100), b"xy", _header(1, 1, 40), b"", _header(1, 2, 100)]
-    t_recv: list[int] = []
-    headers = bytearray()
-    foreign = [0]
-    _record_batch(batch, [10, 11, 12, 13, 14], 100, t_recv, headers, foreign)
-    assert t_recv == [10, 12, 14] and foreign == [2]
-    assert bytes(headers) == _header(1, 0, 100)[:6] + _header(1, 1, 40)[:6] + _header(1, 2, 100)[:6]
+    r = _record_batch(batch, [10, 11, 12, 13, 14], 100)
+    assert r.t_recv == [10, 12, 14] and r.foreign == 2
+    assert bytes(r.headers) == _header(1, 0, 100)[:6] + _header(1, 1, 40)[:6] + _header(1, 2, 100)[:6]
 
 
 # 6 B: probes have the run's size (the numpy path); otherwise the batch is mixed (the one-by-one path)
@@ -198,12 +209,9 @@ def test_receiver_batch_with_foreign_and_odd_sized_messages() -> None:
 def test_receiver_batch_leaves_probes_out(size: int) -> None:
     """Probes still in flight at the start (the slow-joiner handshake) are neither messages nor foreign."""
     batch = [_header(0, 0, size), _header(PROBE_ID, 1, 6), _header(0, 1, size), _header(PROBE_ID, 0, 6)]
-    t_recv: list[int] = []
-    headers = bytearray()
-    foreign = [0]
-    _record_batch(batch, [10, 11, 12, 13], size, t_recv, headers, foreign)
-    assert t_recv == [10, 12] and foreign == [0]
-    assert bytes(headers) == _header(0, 0, size)[:6] + _header(0, 1, size)[:6]
+    r = _record_batch(batch, [10, 11, 12, 13], size)
+    assert r.t_recv == [10, 12] and r.foreign == 0
+    assert bytes(r.headers) == _header(0, 0, size)[:6] + _header(0, 1, size)[:6]
 
 
 def _spec(**fields: Any) -> WorkerSpec:
@@ -212,6 +220,11 @@ def _spec(**fields: Any) -> WorkerSpec:
         role=Role(0, 0), size=100, payload="fixed", total=None, duration_ns=None, rate=None, capacity=16, out="",
     )
     return WorkerSpec(**{**base, **fields})
+
+
+def _ctx(**fields: Any) -> WorkerContext:
+    base: dict[str, Any] = dict(status=None, start=_Flag(), stop=_Flag(), start_ns=None, progress=[0])
+    return WorkerContext(**{**base, **fields})
 
 
 def test_probing_producer_sends_probes_until_the_start() -> None:
@@ -226,8 +239,8 @@ def test_probing_producer_sends_probes_until_the_start() -> None:
             start.value = len(sent) >= 3  # the parent starts the run after the third probe
             return start.value
 
-    assert _probe_until_start(lambda m: sent.append(bytes(m)), _spec(kind="producer", role=Role(5, 0)),
-                              Start(), _Flag())
+    assert probe_until_start(lambda m: sent.append(bytes(m)), _spec(kind="producer", role=Role(5, 0)),
+                             _ctx(start=Start()))
     assert sent == [_header(PROBE_ID, 5, 6)] * 3  # 6 bytes whatever the run's size
 
 
@@ -236,7 +249,6 @@ def test_consumer_reports_once_every_producer_was_heard_and_keeps_a_message_that
     arrivals: list[bytes | None] = [_header(PROBE_ID, 0, 6), None, _header(PROBE_ID, 0, 6),
                                     _header(PROBE_ID, 2, 6), _header(PROBE_ID, 2, 6), _header(2, 0, 100)]
     status: list[tuple[str, str]] = []
-    recorded: list[bytes] = []
 
     def recv() -> bytes:
         item = arrivals.pop(0)
@@ -250,42 +262,36 @@ def test_consumer_reports_once_every_producer_was_heard_and_keeps_a_message_that
         def put(self, item: tuple[str, str]) -> None:
             status.append(item)
 
-    ok = _await_probes(recv, _Timeout, _spec(probe_from=(0, 2)), Status(), start, stop,
-                       lambda m, t: recorded.append(m))
+    receipts = Receipts("", 0, mapped_files=False)
+    ok = await_probes((recv, _Timeout), _spec(probe_from=(0, 2)), _ctx(status=Status(), start=start, stop=stop),
+                      receipts)
     assert ok and status == [("subscribed", "consumer-0")]  # once, after producers 0 and 2 were heard
-    assert recorded == [_header(2, 0, 100)]
+    assert bytes(receipts.headers) == _header(2, 0, 100)[:6] and len(receipts.t_recv) == 1
 
 
 def test_consumer_waiting_for_probes_gives_up_when_stopped() -> None:
     def recv() -> bytes:
         raise _Timeout
 
-    assert not _await_probes(recv, _Timeout, _spec(probe_from=(0,)), None, _Flag(), _Flag(True), print)
+    assert not await_probes((recv, _Timeout), _spec(probe_from=(0,)), _ctx(stop=_Flag(True)),
+                            Receipts("", 0, mapped_files=False))
 
 
 def test_receiver_batch_drops_a_message_received_but_not_stamped() -> None:
     batch = [_header(2, i, 20) for i in range(3)]
-    t_recv: list[int] = []
-    headers = bytearray()
-    _record_batch(batch, [5, 6], 20, t_recv, headers, [0])
-    assert t_recv == [5, 6] and bytes(headers) == b"".join(m[:6] for m in batch[:2])
+    r = _record_batch(batch, [5, 6], 20)
+    assert r.t_recv == [5, 6] and bytes(r.headers) == b"".join(m[:6] for m in batch[:2])
 
 
 def test_receiver_batch_of_large_messages_is_recorded_one_by_one() -> None:
     size = _BLOCK_MAX_SIZE * 2
     batch = [_header(4, i, size) for i in range(3)]
-    t_recv: list[int] = []
-    headers = bytearray()
-    _record_batch(batch, [1, 2, 3], size, t_recv, headers, [0])
-    assert t_recv == [1, 2, 3] and bytes(headers) == b"".join(m[:6] for m in batch)
-
-
+    r = _record_batch(batch, [1, 2, 3], size)
+    assert r.t_recv == [1, 2, 3] and bytes(r.headers) == b"".join(m[:6] for m in batch)
 
 
 def test_receive_loop_records_every_message_across_batches_and_timeouts() -> None:
     """3000 messages arrive in bursts separated by receive timeouts; the loop ends when told to stop."""
-    from harness.runner.worker import _receive_loop
-
     bursts = [1500, 1, 0, 1499]  # first burst spans a batch boundary at 100 B (1024 per batch)
     queue: list[bytes | None] = []
     seq = 0
@@ -305,19 +311,15 @@ def test_receive_loop_records_every_message_across_batches_and_timeouts() -> Non
             raise _Timeout
         return item
 
-    t_recv: list[int] = []
-    headers = bytearray()
-    foreign = [0]
-    progress = [0]
-    _receive_loop(recv, _Timeout, stop, progress, 0, t_recv, headers, foreign, 100)
-    assert len(t_recv) == 3000 and progress[0] == 3000 and foreign == [0]
-    assert bytes(headers) == b"".join(_header(9, i, 100)[:6] for i in range(3000))
-    assert all(a <= b for a, b in zip(t_recv, t_recv[1:], strict=False))
+    r = Receipts("", 0, mapped_files=False)
+    ctx = _ctx(stop=stop)
+    _pull_batches((recv, _Timeout), _spec(size=100), ctx, r)
+    assert len(r.t_recv) == 3000 and ctx.progress[0] == 3000 and r.foreign == 0
+    assert bytes(r.headers) == b"".join(_header(9, i, 100)[:6] for i in range(3000))
+    assert all(a <= b for a, b in zip(r.t_recv, r.t_recv[1:], strict=False))
 
 
 def test_receive_loop_keeps_the_batch_it_was_interrupted_in() -> None:
-    from harness.runner.worker import _receive_loop
-
     sent = [0]
 
     def recv() -> bytes:
@@ -326,8 +328,131 @@ def test_receive_loop_keeps_the_batch_it_was_interrupted_in() -> None:
         sent[0] += 1
         return _header(1, sent[0] - 1, 50)
 
-    t_recv: list[int] = []
-    headers = bytearray()
+    r = Receipts("", 0, mapped_files=False)
     with pytest.raises(Interrupted):
-        _receive_loop(recv, _Timeout, _Flag(), [0], 0, t_recv, headers, [0], 50)
-    assert len(t_recv) == 700 and bytes(headers) == b"".join(_header(1, i, 50)[:6] for i in range(700))
+        _pull_batches((recv, _Timeout), _spec(size=50), _ctx(), r)
+    assert len(r.t_recv) == 700 and bytes(r.headers) == b"".join(_header(1, i, 50)[:6] for i in range(700))
+
+
+# -- the general send loop with each step, and the mapped records of runs with faults --------------------
+
+
+class _Value:
+    def __init__(self, value: int) -> None:
+        self.value = value
+
+
+class _Producer:
+    """A producer that copies what it is handed; ``fail_at``: the sends (counted from 0) that raise."""
+
+    def __init__(self, acks: bool = False, fail_at: tuple[int, ...] = ()) -> None:
+        self.acks_synchronously = acks
+        self.sent: list[bytes] = []
+        self.fail_at, self.calls, self.closed = fail_at, 0, False
+
+    def send(self, payload: Any) -> None:
+        self.calls += 1
+        if self.calls - 1 in self.fail_at:
+            raise ConnectionError("broker gone")
+        self.sent.append(bytes(payload))
+
+    def flush(self, timeout: float) -> None:
+        pass
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def _sender(tmp_path: Any, **fields: Any) -> tuple[WorkerSpec, WorkerContext]:
+    base: dict[str, Any] = dict(kind="producer", name="producer-0", role=Role(3, 0), out=str(tmp_path / "producer-0"))
+    spec = _spec(**{**base, **fields})
+    return spec, _ctx(start_ns=_Value(time.monotonic_ns()))
+
+
+def test_paced_send_loop_stamps_each_message_and_its_ack_after_its_intended_time(tmp_path: Any) -> None:
+    from harness.runner._records import SendRecord
+    from harness.runner._send import Send, send_messages
+
+    spec, ctx = _sender(tmp_path, total=20, rate=2000.0, capacity=8)  # the record grows past 8
+    producer = _Producer(acks=True)
+    step = Send(producer, copies=False, flushes=True)
+    record = SendRecord(spec.out, spec.capacity, step.second, step.keeps_second, mapped_files=False)
+    n, schedule, error = send_messages(spec, ctx, step, record)
+    record.save(n, schedule.intended(n))
+    assert (n, error, ctx.progress[0]) == (20, "", 20)
+    with np.load(f"{spec.out}.npz") as saved:
+        t_send, t_ack, t_intended = saved["t_send"], saved["t_ack"], saved["t_intended"]
+    assert [HEADER.unpack_from(m)[:2] for m in producer.sent] == [(3, i) for i in range(20)]
+    assert [HEADER.unpack_from(m)[2] for m in producer.sent] == t_send.tolist()
+    assert bool(np.all(t_ack >= t_send)) and bool(np.all(t_send >= t_intended))
+    assert t_intended.tolist() == [schedule.t0 + i * 500_000 for i in range(20)]
+
+
+def test_request_loop_records_the_reply_stamp_or_minus_one(tmp_path: Any) -> None:
+    from harness.runner._records import SendRecord
+    from harness.runner._send import Request, send_messages
+
+    class Requester:
+        def request(self, payload: Any, timeout: float) -> bytes | None:
+            seq = HEADER.unpack_from(payload)[1]
+            return None if seq % 3 == 2 else bytes(payload)
+
+        def close(self) -> None:
+            pass
+
+    spec, ctx = _sender(tmp_path, kind="requester", total=9)
+    step = Request(Requester(), 1.0)
+    record = SendRecord(spec.out, spec.capacity, step.second, step.keeps_second, mapped_files=False)
+    n, _, error = send_messages(spec, ctx, step, record)
+    assert (n, error) == (9, "")
+    t_send = np.frombuffer(record.t_send, np.int64, count=n)
+    t_recv = np.frombuffer(record.t_second, np.int64, count=n)
+    assert [int(t) for t in t_recv[2::3]] == [-1, -1, -1]
+    assert bool(np.all(np.delete(t_recv, [2, 5, 8]) >= np.delete(t_send, [2, 5, 8])))
+
+
+def test_reconnecting_send_logs_the_failed_send_and_continues_on_a_new_producer(tmp_path: Any) -> None:
+    from harness.runner._records import SendRecord, read_errors
+    from harness.runner._resilient import ReconnectingSend
+    from harness.runner._send import send_messages
+
+    made: list[_Producer] = []
+
+    def make() -> _Producer:
+        made.append(_Producer(fail_at=(4,) if not made else ()))
+        return made[-1]
+
+    spec, ctx = _sender(tmp_path, total=10, capacity=10, resilient=True)
+    step = ReconnectingSend(make, True, spec, ctx)
+    record = SendRecord(spec.out, spec.capacity, step.second, step.keeps_second, mapped_files=True)
+    n, _, error = send_messages(spec, ctx, step, record)
+    record.save(n, np.zeros(0, np.int64))
+    step.close()
+    assert (n, error, len(made)) == (10, "", 2)
+    assert [HEADER.unpack_from(m)[1] for m in made[0].sent] == [0, 1, 2, 3]
+    assert [HEADER.unpack_from(m)[1] for m in made[1].sent] == [5, 6, 7, 8, 9]
+    with np.load(f"{spec.out}.npz") as saved:
+        t_send = saved["t_send"]
+    errors = read_errors(spec.out)
+    assert errors[:, 0].tolist() == [4] and errors[0, 1] == t_send[4]  # the failed send keeps its stamp
+    # a worker started in this one's place continues its record
+    again = SendRecord(spec.out, 20, "t_ack", False, mapped_files=True)
+    assert again.start == 10
+
+
+def test_mapped_receipts_survive_the_worker_and_count_surplus_as_foreign(tmp_path: Any) -> None:
+    from harness.runner._records import finalize
+
+    out = str(tmp_path / "consumer-0")
+    reports: list[int] = []
+    receipts = Receipts(out, 3, mapped_files=True)
+    on_message = receipts.callback(None, reports.append)
+    for i in range(4):
+        on_message(_header(1, i, 20))
+    on_message(b"xy")
+    assert receipts.count() == 3 and receipts.note() == "2 foreign or surplus messages ignored"
+    finalize("consumer", out)  # as after a SIGKILL: from the mapped files alone
+    with np.load(f"{out}.npz") as saved:
+        assert saved["seq"].tolist() == [0, 1, 2] and saved["producer"].tolist() == [1, 1, 1]
+        assert bool(np.all(saved["t_recv"] > 0))
+    assert Receipts(out, 6, mapped_files=True).count() == 3  # a restarted consumer continues after them

@@ -1,0 +1,79 @@
+"""What a worker process is given: its spec (what to do) and the context it shares with the parent.
+
+Protocol with the parent (all objects of ``WorkerContext`` come from one multiprocessing context):
+  status.put(("ready", name)) -> parent sets ``start`` once every worker is ready and writes the common
+  start stamp into ``start_ns`` -> producers pace from it -> status.put(("done", name, count, error)) ->
+  parent sets ``stop`` when consumers have what they should get (or the run stalled) -> workers close.
+Besides: ("subscribed", name) from a consumer that heard every producer's probe (the slow-joiner
+handshake), ("error", name, text) from a worker that failed. ``progress[spec.slot]`` is the worker's count
+so far (sent, received or served), read by the parent while the case runs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from harness.drivers.base import BrokerEndpoint, Role
+
+
+@dataclass(frozen=True)
+class WorkerSpec:
+    kind: str  # "producer" | "consumer" | "requester" | "replier"
+    name: str  # e.g. "producer-0"
+    slot: int  # index into the shared progress array
+    system: str
+    driver: str  # "module:Class", imported as is in the worker (no registry lookup there)
+    options: dict[str, Any]
+    broker: BrokerEndpoint | None
+    plan: dict[str, Any]
+    role: Role
+    size: int
+    payload: str  # "random" | "fixed"
+    total: int | None  # messages to send including warmup (None: until the deadline)
+    duration_ns: int | None
+    rate: float | None  # this producer's msgs/s; None = as fast as possible
+    capacity: int  # records to preallocate
+    out: str  # path prefix of the records file
+    request_timeout: float = 5.0
+    consumer_rate: float | None = None  # a slow consumer: msgs/s it handles at most (pause after the stamp)
+    resilient: bool = False  # runs with faults: mapped records, reconnects (harness.runner._resilient)
+    # Slow-joiner handshake (Capabilities.slow_joiner, pub/sub): a producer sends probes until the start; a
+    # consumer reports ("subscribed", name) once it has heard one from each producer listed here.
+    probe: bool = False
+    probe_from: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class WorkerContext:
+    """The objects one case's workers share with the parent (see the module docstring)."""
+
+    status: Any  # multiprocessing Queue of status tuples
+    start: Any  # Event: the parent released the start barrier
+    stop: Any  # Event: the case is over
+    start_ns: Any  # Value("q"): the common start stamp (monotonic_ns)
+    progress: Any  # Array("q"): one count per worker slot
+
+    def wait_start(self) -> bool:
+        """Block until the start; False when the case was stopped first."""
+        while not self.start.wait(0.1):
+            if self.stop.is_set():
+                return False
+        return not self.stop.is_set()
+
+    def hold_until_stop(self) -> None:
+        """Keep the connection open until the consumers are done: closing now could drop queued messages."""
+        try:
+            while not self.stop.wait(0.2):
+                pass
+        except Interrupted:
+            pass
+
+
+class Interrupted(BaseException):
+    """Raised in a worker by SIGUSR1: the parent wants it to save what it has and stop, even mid-send."""
+
+
+class Ended(Exception):
+    """Raised by a strategy of the send or receive loop: nothing more can be sent or received (the run
+    stopped before a reconnect worked)."""

@@ -1,0 +1,261 @@
+"""What a worker records, and the wire header it reads and writes: the recorders behind the send and receive
+loops (harness.runner._send, harness.runner._receive).
+
+A sending worker keeps per sequence number a send stamp and, for some steps, a second stamp (the ack, or the
+reply of a request): ``SendRecord``. A receiving worker keeps per receipt a stamp and the 6 header bytes:
+``Receipts``. Both come in two kinds:
+
+* in memory (the default): buffers of this process, grown as needed, saved to ``<out>.npz`` at the end;
+* mapped (runs with faults): zero-filled, file-backed buffers beside ``out`` (``<out>.tsend``; ``<out>.trecv``
+  + ``<out>.hdr``; ``<out>.errors`` holds int64 (seq, stamp) pairs of sends that raised), so that a worker the
+  runner kills leaves its stamps behind and the one started in its place continues them. Stamps are positive
+  and written in order, so the number of records is the number of leading non-zero stamps. A receipt's
+  header is written before its stamp and a send is stamped after it returned: a kill between the two loses
+  at most one record, never leaves a torn one. ``finalize`` writes the ``.npz`` of a worker that was killed.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import struct
+import time
+from array import array
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+HEADER = struct.Struct("<HIq")  # producer id, sequence number, send stamp (ns)
+SHORT_HEADER = struct.Struct("<HI")  # for messages shorter than HEADER
+PROBE_ID = 0xFFFF  # producer id of probes (scenarios allow at most 65535 producers: ids 0..65534)
+PROBE_PREFIX = PROBE_ID.to_bytes(2, "little")
+HEADER_DTYPE = np.dtype([("producer", "<u2"), ("seq", "<u4")])
+ERROR_RECORD = struct.Struct("<qq")  # (seq, t_ns) of a send that raised
+BLOCK_MAX_SIZE = 4096  # larger messages: per-message Python work is small next to copying the payload
+BLOCK_BYTES = 1 << 18  # a block (or batch) of messages that stays in the L2 cache
+
+
+def leading_stamps(stamps: Any) -> int:
+    """How many stamps were written: they are positive and written in order into a zeroed buffer."""
+    arr = np.frombuffer(stamps, dtype=np.int64)
+    zero = np.flatnonzero(arr == 0)
+    return int(zero[0]) if zero.size else int(arr.size)
+
+
+def leading_count(path: str) -> int:
+    """How many int64 stamps at the start of ``path`` are set (0 when the file does not exist)."""
+    try:
+        return leading_stamps(np.fromfile(path, dtype=np.int64))
+    except (FileNotFoundError, ValueError):
+        return 0
+
+
+def save(path: str, **arrays: Any) -> None:
+    """``<path>.npz``, written under a temporary name and renamed."""
+    tmp = f"{path}.tmp.npz"
+    np.savez(tmp, **{k: np.asarray(v) for k, v in arrays.items()})  # type: ignore[arg-type]
+    os.replace(tmp, f"{path}.npz")
+
+
+def mapped(path: str, nbytes: int) -> mmap.mmap:
+    """A shared, file-backed, zero-filled buffer of ``nbytes`` (existing contents kept)."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        if os.fstat(fd).st_size < nbytes:
+            os.ftruncate(fd, nbytes)
+        return mmap.mmap(fd, max(nbytes, 8))
+    finally:
+        os.close(fd)
+
+
+def read_errors(out: str) -> np.ndarray:
+    """(seq, t_ns) rows of the sends that raised, as an (n, 2) int64 array."""
+    try:
+        raw = np.fromfile(f"{out}.errors", dtype=np.int64)
+    except FileNotFoundError:
+        return np.zeros((0, 2), dtype=np.int64)
+    return raw[: raw.size - raw.size % 2].reshape(-1, 2)
+
+
+def finalize(kind: str, out: str) -> None:
+    """Write ``<out>.npz`` from the mapped records when the worker died before it could (killed)."""
+    if os.path.exists(f"{out}.npz"):
+        return
+    if kind == "producer" and os.path.exists(f"{out}.tsend"):
+        n = leading_count(f"{out}.tsend")
+        t_send = np.fromfile(f"{out}.tsend", dtype=np.int64, count=n)
+        save(out, t_send=t_send, t_ack=np.zeros(0, np.int64), t_intended=np.zeros(0, np.int64))
+    elif kind == "consumer" and os.path.exists(f"{out}.trecv"):
+        n = leading_count(f"{out}.trecv")
+        t_recv = np.fromfile(f"{out}.trecv", dtype=np.int64, count=n)
+        hdr = np.fromfile(f"{out}.hdr", dtype=np.uint8, count=n * SHORT_HEADER.size)
+        _save_receipts(out, t_recv, hdr.tobytes(), n)
+
+
+def _save_receipts(out: str, t_recv: Any, headers: bytes, n: int) -> None:
+    parsed = np.frombuffer(headers[: n * SHORT_HEADER.size], dtype=HEADER_DTYPE, count=n)
+    save(out, t_recv=np.asarray(t_recv, dtype=np.int64), producer=parsed["producer"], seq=parsed["seq"])
+
+
+class SendRecord:
+    """Send stamps per sequence number (``t_send``) and, when ``second`` names one (``t_ack``, ``t_recv``), a
+    second stamp each. In memory the buffers grow (``grow``); mapped they hold ``capacity`` and ``start`` is
+    where a killed predecessor stopped."""
+
+    def __init__(self, out: str, capacity: int, second: str, keeps_second: bool, mapped_files: bool) -> None:
+        self.out, self.second, self.capacity = out, second, capacity
+        self._map: mmap.mmap | None = None
+        self.start = 0
+        self.t_send: Any
+        if mapped_files:
+            self._map = mapped(f"{out}.tsend", 8 * capacity)
+            self.t_send = memoryview(self._map).cast("q")
+            self.start = leading_count(f"{out}.tsend")
+        else:
+            self.t_send = array("q", bytes(8 * capacity))
+        self.t_second: Any = array("q", bytes(8 * capacity)) if keeps_second else None
+
+    @property
+    def growable(self) -> bool:
+        return self._map is None
+
+    def grow(self) -> int:
+        """Double the in-memory buffers (duration runs outgrow their estimate); returns the new capacity."""
+        self.t_send.frombytes(bytes(8 * self.capacity))
+        if self.t_second is not None:
+            self.t_second.frombytes(bytes(8 * self.capacity))
+        self.capacity *= 2
+        return self.capacity
+
+    def written(self) -> int:
+        return leading_stamps(self.t_send)
+
+    def save(self, n: int, intended: np.ndarray) -> None:
+        second = (np.frombuffer(self.t_second, dtype=np.int64, count=n) if self.t_second is not None
+                  else np.zeros(0, np.int64))
+        t_send = np.frombuffer(self.t_send, dtype=np.int64, count=n).copy()
+        save(self.out, t_send=t_send, **{self.second: second}, t_intended=intended)
+        if self._map is not None:
+            self.t_send.release()
+            self._map.close()
+
+
+class Receipts:
+    """Receive stamps and the 6 header bytes of each receipt; messages shorter than a header are counted as
+    foreign and left out. In memory: a list of stamps and one bytearray of headers (appending the clock's int
+    object to a list is cheaper than storing it into an array slot). Mapped: ``capacity`` receipts, surplus
+    ones counted like foreign ones."""
+
+    def __init__(self, out: str, capacity: int, mapped_files: bool) -> None:
+        self.out, self.capacity = out, capacity
+        self.foreign = 0
+        self.t_recv: list[int] = []
+        self.headers = bytearray()
+        self._maps: tuple[mmap.mmap, mmap.mmap] | None = None
+        self._views: tuple[memoryview, memoryview] | None = None
+        self._n = 0
+        if mapped_files:
+            stamps, headers = mapped(f"{out}.trecv", 8 * capacity), mapped(f"{out}.hdr", SHORT_HEADER.size * capacity)
+            self._maps = (stamps, headers)
+            self._views = (memoryview(stamps).cast("q"), memoryview(headers))
+            self._n = leading_count(f"{out}.trecv")
+
+    def count(self) -> int:
+        return self._n if self._maps is not None else len(self.t_recv)
+
+    def callback(
+        self, pace: Callable[[int], None] | None, report: Callable[[int], None]
+    ) -> Callable[[bytes], None]:
+        """The per-message callback for callback-style consumers: the stamp first, then the header and the
+        stamp stored. With ``pace`` (a slow consumer) it then pauses, and it passes the count to ``report``
+        every 64 receipts (such a consumer, or a callback thread, may stay inside one ``poll`` for seconds)."""
+        size = SHORT_HEADER.size
+        if self._maps is None and pace is None:
+            t_recv, headers = self.t_recv, self.headers
+
+            # Defaults bind everything the callback touches: per message two C calls and a slice.
+            def on_message(
+                payload: bytes, stamp: Callable[[int], None] = t_recv.append,
+                keep: Callable[[bytes], None] = headers.extend, mono: Callable[[], int] = time.monotonic_ns,
+            ) -> None:
+                t = mono()
+                if len(payload) >= size:
+                    keep(payload[:size])  # header before stamp, as everywhere
+                    stamp(t)
+                else:
+                    self.foreign += 1
+
+            return on_message
+        store = self._store_mapped if self._maps is not None else self._store
+
+        def on_paced_message(payload: bytes) -> None:
+            t = time.monotonic_ns()
+            n = store(payload, t)
+            if n and not n & 63:
+                report(n)
+            if pace is not None:
+                pace(t)
+
+        return on_paced_message
+
+    def _store(self, payload: bytes, t: int) -> int:
+        if len(payload) < SHORT_HEADER.size:
+            self.foreign += 1
+            return 0
+        self.headers += payload[: SHORT_HEADER.size]
+        self.t_recv.append(t)
+        return len(self.t_recv)
+
+    def _store_mapped(self, payload: bytes, t: int) -> int:
+        assert self._views is not None
+        n, size = self._n, SHORT_HEADER.size
+        if len(payload) < size or n >= self.capacity:
+            self.foreign += 1
+            return 0
+        stamps, headers = self._views
+        headers[n * size:(n + 1) * size] = bytes(payload[:size])
+        stamps[n] = t
+        self._n = n + 1
+        return n + 1
+
+    def add_batch(self, batch: list[Any], stamps: list[int], size: int) -> None:
+        """Append the receipts of a batch (pull-style receiving, in memory). A message without a stamp (the
+        receive was interrupted between the two) is left out, probes (``PROBE_ID``) too. When every message
+        has the run's size (the normal case) numpy cuts the headers out of the joined batch; otherwise
+        message by message."""
+        hsize = SHORT_HEADER.size
+        del batch[len(stamps):]
+        if not batch:
+            return
+        if hsize <= size <= BLOCK_MAX_SIZE and set(map(len, batch)) == {size}:
+            rows = np.frombuffer(b"".join(batch), np.uint8).reshape(len(batch), size)
+            if size == hsize:  # probes are 6 bytes long: only here can one be in a batch of the run's size
+                keep = (rows[:, 0] != 0xFF) | (rows[:, 1] != 0xFF)  # not PROBE_ID (little-endian)
+                if not keep.all():
+                    self.headers += rows[keep, :hsize].tobytes()
+                    self.t_recv += [t for t, k in zip(stamps, keep.tolist(), strict=True) if k]
+                    return
+            self.headers += rows[:, :hsize].tobytes()
+            self.t_recv += stamps
+            return
+        for payload, t in zip(batch, stamps, strict=True):
+            if payload[:2] != PROBE_PREFIX:
+                self._store(payload, t)  # headers first: an interruption between the two leaves a spare one
+
+    def note(self) -> str:
+        """What the worker reports beside its count."""
+        if not self.foreign:
+            return ""
+        return f"{self.foreign} foreign or surplus messages ignored" if self._maps else (
+            f"{self.foreign} foreign messages ignored")
+
+    def save(self) -> None:
+        if self._maps is None:
+            n = len(self.t_recv)
+            _save_receipts(self.out, self.t_recv, bytes(self.headers), n)
+            return
+        # The maps stay open (a client thread may still hold the callback); the file reads see their pages.
+        for m in self._maps:
+            m.flush()
+        finalize("consumer", self.out)

@@ -1,0 +1,154 @@
+"""The worker processes of one case, and the objects they share with the parent (parent process only).
+
+``Workers`` starts each worker from its spec (forked from a preloaded server process), collects their status
+messages, waits for readiness and the slow-joiner handshake, and stops them: ask (the stop event), then
+interrupt (SIGUSR1: a worker saves its records even when blocked in a send), then terminate and kill. The
+fault injector kills and relaunches single workers through it (``faults.WorkerHooks``).
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import queue
+import signal
+import time
+from typing import Any
+
+from harness.runner._records import leading_count
+from harness.runner.worker import WorkerContext, WorkerSpec, worker_main
+
+# Workers fork from a clean, single-threaded server process that has already imported what they need:
+# starting one costs milliseconds instead of a fresh interpreter's second of imports.
+_CTX = mp.get_context("forkserver")
+_CTX.set_forkserver_preload(["harness.runner.worker", "numpy", "zmq"])
+READY_TIMEOUT = 60.0  # seconds for every worker to connect and report ready
+
+
+class CaseFailed(Exception):
+    """A case that could not run at all (a worker failed to start); one sentence."""
+
+
+class Workers:
+    """The processes of one case and the shared objects they synchronise on."""
+
+    def __init__(self, n: int) -> None:
+        self.ctx = WorkerContext(
+            status=_CTX.Queue(), start=_CTX.Event(), stop=_CTX.Event(), start_ns=_CTX.Value("q", 0, lock=False),
+            progress=_CTX.Array("q", n, lock=False),
+        )
+        self.status, self.start, self.stop = self.ctx.status, self.ctx.start, self.ctx.stop
+        self.start_ns, self.progress = self.ctx.start_ns, self.ctx.progress
+        self.procs: dict[str, Any] = {}
+        self.specs: dict[str, WorkerSpec] = {}
+        self.gone: list[Any] = []  # processes killed by a fault
+        self.done: dict[str, tuple[int, str]] = {}
+        self.errors: list[str] = []
+        self.subscribed: set[str] = set()  # consumers that heard every producer's probe
+
+    def launch(self, spec: WorkerSpec) -> None:
+        p = _CTX.Process(target=worker_main, args=(spec, self.ctx), name=f"mqbench-{spec.name}", daemon=True)
+        p.start()
+        self.procs[spec.name] = p
+        self.specs[spec.name] = spec
+
+    # -- fault hooks (called from the FaultInjector thread) -------------------------------------------
+
+    def kill(self, name: str) -> bool:
+        p = self.procs.get(name)
+        if p is None or not p.is_alive() or p.pid is None:
+            return False
+        os.kill(p.pid, signal.SIGKILL)
+        p.join(5)
+        self.gone.append(p)
+        return True
+
+    def relaunch(self, name: str) -> None:
+        self.done.pop(name, None)
+        self.launch(self.specs[name])
+
+    def mark_done(self, name: str) -> None:
+        self.done[name] = (leading_count(f"{self.specs[name].out}.tsend"), "")
+
+    def pids(self) -> list[int]:
+        return [p.pid for p in self.procs.values() if p.pid is not None and p.is_alive()]
+
+    def drain(self, timeout: float) -> tuple[Any, ...] | None:
+        try:
+            msg = self.status.get(timeout=timeout)
+        except queue.Empty:
+            return None
+        if msg[0] == "done":
+            self.done[msg[1]] = (int(msg[2]), str(msg[3]))
+        elif msg[0] == "error":
+            self.errors.append(f"{msg[1]}: {msg[2]}")
+        elif msg[0] == "subscribed":
+            self.subscribed.add(msg[1])
+        return tuple(msg)
+
+    def _join_all(self, seconds: float) -> None:
+        deadline = time.monotonic() + seconds
+        for p in self.procs.values():
+            while p.is_alive() and time.monotonic() < deadline:
+                p.join(0.05)
+                while self.drain(0) is not None:  # keep the queue flowing so workers can exit
+                    pass
+
+    def wait_ready(self, names: list[str]) -> None:
+        pending = set(names)
+        deadline = time.monotonic() + READY_TIMEOUT
+        while pending:
+            msg = self.drain(0.1)
+            if msg is not None and msg[0] == "ready":
+                pending.discard(msg[1])
+            if self.errors:
+                raise CaseFailed(self.errors[0].splitlines()[0])
+            dead = [n for n in pending if not self.procs[n].is_alive()]
+            if dead:
+                raise CaseFailed(f"{dead[0]} exited (code {self.procs[dead[0]].exitcode}) before it was ready")
+            if time.monotonic() > deadline:
+                raise CaseFailed(f"{sorted(pending)[0]} was not ready after {READY_TIMEOUT:.0f} s")
+
+    def wait_subscribed(self, names: list[str], timeout: float) -> list[str]:
+        """Wait until every consumer in ``names`` has heard a probe from each of its producers; return
+        those that had not after ``timeout`` seconds."""
+        deadline = time.monotonic() + timeout
+        while True:
+            pending = sorted(set(names) - self.subscribed)
+            if not pending or time.monotonic() > deadline:
+                return pending
+            self.drain(0.05)
+            if self.errors:
+                raise CaseFailed(self.errors[0].splitlines()[0])
+            dead = [n for n in self.procs if not self.procs[n].is_alive()]
+            if dead:
+                raise CaseFailed(f"{dead[0]} exited (code {self.procs[dead[0]].exitcode}) before the start")
+
+    def shutdown(self, grace: float) -> list[str]:
+        """Stop every worker: ask (stop event), then interrupt (SIGUSR1: the worker saves its records even
+        when blocked in a send), then terminate and kill. Returns the ones whose records are lost."""
+        self.stop.set()
+        self._join_all(grace)
+        for p in self.procs.values():
+            if p.is_alive() and p.pid is not None:
+                try:
+                    os.kill(p.pid, signal.SIGUSR1)
+                except ProcessLookupError:
+                    pass
+        self._join_all(5.0)
+        forced = []
+        for name, p in self.procs.items():
+            if p.is_alive():
+                forced.append(name)
+                p.terminate()
+                p.join(2)
+                if p.is_alive():
+                    p.kill()
+                    p.join(2)
+        for p in self.gone:
+            p.join(1)
+        while self.drain(0.05) is not None:
+            pass
+        self.status.close()
+        self.status.join_thread()
+        return forced
