@@ -108,6 +108,11 @@ def worker_main(spec: WorkerSpec, status: Any, start: Any, stop: Any, start_ns: 
     signal.signal(signal.SIGUSR1, _interrupt)
     try:
         driver = load_class(spec.driver)(spec.options, spec.broker)
+        if getattr(driver, "runs_in_jvm", False):  # Java clients: this process relays to the JVM worker
+            from harness.runner.jvm import relay
+
+            relay(spec, driver, status, start, stop, start_ns, progress)
+            return
         body = {"producer": _producer, "consumer": _consumer, "requester": _requester, "replier": _replier}
         if spec.resilient:
             from harness.runner import _resilient

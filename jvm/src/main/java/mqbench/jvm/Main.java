@@ -1,0 +1,37 @@
+package mqbench.jvm;
+
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.Map;
+
+/** The JVM worker: {@code java -cp mqbench-jvm.jar mqbench.jvm.Main SPEC.json}, started and driven by the
+ *  relay harness/runner/jvm.py over stdin/stdout ({@link Control}); see docs/jvm.md. */
+public final class Main {
+    private Main() {
+    }
+
+    static Client client(Spec spec) {
+        switch (spec.client) {
+            case "jeromq": return new JeromqClient(spec);
+            case "kafka": return new KafkaClient(spec);
+            case "rabbitmq": return new RabbitClient(spec);
+            case "rocketmq": return new RocketClient(spec);
+            default: throw new IllegalArgumentException("the JVM worker has no client " + spec.client);
+        }
+    }
+
+    @SuppressWarnings("unchecked")
+    public static void main(String[] args) {
+        Control ctl = new Control();
+        ctl.say("hello");
+        try {
+            Spec spec = new Spec((Map<String, Object>) Json.parse(Files.readString(Path.of(args[0]))));
+            new Worker(spec, client(spec), ctl).run();
+        } catch (Throwable e) {
+            String what = e.getMessage() != null ? e.getMessage() : e.toString();
+            ctl.say("error " + e.getClass().getSimpleName() + ": " + what);
+            System.exit(1);
+        }
+        System.exit(0);  // client libraries may leave non-daemon threads behind
+    }
+}
