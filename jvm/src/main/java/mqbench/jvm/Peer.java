@@ -12,7 +12,7 @@ import org.zeromq.ZMsg;
 
 /** A JeroMQ socket driven line by line, for the interop tests (tests/interop/test_interop_jeromq.py):
  *  {@code java -cp mqbench-jvm.jar mqbench.jvm.Peer}. Commands on stdin, one answer line each on stdout:
- *  {@code socket TYPE} | {@code identity TEXT} | {@code subscribe HEX} | {@code bind EP} (answers
+ *  {@code socket TYPE} | {@code timeout MS} (of recv) | {@code identity TEXT} | {@code subscribe HEX} | {@code bind EP} (answers
  *  {@code bound <endpoint>}) | {@code connect EP} | {@code send HEX...} (one frame per word, {@code -} for an
  *  empty frame) | {@code recv} (answers {@code msg HEX...} or {@code timeout} after 5 s) | {@code close}.
  *  Anything that fails answers {@code error <message>}. */
@@ -40,6 +40,9 @@ public final class Peer {
                             socket = ctx.createSocket(SocketType.valueOf(words[1]));
                             socket.setReceiveTimeOut(5000);
                             socket.setLinger(0);
+                            break;
+                        case "timeout":
+                            socket.setReceiveTimeOut(Integer.parseInt(words[1]));
                             break;
                         case "identity":
                             socket.setIdentity(words[1].getBytes(StandardCharsets.UTF_8));
