@@ -18,6 +18,7 @@ import subprocess
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 from typing import Any, ClassVar
 
 from harness.drivers.base import Driver, DriverError, Guarantee, Pattern, Topology
@@ -124,11 +125,18 @@ class JeromqDriver(JavaClient, ZmqDriver):
         return frozenset({"transport", "sndhwm", "rcvhwm", "io_threads"})
 
     @classmethod
+    def module(cls) -> ModuleType:
+        raise DriverError("jeromq runs only in the JVM worker (harness.runner.jvm), not in Python")
+
+    @classmethod
     def unavailable_reason(cls) -> str | None:
         return unavailable_reason()
 
     def label(self) -> str:
         return self.name
+
+    def versions(self) -> dict[str, str]:
+        return {"jeromq": library_version("jeromq"), "java": java_version()}
 
 
 @dataclass(frozen=True)
