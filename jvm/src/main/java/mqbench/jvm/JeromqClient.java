@@ -5,6 +5,7 @@ import java.util.List;
 import org.zeromq.SocketType;
 import org.zeromq.ZContext;
 import org.zeromq.ZMQ;
+import org.zeromq.ZMQException;
 
 /** JeroMQ, in the topology of the zmq driver (harness/drivers/zmq_driver.py), whose plan it reads:
  *  producers bind (PUSH for queue, PUB for pubsub) and each consumer connects to every producer of its
@@ -58,7 +59,7 @@ final class JeromqClient implements Client {
         switch (kind) {
             case "producer":
                 socket = socket(pubsub ? SocketType.PUB : SocketType.PUSH);
-                socket.bind(endpoint(spec.index));
+                bind(endpoint(spec.index));
                 break;
             case "consumer":
                 socket = socket(pubsub ? SocketType.SUB : SocketType.PULL);
@@ -67,7 +68,7 @@ final class JeromqClient implements Client {
                 break;
             case "replier":
                 socket = socket(SocketType.REP);
-                socket.bind(endpoint(spec.index));
+                bind(endpoint(spec.index));
                 break;
             case "requester":
                 peers = peers(false);
@@ -75,6 +76,14 @@ final class JeromqClient implements Client {
                 break;
             default:
                 throw new IllegalArgumentException("jeromq has no " + kind);
+        }
+    }
+
+    private void bind(String endpoint) {
+        try {
+            socket.bind(endpoint);
+        } catch (ZMQException e) {
+            throw new IllegalStateException("jeromq cannot bind " + endpoint + ": " + ZMQ.Error.findByCode(e.getErrorCode()), e);
         }
     }
 

@@ -28,8 +28,10 @@ public final class Main {
             Spec spec = new Spec((Map<String, Object>) Json.parse(Files.readString(Path.of(args[0]))));
             new Worker(spec, client(spec), ctl).run();
         } catch (Throwable e) {
-            String what = e.getMessage() != null ? e.getMessage() : e.toString();
-            ctl.say("error " + e.getClass().getSimpleName() + ": " + what);
+            // Our own refusals carry a sentence; anything else is named by its class too.
+            boolean ours = e instanceof IllegalStateException || e instanceof IllegalArgumentException;
+            String what = e.getMessage() != null ? e.getMessage() : "";
+            ctl.say("error " + (ours && !what.isEmpty() ? what : e.getClass().getSimpleName() + ": " + what));
             System.exit(1);
         }
         System.exit(0);  // client libraries may leave non-daemon threads behind
