@@ -12,11 +12,11 @@ The JVM worker's location and the checks of what it needs live here too, so that
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import shutil
 import subprocess
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 from typing import Any, ClassVar
@@ -101,7 +101,8 @@ class JavaClient:
         out["java"] = java_version()
         return out
 
-    def _check_jvm(self) -> None:
+    def __init__(self, options: Mapping[str, Any], broker: Any = None) -> None:
+        super().__init__(options, broker)  # type: ignore[call-arg]
         reason = unavailable_reason()
         if reason:
             raise DriverError(f"{self.label()} cannot run: {reason}")
@@ -139,41 +140,29 @@ class JeromqDriver(JavaClient, ZmqDriver):
         return {"jeromq": library_version("jeromq"), "java": java_version()}
 
 
-@dataclass(frozen=True)
-class RabbitMQJavaOptions(RabbitMQOptions):
-    client: str = "java"
+def _with_client(options: type[Any]) -> type[Any]:
+    """A Python driver's options plus ``client``, the option that chose the Java driver."""
+    return dataclasses.make_dataclass(f"Java{options.__name__}", [("client", str, dataclasses.field(default="java"))],
+                                      bases=(options,), frozen=True)
 
 
 class RabbitMQJavaDriver(JavaClient, RabbitMQDriver):
     """amqp-client; with ``confirms`` it publishes with a window of unconfirmed messages (PerfTest's -c)."""
 
-    options_type = RabbitMQJavaOptions
+    options_type = _with_client(RabbitMQOptions)
     jvm_client = "rabbitmq"
     jvm_artifact = "amqp-client"
-
-    def __init__(self, options: Mapping[str, Any], broker: Any = None) -> None:
-        super().__init__(options, broker)
-        self._check_jvm()
-
-
-@dataclass(frozen=True)
-class KafkaJavaOptions(KafkaOptions):
-    client: str = "java"
 
 
 class KafkaJavaDriver(JavaClient, KafkaDriver):
     """kafka-clients with asynchronous sends; a failed send fails the producer (at-least-once with acks=all)."""
 
-    options_type = KafkaJavaOptions
+    options_type = _with_client(KafkaOptions)
     jvm_client = "kafka"
     jvm_artifact = "kafka-clients"
 
-    def __init__(self, options: Mapping[str, Any], broker: Any = None) -> None:
-        super().__init__(options, broker)
-        self._check_jvm()
 
-
-@dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True)
 class RocketMQJavaOptions:
     client: str = "java"
     queues: int = 4  # queues per topic
@@ -195,10 +184,6 @@ class RocketMQJavaDriver(JavaClient, Driver):
     jvm_client = "rocketmq"
     jvm_artifact = "rocketmq-client"
     opts: RocketMQJavaOptions
-
-    def __init__(self, options: Mapping[str, Any], broker: Any = None) -> None:
-        super().__init__(options, broker)
-        self._check_jvm()
 
     def guarantee(self) -> Guarantee:
         return Guarantee.AT_LEAST_ONCE  # a send returns only once the broker stored the message (SEND_OK)

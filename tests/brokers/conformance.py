@@ -260,16 +260,8 @@ def require_backend(system: str, backend: str = "auto") -> None:
         pytest.skip(f"{system}: {choice.reason}")
 
 
-def run_flow_jvm(
-    driver_cls: type[Driver],
-    options: Mapping[str, Any],
-    broker: BrokerEndpoint | None,
-    pattern: Pattern,
-    consumers: int,
-    count: int,
-    size: int,
-    work_dir: Any,
-) -> Delivery:
+def run_flow_jvm(driver_cls: type[Driver], options: Mapping[str, Any], broker: BrokerEndpoint | None,
+                 pattern: Pattern, consumers: int, count: int, size: int, work_dir: Any) -> Delivery:
     """``run_flow`` for drivers whose clients run in the JVM worker (``runs_in_jvm``): the flow goes through
     the real runner (worker processes relaying to JVMs), and each consumer's (producer, seq) in arrival
     order come from the raw rows. The JVM records headers only, so payload content is not checked here."""

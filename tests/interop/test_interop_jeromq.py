@@ -173,21 +173,15 @@ def test_pub_sub_filtering_jeromq_publishes(mq: mqcore.Context, jero: Any, mq_bi
 
 @pytest.mark.parametrize("mq_binds", [True, False], ids=["mqcore-binds", "jeromq-binds"])
 def test_req_rep_both_ways(mq: mqcore.Context, jero: Any, mq_binds: bool) -> None:
-    rep = jero("REP")
-    req = join(mq, "REQ", rep, mq_binds)
-    for i in range(5):
+    rep, jreq = jero("REP"), jero("REQ")
+    req, mrep = join(mq, "REQ", rep, mq_binds), join(mq, "REP", jreq, not mq_binds)
+    for i in range(5):  # mqcore asks JeroMQ, and JeroMQ asks mqcore, in lockstep
         req.send(b"ping-%d" % i)
-        assert rep.recv() == [b"ping-%d" % i]
-        rep.send(b"pong-%d" % i)
-        assert req.recv() == b"pong-%d" % i
-
-    jreq = jero("REQ")
-    mrep = join(mq, "REP", jreq, not mq_binds)
-    for i in range(5):
         jreq.send(b"ask-%d" % i)
-        assert mrep.recv() == b"ask-%d" % i
+        assert rep.recv() == [b"ping-%d" % i] and mrep.recv() == b"ask-%d" % i
+        rep.send(b"pong-%d" % i)
         mrep.send(b"answer-%d" % i)
-        assert jreq.recv() == [b"answer-%d" % i]
+        assert req.recv() == b"pong-%d" % i and jreq.recv() == [b"answer-%d" % i]
 
 
 @pytest.mark.parametrize("mq_binds", [True, False], ids=["mqcore-binds", "jeromq-binds"])
