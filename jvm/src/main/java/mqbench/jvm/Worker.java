@@ -220,6 +220,10 @@ final class Worker {
         final Records rec = new Records(spec.capacity, "t_recv", "producer", "seq");
         final Set<Integer> missing = new HashSet<>(spec.probeFrom);
         int foreign;
+        // The arrays themselves, looked up again only when they grow: this runs once per message.
+        long[] stamps = rec.get("t_recv");
+        long[] producers = rec.get("producer");
+        long[] seqs = rec.get("seq");
 
         @Override
         public synchronized void accept(byte[] body) {
@@ -235,10 +239,15 @@ final class Worker {
                 return;
             }
             int n = rec.count();
-            rec.room(n);
-            rec.get("t_recv")[n] = t;
-            rec.get("producer")[n] = pid;
-            rec.get("seq")[n] = seq;
+            if (n == stamps.length) {
+                rec.room(n);
+                stamps = rec.get("t_recv");
+                producers = rec.get("producer");
+                seqs = rec.get("seq");
+            }
+            stamps[n] = t;
+            producers[n] = pid;
+            seqs[n] = seq;
             rec.setCount(n + 1);
             progress = n + 1;
         }
