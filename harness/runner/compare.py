@@ -268,15 +268,19 @@ def _run_all(
 
 def _record_system(run: RunFolder, variant: Variant, driver: Driver, ready: Mapping[str, SystemStatus]) -> None:
     systems: dict[str, Any] = run.manifest["systems"]
-    if variant.system in systems:
+    variants = systems.get(variant.system, {}).get("variants", {})
+    if variant.name in variants:
         return
-    systems[variant.system] = {
+    # Per variant too: a variant's options choose its client (``client: java``) and its guarantee.
+    variants[variant.name] = {"label": driver.label(), "guarantee": driver.guarantee().value,
+                              "versions": driver.versions()}
+    systems.setdefault(variant.system, {
         "label": driver.label(),
         "versions": driver.versions(),
         "backend": ready[variant.system].backend,
         "broker_url": driver.broker.url if driver.broker else None,
         "guarantee": driver.guarantee().value,
-    }
+    })["variants"] = variants
 
 
 def _report(run_dir: Path, console: Console) -> None:
