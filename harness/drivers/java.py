@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import json
 import shutil
 import subprocess
+import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from types import ModuleType
@@ -71,6 +73,25 @@ def command(main: str, *args: str) -> list[str]:
     """The java command line running ``main`` of the worker's jar (its dependencies are on the jar's
     manifest class path)."""
     return ["java", *JVM_OPTIONS, "-cp", str(JAR), main, *args]
+
+
+def prepare_in_jvm(driver: Any, plan: Mapping[str, Any]) -> None:
+    """Run the Java client's ``prepare`` (create the run's topics) once, in a JVM, before the workers start."""
+    spec = {"kind": "prepare", "name": "prepare", "client": driver.jvm_client, "options": driver.options,
+            "broker_url": driver.broker.url if driver.broker is not None else None, "plan": plan, "index": 0,
+            "topic": 0, "size": 0, "payload": "fixed", "capacity": 0, "out": "", "request_timeout": 30.0,
+            "probe_from": []}
+    with tempfile.NamedTemporaryFile("w", suffix=".json", prefix="mqbench-prepare-") as f:
+        json.dump(spec, f)
+        f.flush()
+        try:
+            done = subprocess.run(command(MAIN, "--prepare", f.name), capture_output=True, text=True, timeout=120,
+                                  start_new_session=True)
+        except subprocess.TimeoutExpired:
+            raise DriverError(f"{driver.label()}: preparing the run's topics took over 120 s") from None
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        raise DriverError(f"{driver.label()}: could not create the run's topics: {last}")
 
 
 class JavaClient:
@@ -191,4 +212,5 @@ class RocketMQJavaDriver(JavaClient, Driver):
     def plan(self, topology: Topology) -> dict[str, Any]:
         plan = super().plan(topology)
         plan["queues"] = self.opts.queues
+        prepare_in_jvm(self, plan)  # the topics: there is no Python client to create them
         return plan

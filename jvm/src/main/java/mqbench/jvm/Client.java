@@ -11,6 +11,11 @@ interface Client extends AutoCloseable {
         void accept(byte[] body);
     }
 
+    /** Before any worker starts: create what the run needs on the server (topics), then return. Run once per
+     *  case by the parent process ({@code Main --prepare SPEC.json}) for systems whose Python side cannot. */
+    default void prepare() throws Exception {
+    }
+
     /** Connect and create what {@code kind} (producer, consumer, requester, replier) needs. */
     void open(String kind) throws Exception;
 

@@ -22,6 +22,10 @@ public final class Main {
 
     @SuppressWarnings("unchecked")
     public static void main(String[] args) {
+        if (args.length == 2 && args[0].equals("--prepare")) {
+            prepare(args[1]);
+            return;
+        }
         Control ctl = new Control();
         ctl.say("hello");
         try {
@@ -35,5 +39,18 @@ public final class Main {
             System.exit(1);
         }
         System.exit(0);  // client libraries may leave non-daemon threads behind
+    }
+
+    /** {@link Client#prepare} of the spec's client; the outcome is the exit status, a failure on stderr. */
+    @SuppressWarnings("unchecked")
+    private static void prepare(String specPath) {
+        try {
+            Spec spec = new Spec((Map<String, Object>) Json.parse(Files.readString(Path.of(specPath))));
+            client(spec).prepare();
+        } catch (Throwable e) {
+            System.err.println("error " + e);
+            System.exit(1);
+        }
+        System.exit(0);
     }
 }

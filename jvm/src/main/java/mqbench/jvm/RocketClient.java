@@ -13,10 +13,10 @@ import org.apache.rocketmq.common.message.MessageExt;
 import org.apache.rocketmq.common.message.MessageQueue;
 
 /** The RocketMQ Java client (remoting, rocketmq-client 5.x) against a NameServer ({@code spec.brokerUrl},
- *  e.g. rocketmq://127.0.0.1:9876). Each topic of the run has {@code plan.queues} queues; the first worker to
- *  open creates it (idempotent). Producers send synchronously (send returns after the broker stored the
- *  message: SEND_OK, else the send fails). Consumers are lite pull consumers that assign() their queues
- *  (all of them for pubsub, their share for queue) and start at the queues' end, without a rebalance. */
+ *  e.g. rocketmq://127.0.0.1:9876). Each topic of the run has {@code plan.queues} queues, created by
+ *  {@link #prepare} before the workers start. Producers send synchronously (send returns after the broker
+ *  stored the message: SEND_OK, else the send fails). Consumers are lite pull consumers that assign() their
+ *  queues (all of them for pubsub, their share for queue) and start at the queues' end, without a rebalance. */
 final class RocketClient implements Client {
     private final Spec spec;
     private final String topic;
@@ -36,18 +36,29 @@ final class RocketClient implements Client {
     }
 
     @Override
+    public void prepare() throws Exception {
+        DefaultMQProducer admin = new DefaultMQProducer(group("admin"));
+        admin.setNamesrvAddr(spec.brokerAddress());
+        admin.start();
+        try {
+            for (int t = 0; t < spec.topologyInt("topics"); t++) {
+                admin.createTopic("TBW102", spec.topicName(t), queues, null);  // TBW102: the creation key
+            }
+        } finally {
+            admin.shutdown();
+        }
+    }
+
+    @Override
     public void open(String kind) throws Exception {
-        producer = new DefaultMQProducer(group(kind.equals("producer") ? "p" : "admin"));
-        producer.setNamesrvAddr(spec.brokerAddress());
-        producer.setSendMsgTimeout((int) Math.max(3000, spec.requestTimeout * 1000));
-        producer.start();
-        producer.createTopic("TBW102", topic, queues, null);  // TBW102: the broker's topic-creation key
         switch (kind) {
             case "producer":
+                producer = new DefaultMQProducer(group("p"));
+                producer.setNamesrvAddr(spec.brokerAddress());
+                producer.setSendMsgTimeout((int) Math.max(3000, spec.requestTimeout * 1000));
+                producer.start();
                 break;
             case "consumer":
-                producer.shutdown();
-                producer = null;
                 consumer = new DefaultLitePullConsumer(group("c"));
                 consumer.setNamesrvAddr(spec.brokerAddress());
                 consumer.setAutoCommit(false);
