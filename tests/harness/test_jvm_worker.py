@@ -33,7 +33,15 @@ def need_jvm() -> None:
 
 def java_left(tmp_path: Path) -> list[str]:
     """JVM workers of this test still running (their command lines name spec files under tmp_path)."""
-    return subprocess.run(["pgrep", "-f", str(tmp_path)], capture_output=True, text=True).stdout.split()
+    found = subprocess.run(["pgrep", "-f", str(tmp_path)], capture_output=True, text=True).stdout.split()
+    return [pid for pid in found if _command(pid) == "java"]
+
+
+def _command(pid: str) -> str:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return ""
 
 
 def run_jeromq(tmp_path: Path, fields: dict[str, Any], options: dict[str, Any] | None = None) -> Any:
@@ -205,3 +213,34 @@ def test_without_the_jar_jeromq_says_what_to_do(monkeypatch: pytest.MonkeyPatch,
     assert not status.ready and "make jvm" in status.reason
     monkeypatch.setattr(java.shutil, "which", lambda name: None)
     assert "install a Java 17" in (java.unavailable_reason() or "")
+
+
+def test_ctrl_c_mid_run_leaves_no_jvm(tmp_path: Path) -> None:
+    need_jvm()
+    import signal
+    import sys
+    import time
+
+    scenario = tmp_path / "long.yaml"
+    scenario.write_text("name: long\npattern: queue\nmessage_sizes: [100]\nduration: 60s\nrate: 2000\n"
+                        "systems: [jeromq]\n")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "harness.cli", "compare", str(scenario), "--out", str(tmp_path / "res")],
+        cwd=Path(__file__).resolve().parents[2], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and len(java_left(tmp_path)) < 2:  # producer and consumer JVMs
+            time.sleep(0.2)
+        assert len(java_left(tmp_path)) == 2, "the JVM workers never started"
+        time.sleep(1.0)
+        proc.send_signal(signal.SIGINT)
+        output, _ = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, output
+    deadline = time.monotonic() + 10  # bounds the wait only: the JVMs die with their process groups
+    while time.monotonic() < deadline and java_left(tmp_path):
+        time.sleep(0.2)
+    assert not java_left(tmp_path)
