@@ -215,6 +215,18 @@ def test_without_the_jar_jeromq_says_what_to_do(monkeypatch: pytest.MonkeyPatch,
     assert "install a Java 17" in (java.unavailable_reason() or "")
 
 
+def _within(seconds: float, condition: Any) -> bool:
+    """Whether ``condition()`` became true within ``seconds`` (a bound on waiting, not a timing check)."""
+    import time
+
+    deadline = time.monotonic() + seconds
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.2)
+    return True
+
+
 def test_ctrl_c_mid_run_leaves_no_jvm(tmp_path: Path) -> None:
     need_jvm()
     import signal
@@ -228,19 +240,14 @@ def test_ctrl_c_mid_run_leaves_no_jvm(tmp_path: Path) -> None:
         [sys.executable, "-m", "harness.cli", "compare", str(scenario), "--out", str(tmp_path / "res")],
         cwd=Path(__file__).resolve().parents[2], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )
-    try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and len(java_left(tmp_path)) < 2:  # producer and consumer JVMs
-            time.sleep(0.2)
-        assert len(java_left(tmp_path)) == 2, "the JVM workers never started"
-        time.sleep(1.0)
+    try:  # Ctrl-C once the producer's and the consumer's JVMs run
+        started = _within(60, lambda: len(java_left(tmp_path)) == 2)
+        time.sleep(1.0)  # into the run
         proc.send_signal(signal.SIGINT)
-        output, _ = proc.communicate(timeout=60)
+        output = proc.communicate(timeout=60)[0]
     finally:
         if proc.poll() is None:
             proc.kill()
+    assert started, "the JVM workers never started"
     assert proc.returncode == 130, output
-    deadline = time.monotonic() + 10  # bounds the wait only: the JVMs die with their process groups
-    while time.monotonic() < deadline and java_left(tmp_path):
-        time.sleep(0.2)
-    assert not java_left(tmp_path)
+    assert _within(10, lambda: not java_left(tmp_path)), f"JVMs left: {java_left(tmp_path)}"
