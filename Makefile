@@ -9,9 +9,12 @@ BROKER_PACKAGES := rabbitmq-server nats-server mosquitto redis-server activemq
 BROWSER_PACKAGES := chromium
 PYTEST_ARGS ?=
 
+JVM_JAR := jvm/target/mqbench-jvm.jar
+JVM_SOURCES := jvm/pom.xml $(shell find jvm/src -name '*.java' 2>/dev/null)
+
 LATEST_RUN = $$(ls -1dt results/*/manifest.json 2>/dev/null | head -1 | xargs -r dirname)
 
-.PHONY: compare test report regress baseline evaluate brokers toolchain lint
+.PHONY: compare test report regress baseline evaluate brokers toolchain lint jvm
 
 # The virtual environment, rebuilt only when pyproject.toml or the C loops change.
 $(STAMP): pyproject.toml setup.py harness/runner/_hotloop.c
@@ -21,7 +24,7 @@ $(STAMP): pyproject.toml setup.py harness/runner/_hotloop.c
 	@touch $@
 
 ## compare: run the default scenario on every system that can run here (mqcore and pyzmq need no broker)
-compare: $(STAMP)
+compare: $(STAMP) jvm
 	$(VENV)/bin/mqbench compare $(SCENARIOS)
 
 ## report: summarise the newest run (or RUNS="results/a results/b") into report.html, figures and summary.md
@@ -91,10 +94,30 @@ toolchain:
 
 ## test: the whole suite, then the performance-regression check (make regress) that guards mqcore;
 ## in CI (CI=true) a missing broker or browser fails instead of skipping
-test: toolchain $(STAMP) brokers
+test: toolchain $(STAMP) brokers jvm
 	@set +e; $(PY) -m pytest $(PYTEST_ARGS); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: that is a failure here"; exit 1; fi; exit $$rc
 	@$(MAKE) --no-print-directory regress
+
+## jvm: build the JVM worker (jvm/: JeroMQ and the brokers' Java clients) with Maven, only when jvm/ changed;
+## without mvn/javac it installs them as root with apt, else says what to install (CI=true: that fails)
+jvm: $(JVM_JAR)
+
+$(JVM_JAR): $(JVM_SOURCES)
+	@if ! command -v mvn >/dev/null || ! command -v javac >/dev/null; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    echo "jvm: installing maven and a JDK 17 (apt)"; \
+	    DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
+	    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq maven openjdk-17-jdk-headless >/dev/null; \
+	  fi; \
+	fi; \
+	if ! command -v mvn >/dev/null || ! command -v javac >/dev/null; then \
+	  echo "jvm: cannot build the JVM worker: install Maven and a JDK 17 (apt-get install maven" \
+	    "openjdk-17-jdk-headless); jeromq and the Java clients are skipped"; [ "$$CI" != "true" ]; exit; \
+	fi; \
+	echo "jvm: building $@ (mvn package)"; \
+	if (cd jvm && mvn -q -B -Dstyle.color=never package); then touch $@; \
+	else echo "jvm: the Maven build failed (above); jeromq and the Java clients are skipped"; [ "$$CI" != "true" ]; fi
 
 ## lint: ruff and mypy over both packages
 lint: $(STAMP)

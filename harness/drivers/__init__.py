@@ -11,6 +11,7 @@ from harness.drivers.base import Driver, DriverError
 SYSTEMS: dict[str, str] = {
     "mqcore": "mqcore_driver:MqcoreDriver",
     "zmq": "zmq_driver:ZmqDriver",
+    "jeromq": "java:JeromqDriver",
     "rabbitmq": "rabbitmq:RabbitMQDriver",
     "kafka": "kafka:KafkaDriver",
     "tansu": "kafka:TansuDriver",
@@ -19,6 +20,14 @@ SYSTEMS: dict[str, str] = {
     "mqtt": "mqtt:MqttDriver",
     "redis": "redis_streams:RedisDriver",
     "activemq": "activemq:ActiveMQDriver",
+}
+
+#: Further clients of a system, chosen by a variant's option ``client`` (without it: the Python client).
+CLIENTS: dict[str, dict[str, str]] = {
+    "rabbitmq": {"java": "java:RabbitMQJavaDriver"},
+    "kafka": {"java": "java:KafkaJavaDriver"},
+    "tansu": {"java": "java:TansuJavaDriver"},
+    "rocketmq": {"java": "java:RocketMQJavaDriver"},
 }
 
 #: Systems that need no broker: the embedded default of `make compare`.
@@ -44,12 +53,16 @@ def class_path(cls: type[Driver]) -> str:
     return f"{cls.__module__}:{cls.__qualname__}"
 
 
-def driver_class(system: str) -> type[Driver]:
-    """The driver class for ``system``; DriverError names the known systems when it is not one."""
+def driver_class(system: str, client: str | None = None) -> type[Driver]:
+    """The driver class for ``system`` driven by ``client`` (None: its default client); DriverError names
+    the known systems or clients when it is not one."""
     try:
-        target = SYSTEMS[system]
+        target = SYSTEMS[system] if client is None else CLIENTS[system][client]
     except KeyError:
-        raise DriverError(f"unknown system {system!r}; known systems: {', '.join(SYSTEMS)}") from None
+        if system not in SYSTEMS:
+            raise DriverError(f"unknown system {system!r}; known systems: {', '.join(SYSTEMS)}") from None
+        known = ", ".join(CLIENTS.get(system, {})) or "none besides its default"
+        raise DriverError(f"{system} has no client {client!r}; its other clients: {known}") from None
     try:
         return load_class(target)
     except ModuleNotFoundError as exc:

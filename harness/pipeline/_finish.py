@@ -98,8 +98,9 @@ def finish_per_repetition(cases: pd.DataFrame, runs: Sequence[RunInfo]) -> pd.Da
     c = cases.reset_index(drop=True)
     out = c[list(GROUP_KEYS)].copy()
     info = [by_id.get(r) for r in c["run_id"]]
-    out["label"] = [i.label(s) if i else s for i, s in zip(info, c["system"], strict=True)]
-    out["guarantee"] = [i.guarantee(s) if i else "" for i, s in zip(info, c["system"], strict=True)]
+    keys = list(zip(info, c["system"], c["variant"], strict=True))
+    out["label"] = [i.label(s, v) if i else s for i, s, v in keys]
+    out["guarantee"] = [i.guarantee(s, v) if i else "" for i, s, v in keys]
     for name in ("producers", "consumers", "sent", "expected", "out_of_order"):
         out[name] = c[name].astype("int64")
     # received counts distinct messages (per consumer for pubsub), as the runner does: lost + received =

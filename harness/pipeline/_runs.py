@@ -35,12 +35,18 @@ class RunInfo:
     git_revision: str = ""
     has_manifest: bool = True
 
-    def label(self, system: str) -> str:
-        """Display name of ``system`` (e.g. ``"kafka (tansu)"``); the system name if none is given."""
-        return str(self.systems.get(system, {}).get("label") or system)
+    def _entry(self, system: str, variant: str) -> Mapping[str, Any]:
+        """What the manifest records for ``variant`` of ``system`` (per variant when it says), else per system."""
+        entry = self.systems.get(system, {})
+        return entry.get("variants", {}).get(variant) or entry
 
-    def guarantee(self, system: str) -> str:
-        return str(self.systems.get(system, {}).get("guarantee") or "")
+    def label(self, system: str, variant: str = "") -> str:
+        """Display name of ``system`` (e.g. ``"kafka (tansu)"``, ``"rabbitmq (java)"``); the system name if
+        none is given."""
+        return str(self._entry(system, variant).get("label") or system)
+
+    def guarantee(self, system: str, variant: str = "") -> str:
+        return str(self._entry(system, variant).get("guarantee") or "")
 
     def versions(self, system: str) -> str:
         """``"pyzmq 26.2.0, libzmq 4.3.5"``: the versions the manifest records for ``system``."""

@@ -48,7 +48,8 @@ def system_status(system: str, brokers: Mapping[str, str] | None = None, backend
     if reason:
         return SystemStatus(system, False, "", reason)
     if not cls.needs_broker:
-        return SystemStatus(system, True, "embedded", "no broker needed")
+        detail = getattr(cls, "ready_detail", None)  # a JVM-driven library says which version runs
+        return SystemStatus(system, True, "embedded", detail() if detail else "no broker needed")
     try:
         from harness.brokers import choose_backend
     except ImportError:
@@ -228,7 +229,7 @@ def _run_all(
             broker = endpoints.get(variant.system)
             case = Case(sc, variant, size, rate, rep, run.run_id, broker)
             try:
-                driver = driver_class(variant.system)(variant.options, broker)
+                driver = driver_class(variant.system, variant.options.get("client"))(variant.options, broker)
                 _record_system(run, variant, driver, ready)
                 result = run_case(case, driver, run.path / ".work" / f"case-{i}", progress)
             except (DriverError, CaseFailed) as exc:
@@ -267,16 +268,20 @@ def _run_all(
 
 def _record_system(run: RunFolder, variant: Variant, driver: Driver, ready: Mapping[str, SystemStatus]) -> None:
     systems: dict[str, Any] = run.manifest["systems"]
-    if variant.system in systems:
+    variants = systems.get(variant.system, {}).get("variants", {})
+    if variant.name in variants:
         return
-    systems[variant.system] = {
+    # Per variant too: a variant's options choose its client (``client: java``) and its guarantee.
+    variants[variant.name] = {"label": driver.label(), "guarantee": driver.guarantee().value,
+                              "versions": driver.versions()}
+    systems.setdefault(variant.system, {
         "label": driver.label(),
         "versions": driver.versions(),
         "backend": ready[variant.system].backend,
         "broker_url": driver.broker.url if driver.broker else None,
         "broker_startup_s": driver.broker.extra.get("startup_s") if driver.broker else None,
         "guarantee": driver.guarantee().value,
-    }
+    })["variants"] = variants
 
 
 def _report(run_dir: Path, console: Console) -> None:

@@ -254,10 +254,6 @@ def _parse_variants(c: _Checker, raw: Any, systems: tuple[str, ...] | None) -> d
         items = spec if isinstance(spec, list) else [spec]
         if not items:
             raise c.fail(f"variants.{system}", "must give at least one variant")
-        try:
-            allowed: frozenset[str] | None = driver_class(system).option_names()
-        except DriverError:
-            allowed = None  # the driver cannot load here; its options are checked when it runs
         parsed: list[Variant] = []
         for i, item in enumerate(items):
             where = f"variants.{system}" + (f"[{i}]" if isinstance(spec, list) else "")
@@ -266,6 +262,12 @@ def _parse_variants(c: _Checker, raw: Any, systems: tuple[str, ...] | None) -> d
             if not isinstance(item, dict):
                 raise c.fail(where, f"must be a mapping of options, got {item!r}")
             opts = dict(item)
+            try:  # the option ``client`` chooses the driver (harness.drivers.CLIENTS)
+                allowed: frozenset[str] | None = driver_class(system, opts.get("client")).option_names()
+            except DriverError as exc:
+                if "client" in opts:
+                    raise c.fail(f"{where}.client", str(exc)) from None
+                allowed = None  # the driver cannot load here; its options are checked when it runs
             vname = opts.pop("name", "default" if len(items) == 1 else f"v{i}")
             if not isinstance(vname, str) or not _NAME_RE.match(vname):
                 raise c.fail(f"{where}.name", f"letters, digits, '.', '-' and '_', got {vname!r}")

@@ -255,3 +255,30 @@ def require_backend(system: str, backend: str = "auto") -> None:
         if os.environ.get("CI") == "true":
             pytest.fail(f"{system}: {choice.reason}")
         pytest.skip(f"{system}: {choice.reason}")
+
+
+def run_flow_jvm(driver_cls: type[Driver], options: Mapping[str, Any], broker: BrokerEndpoint | None,
+                 pattern: Pattern, consumers: int, count: int, size: int, work_dir: Any) -> Delivery:
+    """``run_flow`` for drivers whose clients run in the JVM worker (``runs_in_jvm``): the flow goes through
+    the real runner (worker processes relaying to JVMs), and each consumer's (producer, seq) in arrival
+    order come from the raw rows. The JVM records headers only, so payload content is not checked here."""
+    from harness.runner.case import Case, run_case
+    from harness.scenario import Variant, parse_scenario
+
+    system = driver_cls.name
+    scenario = parse_scenario(
+        {"name": "conformance", "pattern": pattern.value, "message_sizes": [size], "messages": count,
+         "warmup": 0, "consumers": consumers, "timeout": 30},
+        "conformance",
+    )
+    variant = Variant(system=system, name="conformance", options=dict(options))
+    case = Case(scenario, variant, size, None, 0, "conformance", broker)
+    result = run_case(case, driver_cls(options, broker), work_dir)
+    assert result.complete, result.problems
+    rows = result.rows
+    delivery = Delivery(sent=count, received=[[] for _ in range(consumers)])
+    got = rows[rows["t_recv"].notna()]  # reqrep: the requests that got their reply, under consumer 0
+    for c in range(consumers):
+        mine = got[got["consumer"] == c]
+        delivery.received[c] = list(zip(mine["producer"].astype(int), mine["seq"].astype(int), strict=True))
+    return delivery

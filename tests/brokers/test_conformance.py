@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import os
+import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -21,9 +22,16 @@ import pytest
 
 from harness.brokers import choose_backend, provision
 from harness.brokers._process import _descendants, live_pids
-from harness.drivers import SYSTEMS, driver_class
+from harness.drivers import CLIENTS, SYSTEMS, driver_class
 from harness.drivers.base import BrokerEndpoint, Driver, Guarantee, Pattern
-from tests.brokers.conformance import check_pubsub, check_queue, parse_payload, run_flow, run_reqrep
+from tests.brokers.conformance import (
+    check_pubsub,
+    check_queue,
+    parse_payload,
+    run_flow,
+    run_flow_jvm,
+    run_reqrep,
+)
 
 COUNT = 2000
 SIZE = 100
@@ -62,6 +70,17 @@ VARIANTS: dict[str, list[Variant]] = {
     "activemq": [Variant("reliable", {"persistent": True, "client_ack": True, "receipts": True})],
 }
 
+#: Clients that run in the JVM worker (system, client or None for the system's own): they run through the
+#: real runner (test_conformance_jvm), with these variants besides their defaults.
+JVM_VARIANTS: dict[tuple[str, str | None], list[Variant]] = {
+    ("jeromq", None): [Variant("no-hwm", {"sndhwm": 0, "rcvhwm": 0})],
+    ("rabbitmq", "java"): [Variant("reliable", {"client": "java", "persistent": True, "confirms": True,
+                                                 "manual_ack": True, "prefetch": 50})],
+    ("kafka", "java"): [Variant("acks-all-2p", {"client": "java", "acks": "all", "partitions": 2, "linger_ms": 5},
+                                unordered=frozenset({Pattern.PUBSUB}))],
+    ("rocketmq", "java"): [],
+}
+
 
 def _module_exists(system: str) -> bool:
     module = SYSTEMS[system].partition(":")[0]
@@ -73,6 +92,8 @@ def _cases() -> Iterator[Any]:
         if not _module_exists(system):
             continue  # driver not written yet
         cls = driver_class(system)
+        if getattr(cls, "runs_in_jvm", False):
+            continue  # test_conformance_jvm
         default = Variant("default", lossy=not cls.needs_broker)
         for variant in [default, *VARIANTS.get(system, [])]:
             for pattern in sorted(cls.patterns, key=lambda p: p.value):
@@ -177,6 +198,44 @@ def test_conformance(
         d for b in broker_pids for d in _descendants(b)
     }
     assert not new_children, f"processes left running after close: {sorted(new_children)}"
+
+
+def _jvm_cases() -> Iterator[Any]:
+    for (system, client), variants in JVM_VARIANTS.items():
+        if system not in SYSTEMS or (client is not None and client not in CLIENTS.get(system, {})):
+            continue  # the system is not registered in this checkout
+        cls = driver_class(system, client)
+        options = {"client": client} if client else {}
+        default = Variant("default", options, lossy=not cls.needs_broker)
+        for variant in [default, *variants]:
+            for pattern in sorted(cls.patterns, key=lambda p: p.value):
+                n = 2 if pattern is not Pattern.REQREP else 1
+                yield pytest.param(system, client, variant, pattern, n,
+                                   id=f"{system}-{client or 'own'}-{variant.name}-{pattern.value}-{n}c")
+
+
+@pytest.mark.parametrize(("system", "client", "variant", "pattern", "consumers"), list(_jvm_cases()))
+def test_conformance_jvm(
+    system: str, client: str | None, variant: Variant, pattern: Pattern, consumers: int,
+    brokers: tuple[BrokerPool, Any], tmp_path: Any,
+) -> None:
+    """The JVM-driven clients, through the runner: count, no duplicates, order; no process left behind."""
+    cls = driver_class(system, client)
+    reason = cls.unavailable_reason()
+    if reason is not None and os.environ.get("CI") == "true":
+        pytest.fail(f"{system} ({client or 'own client'}): {reason}")
+    endpoint = _endpoint(cls, system, brokers)
+    try:
+        delivery = run_flow_jvm(cls, variant.options, endpoint, pattern, consumers, COUNT, SIZE, tmp_path)
+    finally:  # the JVMs' command lines name their spec files, under tmp_path
+        left = subprocess.run(["pgrep", "-f", str(tmp_path)], capture_output=True, text=True).stdout.split()
+        assert not left, f"JVM workers left running after the run: {left}"
+    ordered = pattern not in variant.unordered
+    lossy = not cls.needs_broker and bool(variant.lossy) and pattern is Pattern.PUBSUB
+    if pattern is Pattern.PUBSUB:
+        check_pubsub(delivery, ordered, lossy)
+    else:
+        check_queue(delivery, ordered, lossy)
 
 
 def test_guarantee_and_options_are_declared() -> None:

@@ -1,0 +1,249 @@
+"""The relay between the runner and the JVM worker (``jvm/``, docs/jvm.md).
+
+A worker process whose driver runs in the JVM (``runs_in_jvm``) calls :func:`relay` instead of its Python
+loops: it writes the spec as JSON, starts ``java ... mqbench.jvm.Main spec.json`` in its own process group,
+checks that Java's ``System.nanoTime()`` reads the clock of ``time.monotonic_ns()``, and then plays the
+Python worker's part towards the runner (ready, subscribed, progress, done) while passing the start
+(``start <t0>``) and the stop (``stop``) on to the JVM's stdin. At the end it turns the JVM's records
+(little-endian int64 files and a JSON index, written atomically) into exactly the arrays the Python workers
+save, so that ``case.assemble_rows`` builds the same raw rows. The JVM is killed by its process group on
+stop, error, SIGUSR1/SIGTERM from the runner and Ctrl-C; if this process is killed outright, the JVM sees
+its stdin close and halts itself within seconds.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import signal
+import subprocess
+import threading
+import time
+from collections import deque
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from harness.drivers.base import DriverError
+from harness.drivers.java import MAIN, command, unavailable_reason
+from harness.runner._context import Interrupted, WorkerContext, WorkerSpec
+
+HELLO_TIMEOUT = 30.0  # seconds for the JVM to start and answer
+STOP_GRACE = 5.0  # seconds the JVM gets to save its records after ``stop`` before it is killed
+
+# The arrays each kind saves (harness.runner.worker) and their dtypes; absent ones are saved empty.
+_ARRAYS: dict[str, dict[str, str]] = {
+    "producer": {"t_send": "<i8", "t_ack": "<i8", "t_intended": "<i8"},
+    "consumer": {"t_recv": "<i8", "producer": "<u2", "seq": "<u4"},
+    "requester": {"t_send": "<i8", "t_recv": "<i8", "t_intended": "<i8"},
+    "replier": {"served": "<i8"},
+}
+
+
+def kill_group(proc: subprocess.Popen[Any]) -> None:
+    """Kill ``proc`` and everything in its process group (started with ``start_new_session``)."""
+    if proc.poll() is None:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    try:
+        proc.wait(10)
+    except subprocess.TimeoutExpired:  # pragma: no cover - SIGKILL is not ignorable
+        pass
+
+
+def spec_json(spec: Any, client: str) -> dict[str, Any]:
+    """The JSON the JVM reads (jvm/.../Spec.java): a WorkerSpec, flattened."""
+    return {
+        "kind": spec.kind, "name": spec.name, "client": client, "system": spec.system,
+        "broker_url": spec.broker.url if spec.broker is not None else None,
+        "options": spec.options, "plan": spec.plan, "index": spec.role.index, "topic": spec.role.topic,
+        "size": spec.size, "payload": spec.payload, "total": spec.total, "duration_ns": spec.duration_ns,
+        "rate": spec.rate, "capacity": spec.capacity, "out": spec.out, "request_timeout": spec.request_timeout,
+        "probe": spec.probe, "probe_from": list(spec.probe_from),
+    }
+
+
+class _Lines:
+    """The JVM's stdout, line by line, read on a thread (None at end of output)."""
+
+    def __init__(self, proc: subprocess.Popen[str]) -> None:
+        self.lines: queue.Queue[str | None] = queue.Queue()
+        self.held: deque[str | None] = deque()  # lines read ahead while waiting for a particular one
+        self.done = False  # the JVM's records have been converted and reported
+        assert proc.stdout is not None
+        threading.Thread(target=self._read, args=(proc.stdout,), daemon=True).start()
+
+    def _read(self, stream: Any) -> None:
+        for line in stream:
+            self.lines.put(line.rstrip("\n"))
+        self.lines.put(None)
+
+    def get(self, timeout: float) -> str | None:
+        """The next line; raises queue.Empty after ``timeout`` seconds without one."""
+        if self.held:
+            return self.held.popleft()
+        return self.lines.get(timeout=timeout)
+
+    def wait_for(self, prefix: str, timeout: float) -> str:
+        """The first line starting with ``prefix``; other lines are kept for later, an error line raises."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                line = self.lines.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                raise DriverError(f"the JVM worker did not answer {prefix!r} within {timeout:.0f} s") from None
+            if line is None or line.startswith("error "):
+                self.held.append(line)
+                raise _Ended
+            if line.startswith(prefix):
+                return line
+            self.held.append(line)
+
+
+class _Ended(Exception):
+    """The JVM reported an error or ended before the line awaited."""
+
+
+def check_clock(send: Any, lines: _Lines) -> None:
+    """Bracket one ``System.nanoTime()`` between two ``time.monotonic_ns()`` stamps; DriverError if outside."""
+    before = time.monotonic_ns()
+    send("clock")
+    java = int(lines.wait_for("clock ", HELLO_TIMEOUT).split()[1])
+    after = time.monotonic_ns()
+    if not before <= java <= after:
+        raise DriverError(
+            f"Java's System.nanoTime() ({java}) fell outside two readings of Python's time.monotonic_ns() "
+            f"({before}..{after}): the two do not read the same clock, so the JVM worker cannot run here "
+            "(it needs Linux, where both read CLOCK_MONOTONIC)"
+        )
+
+
+def relay(spec: WorkerSpec, ctx: WorkerContext, driver: Any) -> None:
+    """Play ``spec``'s worker through the JVM (the contract of harness.runner.worker.worker_main)."""
+    if spec.resilient or spec.consumer_rate is not None:
+        raise DriverError(f"{driver.label()}: the JVM worker runs neither fault scenarios nor slow consumers")
+    reason = unavailable_reason()
+    if reason:
+        raise DriverError(f"{driver.label()}: {reason}")
+    def interrupted(signum: int, frame: Any) -> None:
+        raise Interrupted
+
+    signal.signal(signal.SIGTERM, interrupted)  # terminate() from the runner: kill the JVM on the way out
+    spec_path = Path(f"{spec.out}.jvm-spec.json")
+    spec_path.write_text(json.dumps(spec_json(spec, driver.jvm_client)))
+    log_path = Path(f"{spec.out}.jvm.log")
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen(
+            command(MAIN, str(spec_path)), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log,
+            text=True, bufsize=1, start_new_session=True,
+        )
+    lines = _Lines(proc)
+    try:
+        _drive(spec, proc, lines, ctx, log_path)
+    except Interrupted:
+        _send(proc, "stop")
+        if not lines.done and not _finish(spec, lines, ctx.status):
+            ctx.status.put(("error", spec.name, "stopped by the runner before the JVM worker saved its records"))
+    finally:
+        kill_group(proc)
+        spec_path.unlink(missing_ok=True)
+
+
+def _send(proc: subprocess.Popen[str], line: str) -> None:
+    try:
+        assert proc.stdin is not None
+        proc.stdin.write(line + "\n")
+        proc.stdin.flush()
+    except (BrokenPipeError, OSError, ValueError):
+        pass  # the JVM is gone; its exit is reported where its output ends
+
+
+def _drive(
+    spec: WorkerSpec, proc: subprocess.Popen[str], lines: _Lines, ctx: WorkerContext, log_path: Path,
+) -> None:
+    try:
+        lines.wait_for("hello", HELLO_TIMEOUT)
+        check_clock(lambda text: _send(proc, text), lines)
+        lines.wait_for("ready", 60.0)
+    except _Ended:
+        pass  # the error line (or the end) is handled below, in order
+    else:
+        ctx.status.put(("ready", spec.name))
+    started = stopping = False
+    while True:
+        if not started and ctx.start.is_set():
+            _send(proc, f"start {int(ctx.start_ns.value)}")
+            started = True
+        if not stopping and ctx.stop.is_set():
+            _send(proc, "stop")
+            stopping = True
+        try:
+            line = lines.get(0.02)
+        except queue.Empty:
+            continue
+        if line is None:
+            code = proc.wait()
+            if code != 0:
+                raise DriverError(f"the JVM worker exited with code {code}: {_tail(log_path)}")
+            return
+        word, _, rest = line.partition(" ")
+        if word == "progress":
+            ctx.progress[spec.slot] = int(rest)
+        elif word == "subscribed":
+            ctx.status.put(("subscribed", spec.name))
+        elif word == "done":
+            _convert(spec)
+            lines.done = True
+            count, _, error = rest.partition(" ")
+            ctx.status.put(("done", spec.name, int(count), error))
+        elif word == "error":
+            raise DriverError(f"{spec.system} (java): {rest}")
+
+
+def _finish(spec: Any, lines: _Lines, status: Any) -> bool:
+    """After an interruption: wait up to ``STOP_GRACE`` seconds for the JVM's records; True when they came."""
+    deadline = time.monotonic() + STOP_GRACE
+    while time.monotonic() < deadline:
+        try:
+            line = lines.get(0.05)
+        except queue.Empty:
+            continue
+        if line is None:
+            break
+        if line.startswith("done "):
+            _convert(spec)
+            count, _, error = line[5:].partition(" ")
+            status.put(("done", spec.name, int(count), error or "interrupted by the runner"))
+            return True
+    return False
+
+
+def _tail(log_path: Path) -> str:
+    try:
+        lines = [ln for ln in log_path.read_text(errors="replace").splitlines() if ln.strip()]
+    except OSError:
+        return "no output"
+    return lines[-1] if lines else "no output"
+
+
+def _convert(spec: Any) -> None:
+    """The JVM's records -> ``<out>.npz`` with the arrays and dtypes the Python worker of this kind saves."""
+    index_path = Path(f"{spec.out}.jvm.json")
+    index = json.loads(index_path.read_text())
+    count = int(index["count"])
+    arrays: dict[str, np.ndarray] = {}
+    for name, dtype in _ARRAYS[spec.kind].items():
+        path = index["arrays"].get(name)
+        if path is None:
+            arrays[name] = np.zeros(0, dtype)
+            continue
+        arrays[name] = np.fromfile(path, dtype="<i8", count=count).astype(dtype)
+        os.unlink(path)
+    tmp = f"{spec.out}.tmp.npz"
+    np.savez(tmp, **arrays)  # type: ignore[arg-type]
+    os.replace(tmp, f"{spec.out}.npz")
+    index_path.unlink()

@@ -1,0 +1,62 @@
+package mqbench.jvm;
+
+/** One messaging client behind the worker, in the shape of OpenMessaging Benchmark's drivers: it moves bytes
+ *  and never takes timings (Worker owns System.nanoTime()). A new Java client is one class implementing
+ *  this, plus one line in {@link Main#client}. Methods of a role are only called after {@link #open} for
+ *  that role; a client throws for roles it does not support. */
+interface Client extends AutoCloseable {
+
+    /** Receives each message; the recorder stamps it. Called by one thread at a time. */
+    interface Sink {
+        void accept(byte[] body);
+    }
+
+    /** Before any worker starts: create what the run needs on the server (topics), then return. Run once per
+     *  case by the parent process ({@code Main --prepare SPEC.json}) for systems whose Python side cannot. */
+    default void prepare() throws Exception {
+    }
+
+    /** Connect and create what {@code kind} (producer, consumer, requester, replier) needs. */
+    void open(String kind) throws Exception;
+
+    /** True when {@link #send} keeps a reference to the array after returning (the worker then hands it a
+     *  fresh copy per message instead of reusing one buffer). */
+    default boolean keepsBuffers() {
+        return false;
+    }
+
+    /** Hand one message over; blocks under back-pressure; throws when the system refused it. */
+    default void send(byte[] body) throws Exception {
+        throw new UnsupportedOperationException("this client has no producer");
+    }
+
+    /** Wait until everything handed over has left or been confirmed, at most {@code timeoutMs}; throws
+     *  when a send was refused meanwhile. */
+    default void flush(long timeoutMs) throws Exception {
+    }
+
+    /** Subscribe/attach; from now on messages go to {@code sink} (from {@link #poll} or a client thread). */
+    default void consume(Sink sink) throws Exception {
+        throw new UnsupportedOperationException("this client has no consumer");
+    }
+
+    /** Deliver what arrives for at most about {@code timeoutMs}; push-style clients just wait. Returns the
+     *  number of requests answered for a replier, else 0. */
+    default int poll(long timeoutMs) throws Exception {
+        Thread.sleep(timeoutMs);
+        return 0;
+    }
+
+    /** One request and its reply, or null when none came within {@code timeoutMs}. */
+    default byte[] request(byte[] body, long timeoutMs) throws Exception {
+        throw new UnsupportedOperationException("this client does not support request/reply");
+    }
+
+    /** Start echoing requests (answered from {@link #poll} or a client thread). */
+    default void reply() throws Exception {
+        throw new UnsupportedOperationException("this client does not support request/reply");
+    }
+
+    @Override
+    void close();
+}

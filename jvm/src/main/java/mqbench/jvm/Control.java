@@ -1,0 +1,96 @@
+package mqbench.jvm;
+
+import java.io.BufferedReader;
+import java.io.InputStreamReader;
+import java.io.PrintStream;
+import java.nio.charset.StandardCharsets;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
+
+/** The line protocol with the relay (harness/runner/jvm.py), one line per event.
+ *  relay -> JVM (stdin): {@code clock} | {@code start <t0 ns>} | {@code stop}; end of input means stop.
+ *  JVM -> relay (stdout): {@code hello} | {@code clock <ns>} | {@code ready} | {@code subscribed} |
+ *  {@code progress <n>} | {@code done <n> <error>} | {@code error <message>}.
+ *  Nothing else may write to stdout (the clients' logging is off: slf4j-nop). */
+final class Control {
+    private final PrintStream out;
+    private final CountDownLatch started = new CountDownLatch(1);
+    private volatile boolean stopped;
+    private volatile long t0;
+
+    Control() {
+        out = new PrintStream(new java.io.FileOutputStream(java.io.FileDescriptor.out), true, StandardCharsets.UTF_8);
+        System.setOut(System.err);  // a library printing to System.out must not break the protocol
+        Thread reader = new Thread(this::read, "mqbench-control");
+        reader.setDaemon(true);
+        reader.start();
+    }
+
+    private void read() {
+        try (BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8))) {
+            String line;
+            while ((line = in.readLine()) != null) {
+                if (line.equals("clock")) {
+                    say("clock " + System.nanoTime());
+                } else if (line.startsWith("start ")) {
+                    t0 = Long.parseLong(line.substring(6).trim());
+                    started.countDown();
+                } else if (line.equals("stop")) {
+                    break;
+                }
+            }
+            if (line == null) {
+                throw new java.io.EOFException();
+            }
+            stopped = true;
+            started.countDown();
+            return;
+        } catch (Exception e) {
+            // fall through: the relay is gone
+        }
+        // End of input: the relay died (killed) without a stop. Stop as if told to, and make sure this JVM
+        // does not outlive it even if a send is blocked for good.
+        stopped = true;
+        started.countDown();
+        try {
+            Thread.sleep(5000);
+        } catch (InterruptedException e) {
+            // halt anyway
+        }
+        Runtime.getRuntime().halt(3);
+    }
+
+    synchronized void say(String line) {
+        out.println(line.replace('\n', ' '));
+    }
+
+    boolean stopped() {
+        return stopped;
+    }
+
+    boolean startSet() {
+        return started.getCount() == 0;
+    }
+
+    /** The common start stamp; only valid once {@link #startSet}. */
+    long t0() {
+        return t0;
+    }
+
+    /** Wait for the start; false when stopped first. */
+    boolean awaitStart() throws InterruptedException {
+        started.await();
+        return !stopped;
+    }
+
+    boolean awaitStart(long ms) throws InterruptedException {
+        return started.await(ms, TimeUnit.MILLISECONDS);
+    }
+
+    /** Block until stop (the producer keeps its connection open until the consumers are done). */
+    void awaitStop() throws InterruptedException {
+        while (!stopped) {
+            Thread.sleep(50);
+        }
+    }
+}

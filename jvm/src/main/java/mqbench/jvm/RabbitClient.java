@@ -1,0 +1,173 @@
+package mqbench.jvm;
+
+import com.rabbitmq.client.AMQP;
+import com.rabbitmq.client.Channel;
+import com.rabbitmq.client.Connection;
+import com.rabbitmq.client.ConnectionFactory;
+import java.util.concurrent.ArrayBlockingQueue;
+import java.util.concurrent.BlockingQueue;
+import java.util.concurrent.Semaphore;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.concurrent.atomic.AtomicReference;
+
+/** The RabbitMQ Java client (amqp-client), in the layout of the rabbitmq driver (harness/drivers/rabbitmq.py):
+ *  queue: one queue per topic through the default exchange; pubsub: a fanout exchange per topic, each
+ *  consumer with its own queue (exclusive, or durable and named {@code <exchange>.c<n>} when persistent);
+ *  reqrep: requests on the topic's queue, replies through direct reply-to. Options: persistent, confirms,
+ *  prefetch, manual_ack. With confirms, publishing keeps at most {@code CONFIRM_WINDOW} messages
+ *  unconfirmed (as PerfTest's -c does); a nack fails the next send or the flush. */
+final class RabbitClient implements Client {
+    private static final String REPLY_TO = "amq.rabbitmq.reply-to";
+    private static final int CONFIRM_WINDOW = 1000;
+    private final Spec spec;
+    private final String name;
+    private final boolean persistent;
+    private Connection conn;
+    private Channel channel;
+    private AMQP.BasicProperties props;
+    private Semaphore window;
+    private final AtomicReference<String> failure = new AtomicReference<>();
+    private final AtomicLong answered = new AtomicLong();
+    private final BlockingQueue<byte[]> replies = new ArrayBlockingQueue<>(16);
+    private volatile long correlation;
+    private String exchange = "";
+    private String routingKey;
+
+    RabbitClient(Spec spec) {
+        this.spec = spec;
+        this.name = spec.topicName(spec.topic);
+        this.persistent = spec.optionBool("persistent", false);
+    }
+
+    @Override
+    public void open(String kind) throws Exception {
+        ConnectionFactory f = new ConnectionFactory();
+        f.setUri(spec.brokerUrl);
+        f.setRequestedHeartbeat(0);  // workers may wait at the start barrier longer than a heartbeat interval
+        conn = f.newConnection("mqbench-" + spec.name);
+        channel = conn.createChannel();
+        boolean pubsub = spec.pattern().equals("pubsub");
+        if (kind.equals("producer") || kind.equals("consumer")) {
+            declare(pubsub);  // again, as applications do: idempotent
+        }
+        if (kind.equals("producer")) {
+            exchange = pubsub ? name : "";
+            routingKey = pubsub ? "" : name;
+            props = new AMQP.BasicProperties.Builder().deliveryMode(persistent ? 2 : 1).build();
+            if (spec.optionBool("confirms", false)) {
+                window = new Semaphore(CONFIRM_WINDOW);
+                channel.confirmSelect();
+                channel.addConfirmListener((tag, multiple) -> release(tag, multiple),
+                    (tag, multiple) -> {
+                        failure.compareAndSet(null, "rabbitmq nacked message " + tag);
+                        release(tag, multiple);
+                    });
+            }
+        }
+    }
+
+    private final java.util.concurrent.ConcurrentSkipListSet<Long> unconfirmed = new java.util.concurrent.ConcurrentSkipListSet<>();
+
+    private void release(long tag, boolean multiple) {
+        if (multiple) {
+            var head = unconfirmed.headSet(tag, true);
+            int n = head.size();
+            head.clear();
+            window.release(n);
+        } else if (unconfirmed.remove(tag)) {
+            window.release();
+        }
+    }
+
+    private void declare(boolean pubsub) throws Exception {
+        if (pubsub) channel.exchangeDeclare(name, "fanout", persistent);
+        else channel.queueDeclare(name, persistent, false, false, null);
+    }
+
+    @Override
+    public void send(byte[] body) throws Exception {
+        String failed = failure.get();
+        if (failed != null) throw new IllegalStateException(failed);
+        if (window != null) {
+            window.acquire();
+            unconfirmed.add(channel.getNextPublishSeqNo());
+        }
+        channel.basicPublish(exchange, routingKey, props, body);  // written out before it returns
+    }
+
+    @Override
+    public void flush(long timeoutMs) throws Exception {
+        if (window != null && !channel.waitForConfirms(timeoutMs)) {
+            failure.compareAndSet(null, "rabbitmq nacked a message");
+        }
+        String failed = failure.get();
+        if (failed != null) throw new IllegalStateException(failed);
+    }
+
+    @Override
+    public void consume(Sink sink) throws Exception {
+        String queue = name;
+        if (spec.pattern().equals("pubsub")) {
+            if (persistent) {
+                queue = name + ".c" + spec.index;
+                channel.queueDeclare(queue, true, false, false, null);
+            } else {
+                queue = channel.queueDeclare("", false, true, true, null).getQueue();
+            }
+            channel.queueBind(queue, name, "");
+        }
+        boolean manual = spec.optionBool("manual_ack", false);
+        if (manual) channel.basicQos((int) spec.optionLong("prefetch", 100));
+        channel.basicConsume(queue, !manual, (tag, delivery) -> {
+            sink.accept(delivery.getBody());
+            if (manual) channel.basicAck(delivery.getEnvelope().getDeliveryTag(), false);
+        }, tag -> { });
+    }
+
+    @Override
+    public byte[] request(byte[] body, long timeoutMs) throws Exception {
+        if (correlation == 0) {
+            channel.basicConsume(REPLY_TO, true, (tag, delivery) -> {
+                if (String.valueOf(correlation).equals(delivery.getProperties().getCorrelationId())) {
+                    replies.offer(delivery.getBody());
+                }
+            }, tag -> { });
+        }
+        correlation++;
+        replies.clear();
+        AMQP.BasicProperties p = new AMQP.BasicProperties.Builder()
+            .replyTo(REPLY_TO).correlationId(String.valueOf(correlation)).build();
+        channel.basicPublish("", name, p, body);
+        return replies.poll(timeoutMs, TimeUnit.MILLISECONDS);
+    }
+
+    @Override
+    public void reply() throws Exception {
+        channel.basicQos((int) spec.optionLong("prefetch", 100));
+        channel.basicConsume(name, true, (tag, delivery) -> {
+            AMQP.BasicProperties p = new AMQP.BasicProperties.Builder()
+                .correlationId(delivery.getProperties().getCorrelationId()).build();
+            channel.basicPublish("", delivery.getProperties().getReplyTo(), p, delivery.getBody());
+            answered.incrementAndGet();
+        }, tag -> { });
+    }
+
+    @Override
+    public int poll(long timeoutMs) throws Exception {
+        long before = answered.get();
+        Thread.sleep(timeoutMs);  // deliveries arrive on the client's own thread
+        if (conn != null && !conn.isOpen()) {
+            throw new IllegalStateException("rabbitmq connection lost: " + conn.getCloseReason());
+        }
+        return (int) (answered.get() - before);
+    }
+
+    @Override
+    public void close() {
+        if (conn != null) {
+            conn.abort(5000);
+            conn = null;
+        }
+    }
+}

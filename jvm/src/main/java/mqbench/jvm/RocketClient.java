@@ -1,0 +1,120 @@
+package mqbench.jvm;
+
+import java.util.ArrayList;
+import java.util.Collection;
+import java.util.Comparator;
+import java.util.List;
+import org.apache.rocketmq.client.consumer.DefaultLitePullConsumer;
+import org.apache.rocketmq.client.producer.DefaultMQProducer;
+import org.apache.rocketmq.client.producer.SendResult;
+import org.apache.rocketmq.client.producer.SendStatus;
+import org.apache.rocketmq.common.message.Message;
+import org.apache.rocketmq.common.message.MessageExt;
+import org.apache.rocketmq.common.message.MessageQueue;
+
+/** The RocketMQ Java client (remoting, rocketmq-client 5.x) against a NameServer ({@code spec.brokerUrl},
+ *  e.g. rocketmq://127.0.0.1:9876). Each topic of the run has {@code plan.queues} queues, created by
+ *  {@link #prepare} before the workers start. Producers send synchronously (send returns after the broker
+ *  stored the message: SEND_OK, else the send fails). Consumers are lite pull consumers that assign() their
+ *  queues (all of them for pubsub, their share for queue) and start at the queues' end, without a rebalance. */
+final class RocketClient implements Client {
+    private final Spec spec;
+    private final String topic;
+    private final int queues;
+    private DefaultMQProducer producer;
+    private DefaultLitePullConsumer consumer;
+    private Sink sink;
+
+    RocketClient(Spec spec) {
+        this.spec = spec;
+        this.topic = spec.topicName(spec.topic);
+        this.queues = ((Number) spec.plan.get("queues")).intValue();
+    }
+
+    private String group(String role) {
+        return "mqbench-" + spec.topology().get("run_tag") + "-" + role + "-" + spec.index;
+    }
+
+    @Override
+    public void prepare() throws Exception {
+        DefaultMQProducer admin = new DefaultMQProducer(group("admin"));
+        admin.setNamesrvAddr(spec.brokerAddress());
+        admin.start();
+        try {
+            for (int t = 0; t < spec.topologyInt("topics"); t++) {
+                admin.createTopic("TBW102", spec.topicName(t), queues, null);  // TBW102: the creation key
+            }
+        } finally {
+            admin.shutdown();
+        }
+    }
+
+    @Override
+    public void open(String kind) throws Exception {
+        switch (kind) {
+            case "producer":
+                producer = new DefaultMQProducer(group("p"));
+                producer.setNamesrvAddr(spec.brokerAddress());
+                producer.setSendMsgTimeout((int) Math.max(3000, spec.requestTimeout * 1000));
+                producer.start();
+                break;
+            case "consumer":
+                consumer = new DefaultLitePullConsumer(group("c"));
+                consumer.setNamesrvAddr(spec.brokerAddress());
+                consumer.setAutoCommit(false);
+                consumer.start();
+                break;
+            default:
+                throw new IllegalArgumentException("rocketmq has no " + kind + " here");
+        }
+    }
+
+    @Override
+    public void send(byte[] body) throws Exception {
+        SendResult result = producer.send(new Message(topic, body));
+        if (result.getSendStatus() != SendStatus.SEND_OK) {
+            throw new IllegalStateException("rocketmq did not store a message: " + result.getSendStatus());
+        }
+    }
+
+    @Override
+    public void consume(Sink sink) throws Exception {
+        this.sink = sink;
+        List<MessageQueue> all = new ArrayList<>();
+        long deadline = System.nanoTime() + 30_000_000_000L;
+        while (all.size() < queues && System.nanoTime() < deadline) {  // the route may lag the creation
+            Collection<MessageQueue> found = consumer.fetchMessageQueues(topic);
+            all = new ArrayList<>(found);
+            if (all.size() < queues) Thread.sleep(200);
+        }
+        all.sort(Comparator.comparing(MessageQueue::getBrokerName).thenComparingInt(MessageQueue::getQueueId));
+        List<MessageQueue> mine = new ArrayList<>();
+        int topics = spec.topologyInt("topics");
+        List<Integer> peers = new ArrayList<>();
+        for (int c = 0; c < spec.topologyInt("consumers"); c++) {
+            if (c % topics == spec.topic) peers.add(c);
+        }
+        int rank = Math.max(0, peers.indexOf(spec.index));
+        for (int i = 0; i < all.size(); i++) {
+            if (!spec.pattern().equals("queue") || i % peers.size() == rank) mine.add(all.get(i));
+        }
+        consumer.assign(mine);
+        for (MessageQueue q : mine) consumer.seekToEnd(q);
+    }
+
+    @Override
+    public int poll(long timeoutMs) {
+        for (MessageExt m : consumer.poll(timeoutMs)) {
+            sink.accept(m.getBody());
+        }
+        return 0;
+    }
+
+    @Override
+    public void close() {
+        if (producer != null) producer.shutdown();
+        if (consumer != null) consumer.shutdown();
+        producer = null;
+        consumer = null;
+    }
+}

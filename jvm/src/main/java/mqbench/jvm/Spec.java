@@ -1,0 +1,96 @@
+package mqbench.jvm;
+
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+
+/** What one worker does: the same fields as the Python workers' WorkerSpec (harness/runner/worker.py),
+ *  written as JSON by the relay (harness/runner/jvm.py). Values a client needs from the plan or the
+ *  variant's options are read through the typed getters below. */
+final class Spec {
+    final String kind;     // producer | consumer | requester | replier
+    final String name;
+    final String client;   // jeromq | kafka | rabbitmq | rocketmq
+    final String brokerUrl; // null for brokerless systems
+    final Map<String, Object> options;
+    final Map<String, Object> plan;
+    final int index;       // Role.index: producer/consumer number, the header's producer id
+    final int topic;       // Role.topic
+    final int size;
+    final boolean randomPayload;
+    final long total;      // messages including warmup; Long.MAX_VALUE: until the deadline
+    final long durationNs; // 0: no deadline
+    final double rate;     // msgs/s of this producer; 0: as fast as possible
+    final int capacity;
+    final String out;
+    final double requestTimeout;
+    final boolean probe;
+    final List<Integer> probeFrom = new ArrayList<>();
+
+    @SuppressWarnings("unchecked")
+    Spec(Map<String, Object> m) {
+        kind = (String) m.get("kind");
+        name = (String) m.get("name");
+        client = (String) m.get("client");
+        brokerUrl = (String) m.get("broker_url");
+        options = (Map<String, Object>) m.get("options");
+        plan = (Map<String, Object>) m.get("plan");
+        index = ((Number) m.get("index")).intValue();
+        topic = ((Number) m.get("topic")).intValue();
+        size = ((Number) m.get("size")).intValue();
+        randomPayload = "random".equals(m.get("payload"));
+        total = m.get("total") == null ? Long.MAX_VALUE : ((Number) m.get("total")).longValue();
+        durationNs = m.get("duration_ns") == null ? 0 : ((Number) m.get("duration_ns")).longValue();
+        rate = m.get("rate") == null ? 0.0 : ((Number) m.get("rate")).doubleValue();
+        capacity = Math.max(1024, ((Number) m.get("capacity")).intValue());
+        out = (String) m.get("out");
+        requestTimeout = ((Number) m.get("request_timeout")).doubleValue();
+        probe = Boolean.TRUE.equals(m.get("probe"));
+        for (Object p : (List<Object>) m.get("probe_from")) {
+            probeFrom.add(((Number) p).intValue());
+        }
+    }
+
+    @SuppressWarnings("unchecked")
+    Map<String, Object> topology() {
+        return (Map<String, Object>) plan.get("topology");
+    }
+
+    String pattern() {
+        return (String) topology().get("pattern");
+    }
+
+    int topologyInt(String key) {
+        return ((Number) topology().get(key)).intValue();
+    }
+
+    /** The run's name of topic {@code t}, as Topology.topic_name builds it in Python. */
+    String topicName(int t) {
+        return "mqbench-" + topology().get("run_tag") + "-t" + t;
+    }
+
+    String option(String key, String fallback) {
+        Object v = options.get(key);
+        return v == null ? fallback : String.valueOf(v);
+    }
+
+    long optionLong(String key, long fallback) {
+        Object v = options.get(key);
+        return v == null ? fallback : Long.parseLong(String.valueOf(v).trim());
+    }
+
+    boolean optionBool(String key, boolean fallback) {
+        Object v = options.get(key);
+        if (v == null) return fallback;
+        String s = String.valueOf(v).trim().toLowerCase();
+        return s.equals("true") || s.equals("yes") || s.equals("on") || s.equals("1");
+    }
+
+    /** host:port of the broker URL (scheme, credentials and path dropped). */
+    String brokerAddress() {
+        String rest = brokerUrl.contains("://") ? brokerUrl.substring(brokerUrl.indexOf("://") + 3) : brokerUrl;
+        rest = rest.substring(rest.lastIndexOf('@') + 1);
+        int slash = rest.indexOf('/');
+        return slash >= 0 ? rest.substring(0, slash) : rest;
+    }
+}

@@ -1,0 +1,312 @@
+package mqbench.jvm;
+
+import java.util.HashSet;
+import java.util.Random;
+import java.util.Set;
+import java.util.concurrent.locks.LockSupport;
+
+/** The four roles of a worker, under the contract of the Python workers (harness/runner/worker.py): wait for
+ *  the start, pace from the common start stamp (open loop at a rate, or as fast as possible), stamp with
+ *  System.nanoTime() (CLOCK_MONOTONIC on Linux, the clock of Python's time.monotonic_ns()), write the
+ *  header {@code <HIq>} (producer id, sequence number, send stamp) into each message, and record.
+ *  Messages shorter than the full header carry {@code <HI>} only. Probes (producer id 0xFFFF, then the
+ *  producer's index) are sent until the start by pub/sub producers and never recorded. */
+final class Worker {
+    static final int HEADER = 14;
+    static final int SHORT_HEADER = 6;
+    static final int PROBE_ID = 0xFFFF;
+    private static final long PROBE_INTERVAL_MS = 10;
+    private static final long POLL_MS = 50;
+
+    private final Spec spec;
+    private final Client client;
+    private final Control ctl;
+    private volatile long progress;
+    private final int requestTimeoutMs;
+
+    Worker(Spec spec, Client client, Control ctl) {
+        this.spec = spec;
+        this.client = client;
+        this.ctl = ctl;
+        this.requestTimeoutMs = (int) Math.round(spec.requestTimeout * 1000);
+    }
+
+    void run() throws Exception {
+        Thread reporter = new Thread(this::report, "mqbench-progress");
+        reporter.setDaemon(true);
+        reporter.start();
+        switch (spec.kind) {
+            case "producer": producer(); break;
+            case "consumer": consumer(); break;
+            case "requester": requester(); break;
+            case "replier": replier(); break;
+            default: throw new IllegalArgumentException("unknown worker kind " + spec.kind);
+        }
+    }
+
+    private void report() {
+        long last = -1;
+        while (true) {
+            long now = progress;
+            if (now != last) {
+                ctl.say("progress " + now);
+                last = now;
+            }
+            LockSupport.parkNanos(100_000_000L);
+        }
+    }
+
+    // -- sending roles ---------------------------------------------------------------------------------
+
+    private byte[] payload() {
+        byte[] buf = new byte[spec.size];
+        if (spec.randomPayload) {
+            new Random(System.nanoTime()).nextBytes(buf);
+        }
+        return buf;
+    }
+
+    static void putHeader(byte[] buf, int pid, long seq, long stamp) {
+        if (buf.length < SHORT_HEADER) return;
+        buf[0] = (byte) pid;
+        buf[1] = (byte) (pid >>> 8);
+        for (int i = 0; i < 4; i++) buf[2 + i] = (byte) (seq >>> (8 * i));
+        if (buf.length >= HEADER) {
+            for (int i = 0; i < 8; i++) buf[6 + i] = (byte) (stamp >>> (8 * i));
+        }
+    }
+
+    static void sleepUntil(long deadline) {
+        while (true) {
+            long left = deadline - System.nanoTime();
+            if (left <= 0) return;
+            if (left > 1_000_000) LockSupport.parkNanos(left - 500_000);
+            else if (left > 50_000) Thread.yield();
+            else Thread.onSpinWait();
+        }
+    }
+
+    /** Until the start: a probe every 10 ms (pub/sub producers, the slow-joiner handshake). */
+    private boolean probeUntilStart() throws Exception {
+        byte[] probe = new byte[SHORT_HEADER];
+        putHeader(probe, PROBE_ID, spec.index, 0);
+        while (!ctl.startSet()) {
+            client.send(client.keepsBuffers() ? probe.clone() : probe);
+            ctl.awaitStart(PROBE_INTERVAL_MS);
+        }
+        return !ctl.stopped();
+    }
+
+    private void producer() throws Exception {
+        client.open("producer");
+        ctl.say("ready");
+        boolean go = spec.probe ? probeUntilStart() : ctl.awaitStart();
+        if (!go) {
+            client.close();
+            return;
+        }
+        boolean paced = spec.rate > 0;
+        Records rec = paced ? new Records(spec.capacity, "t_send", "t_intended") : new Records(spec.capacity, "t_send");
+        byte[] buf = payload();
+        String error = "";
+        int seq = 0;
+        try {
+            seq = sendLoop(rec, buf, paced);
+            if (seq < spec.total && ctl.stopped() && spec.durationNs == 0) {
+                error = "stopped by the runner before all messages were sent";
+            }
+            client.flush((long) (spec.requestTimeout * 4000));
+        } catch (Exception e) {
+            seq = rec.count();
+            error = String.valueOf(e.getMessage() != null ? e.getMessage() : e);
+        }
+        progress = seq;
+        rec.write(spec.out, error);
+        ctl.say("done " + seq + " " + error);
+        ctl.awaitStop();  // closing now could drop queued messages
+        client.close();
+    }
+
+    private int sendLoop(Records rec, byte[] buf, boolean paced) throws Exception {
+        long t0 = ctl.t0();
+        sleepUntil(t0);
+        double period = paced ? 1e9 / spec.rate : 0.0;
+        long deadline = spec.durationNs > 0 ? t0 + spec.durationNs : Long.MAX_VALUE;
+        boolean fresh = client.keepsBuffers();
+        long[] tSend = rec.get("t_send");
+        long[] tIntended = rec.get("t_intended");
+        int seq = 0;
+        while (seq < spec.total) {
+            if (seq >= tSend.length) {
+                rec.room(seq);
+                tSend = rec.get("t_send");
+                tIntended = rec.get("t_intended");
+            }
+            if (paced) {
+                long intended = t0 + (long) (seq * period);
+                sleepUntil(intended);
+                tIntended[seq] = intended;
+            }
+            long t = System.nanoTime();
+            if (t >= deadline) break;
+            putHeader(buf, spec.index, seq, t);
+            client.send(fresh ? buf.clone() : buf);
+            tSend[seq] = t;
+            seq++;
+            rec.setCount(seq);
+            if ((seq & 1023) == 0) {
+                progress = seq;
+                if (ctl.stopped()) break;
+            }
+        }
+        return seq;
+    }
+
+    private void requester() throws Exception {
+        client.open("requester");
+        ctl.say("ready");
+        if (!ctl.awaitStart()) {
+            client.close();
+            return;
+        }
+        boolean paced = spec.rate > 0;
+        Records rec = paced ? new Records(spec.capacity, "t_send", "t_recv", "t_intended")
+                            : new Records(spec.capacity, "t_send", "t_recv");
+        long t0 = ctl.t0();
+        sleepUntil(t0);
+        double period = paced ? 1e9 / spec.rate : 0.0;
+        long deadline = spec.durationNs > 0 ? t0 + spec.durationNs : Long.MAX_VALUE;
+        byte[] buf = payload();
+        String error = "";
+        int seq = 0;
+        try {
+            while (seq < spec.total) {
+                rec.room(seq);
+                if (paced) {
+                    long intended = t0 + (long) (seq * period);
+                    sleepUntil(intended);
+                    rec.get("t_intended")[seq] = intended;
+                }
+                long t = System.nanoTime();
+                if (t >= deadline) break;
+                putHeader(buf, spec.index, seq, t);
+                byte[] reply = client.request(client.keepsBuffers() ? buf.clone() : buf, requestTimeoutMs);
+                rec.get("t_recv")[seq] = reply != null ? System.nanoTime() : -1;
+                rec.get("t_send")[seq] = t;
+                seq++;
+                rec.setCount(seq);
+                if ((seq & 255) == 0) {
+                    progress = seq;
+                    if (ctl.stopped()) {
+                        error = "stopped by the runner before all requests were made";
+                        break;
+                    }
+                }
+            }
+        } catch (Exception e) {
+            error = String.valueOf(e.getMessage() != null ? e.getMessage() : e);
+        }
+        progress = seq;
+        rec.write(spec.out, error);
+        ctl.say("done " + seq + " " + error);
+        ctl.awaitStop();
+        client.close();
+    }
+
+    // -- receiving roles -------------------------------------------------------------------------------
+
+    /** The consumer's recorder: one stamp per message, then the header's producer id and sequence number. */
+    private final class Recorder implements Client.Sink {
+        final Records rec = new Records(spec.capacity, "t_recv", "producer", "seq");
+        final Set<Integer> missing = new HashSet<>(spec.probeFrom);
+        int foreign;
+        // The arrays themselves, looked up again only when they grow: this runs once per message.
+        long[] stamps = rec.get("t_recv");
+        long[] producers = rec.get("producer");
+        long[] seqs = rec.get("seq");
+
+        @Override
+        public synchronized void accept(byte[] body) {
+            long t = System.nanoTime();
+            if (body.length < SHORT_HEADER) {
+                foreign++;
+                return;
+            }
+            int pid = (body[0] & 0xFF) | (body[1] & 0xFF) << 8;
+            long seq = (body[2] & 0xFFL) | (body[3] & 0xFFL) << 8 | (body[4] & 0xFFL) << 16 | (body[5] & 0xFFL) << 24;
+            if (pid == PROBE_ID) {
+                missing.remove((int) seq);
+                return;
+            }
+            int n = rec.count();
+            if (n == stamps.length) {
+                rec.room(n);
+                stamps = rec.get("t_recv");
+                producers = rec.get("producer");
+                seqs = rec.get("seq");
+            }
+            stamps[n] = t;
+            producers[n] = pid;
+            seqs[n] = seq;
+            rec.setCount(n + 1);
+            progress = n + 1;
+        }
+
+        synchronized boolean heardAll() {
+            return missing.isEmpty();
+        }
+    }
+
+    private void consumer() throws Exception {
+        client.open("consumer");
+        Recorder recorder = new Recorder();
+        client.consume(recorder);
+        ctl.say("ready");
+        boolean reported = spec.probeFrom.isEmpty();
+        while (!ctl.startSet()) {
+            client.poll(POLL_MS);
+            if (!reported && recorder.heardAll()) {
+                ctl.say("subscribed");
+                reported = true;
+            }
+        }
+        String error = "";
+        try {
+            while (!ctl.stopped()) {
+                client.poll(POLL_MS);
+            }
+        } catch (Exception e) {
+            error = String.valueOf(e.getMessage() != null ? e.getMessage() : e);
+        }
+        client.close();
+        int n;
+        synchronized (recorder) {
+            n = recorder.rec.count();
+            if (error.isEmpty() && recorder.foreign > 0) {
+                error = recorder.foreign + " foreign messages ignored";
+            }
+            recorder.rec.write(spec.out, error);
+        }
+        progress = n;
+        ctl.say("done " + n + " " + error);
+    }
+
+    private void replier() throws Exception {
+        client.open("replier");
+        client.reply();
+        ctl.say("ready");
+        long served = 0;
+        if (ctl.awaitStart()) {
+            while (!ctl.stopped()) {
+                served += client.poll(POLL_MS);
+                progress = served;
+            }
+        }
+        client.close();
+        Records rec = new Records(1, "served");
+        rec.get("served")[0] = served;
+        rec.setCount(1);
+        rec.write(spec.out, "");
+        ctl.say("done " + served + " ");
+    }
+}
