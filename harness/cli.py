@@ -60,7 +60,7 @@ def _load_all(paths: Sequence[str], repetitions: int | None) -> list[Scenario]:
 
 
 def cmd_compare(args: argparse.Namespace, console: Console) -> int:
-    from harness.runner.compare import CompareError, compare
+    from harness.compare import CompareError, compare
 
     systems = [s.strip() for s in args.systems.split(",") if s.strip()] if args.systems else None
     try:
@@ -138,7 +138,7 @@ def print_summary(summary: pd.DataFrame, console: Console) -> None:
 
 
 def cmd_systems(args: argparse.Namespace, console: Console) -> int:
-    from harness.runner.compare import system_status
+    from harness.compare import system_status
 
     try:
         brokers = _parse_brokers(args.broker or [])

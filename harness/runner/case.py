@@ -471,7 +471,7 @@ def _load(path: str) -> dict[str, np.ndarray] | None:
 def assemble_rows(
     case: Case, producers: list[WorkerSpec], consumers: list[WorkerSpec], work_dir: Path
 ) -> pd.DataFrame:
-    """Join producer and consumer records into raw rows (see harness.metrics.records)."""
+    """Join producer and consumer records into raw rows (see harness.runfolder.schema)."""
     sc = case.scenario
     sent: dict[int, dict[str, np.ndarray]] = {}
     for spec in producers:

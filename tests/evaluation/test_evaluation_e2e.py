@@ -15,7 +15,7 @@ import pandas as pd
 from rich.console import Console
 
 from harness.brokers._process import live_pids
-from harness.runner.compare import compare
+from harness.compare import compare
 from harness.scenario import parse_scenario
 from tests.brokers.conformance import require_backend
 

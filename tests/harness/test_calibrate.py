@@ -72,7 +72,7 @@ def test_an_incomplete_harness_run_stops_calibration_with_its_reason(tmp_path: P
     from rich.console import Console
 
     import harness.runner.calibrate as cal
-    import harness.runner.compare as cmp
+    import harness.compare as cmp
 
     monkeypatch.setattr(cal, "bare_receiver_throughput", lambda n, size: 1000.0)
     monkeypatch.setattr(cmp, "compare", lambda *a, **k: cmp.CompareOutcome(

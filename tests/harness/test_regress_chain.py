@@ -22,7 +22,7 @@ from rich.console import Console
 
 from harness.cli import main
 from harness.drivers import SYSTEMS, register
-from harness.runner.compare import compare
+from harness.compare import compare
 from harness.scenario import parse_scenario
 
 pytestmark = pytest.mark.slow

@@ -18,9 +18,9 @@ import pytest
 from rich.console import Console
 
 from harness.drivers import SYSTEMS, register
-from harness.metrics.records import RAW_SCHEMA, SUMMARY_COLUMNS
+from harness.runfolder.schema import RAW_SCHEMA, SUMMARY_COLUMNS
 from harness.runner import worker
-from harness.runner.compare import compare
+from harness.compare import compare
 from harness.scenario import load_scenarios, parse_scenario
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -213,7 +213,7 @@ def test_cli_errors_are_one_line(argv: list[str], tmp_path: Path) -> None:
 
 
 def test_unavailable_systems_are_skipped_unless_asked_for(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import harness.runner.compare as compare_module
+    import harness.compare as compare_module
 
     real = compare_module.system_status
 

@@ -10,7 +10,8 @@ from typing import Any
 import numpy as np
 import pyarrow.parquet as pq
 
-from harness.metrics.records import PERCENTILES, percentile_column
+from harness.metrics.compute import PERCENTILES
+from harness.runfolder.schema import percentile_column
 
 
 def raw_rows(run: Path) -> list[dict[str, Any]]:

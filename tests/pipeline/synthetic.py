@@ -24,7 +24,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from harness.metrics.records import RAW_SCHEMA
+from harness.runfolder.schema import RAW_SCHEMA
 
 WARMUP = 10
 MESSAGES = 120  # measured messages per producer

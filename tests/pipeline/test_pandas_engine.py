@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness.metrics.records import SUMMARY_COLUMNS
+from harness.runfolder.schema import SUMMARY_COLUMNS
 from harness.pipeline import PER_REPETITION_COLUMNS, Summary, summarize
 from tests.pipeline.reference import expected_summary, raw_rows, summary_by_case
 

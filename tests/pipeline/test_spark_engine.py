@@ -11,7 +11,8 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
-from harness.metrics.records import PERCENTILES, percentile_column
+from harness.metrics.compute import PERCENTILES
+from harness.runfolder.schema import percentile_column
 from harness.pipeline import Summary, summarize
 from tests.pipeline.reference import expected_summary, raw_rows, summary_by_case
 from tests.pipeline.synthetic import build_bulk_run
