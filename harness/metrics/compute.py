@@ -29,18 +29,19 @@ def throughput(stamps_ns: npt.ArrayLike) -> float:
     s = np.asarray(stamps_ns, dtype=np.int64)
     if s.size == 0:
         return float("nan")
-    return float(rate(np.array([s.size]), np.array([s.min()]), np.array([s.max()]))[0])
+    return float(rate(np.array([s.size]), np.array([int(s.max()) - int(s.min())]))[0])
 
 
-def rate(count: npt.ArrayLike, first_ns: npt.ArrayLike, last_ns: npt.ArrayLike) -> npt.NDArray[np.float64]:
-    """Messages per second at one endpoint: (n - 1) intervals over (last - first), element-wise.
+def rate(count: npt.ArrayLike, span_ns: npt.ArrayLike) -> npt.NDArray[np.float64]:
+    """Messages per second at one endpoint: (n - 1) intervals over the span (last - first stamp) in ns,
+    element-wise.
 
     n stamps bound n - 1 intervals; counting n over the span would overstate short runs (two messages
     1 ms apart are one interval, 1,000/s, not 2,000/s). NaN when fewer than two stamps or a zero span make
     the rate undefined.
     """
     n = np.asarray(count, dtype=np.float64)
-    span = np.asarray(last_ns, dtype=np.float64) - np.asarray(first_ns, dtype=np.float64)
+    span = np.asarray(span_ns, dtype=np.float64)
     with np.errstate(divide="ignore", invalid="ignore"):
         out = (n - 1) * 1e9 / span
     return np.where((n >= 2) & (span > 0), out, np.nan)

@@ -78,8 +78,8 @@ DISTRIBUTION_COLUMNS: tuple[str, ...] = (
 
 def _rate(count: pd.Series, first: pd.Series, last: pd.Series) -> pd.Series:
     """msgs/s at one endpoint, :func:`harness.metrics.compute.rate` per case."""
-    return pd.Series(rate(count.to_numpy(), first.to_numpy(dtype="float64"), last.to_numpy(dtype="float64")),
-                     index=count.index)
+    span = (last - first).astype("float64")  # subtract first: ns stamps need more than float64's 53 bits
+    return pd.Series(rate(count.to_numpy(), span.to_numpy()), index=count.index)
 
 
 def _quantile_columns(frame: pd.DataFrame, source: str, names: Sequence[str], count: str) -> pd.DataFrame:

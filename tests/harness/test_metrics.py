@@ -25,7 +25,7 @@ def test_throughput_counts_intervals() -> None:
 
 
 def test_rate_is_the_same_definition_element_wise() -> None:
-    out = rate([11, 1, 2], [0, 5, 9], [1_000_000_000, 5, 9])
+    out = rate([11, 1, 2], [1_000_000_000, 0, 0])
     assert out[0] == pytest.approx(10.0) and math.isnan(out[1]) and math.isnan(out[2])
 
 

@@ -26,13 +26,14 @@ def test_columns_extend_the_summary_schema(pandas_summary: Summary) -> None:
 def test_injected_faults_are_counted(pandas_summary: Summary) -> None:
     rows = summary_by_case(pandas_summary.per_repetition)
     fault = rows[FAULT]
-    # one lost and one delivered twice: 239 distinct messages received, plus one duplicate arrival
-    assert (fault["sent"], fault["expected"], fault["received"]) == (240, 240, 239)
-    assert (fault["lost"], fault["duplicated"], fault["out_of_order"]) == (1, 1, 1)
+    # one lost, one refused at the producer and never delivered, one refused but delivered, one delivered
+    # twice: 238 distinct messages received, plus one duplicate arrival; the refused one is not "lost"
+    assert (fault["sent"], fault["expected"], fault["received"]) == (240, 240, 238)
+    assert (fault["lost"], fault["send_failed"], fault["duplicated"], fault["out_of_order"]) == (1, 2, 1, 1)
     pubsub = rows[PUBSUB_FAULT]
     assert (pubsub["sent"], pubsub["expected"], pubsub["received"], pubsub["lost"]) == (120, 240, 239, 1)
     clean = [r for key, r in rows.items() if key not in (FAULT, PUBSUB_FAULT)]
-    assert all(r["lost"] == r["duplicated"] == r["out_of_order"] == 0 for r in clean)
+    assert all(r["lost"] == r["send_failed"] == r["duplicated"] == r["out_of_order"] == 0 for r in clean)
 
 
 def test_warmup_rows_are_excluded(pandas_summary: Summary) -> None:
@@ -63,6 +64,7 @@ def test_warmup_rows_are_excluded(pandas_summary: Summary) -> None:
         "expected",
         "received",
         "lost",
+        "send_failed",
         "duplicated",
         "out_of_order",
         "latency_kind",

@@ -35,6 +35,7 @@ def test_exact_path_equals_numpy(synthetic_run: Path, spark_summary: Summary) ->
             "expected",
             "received",
             "lost",
+            "send_failed",
             "duplicated",
             "out_of_order",
             "sender_msgs_per_s",
