@@ -17,10 +17,12 @@ import pyarrow.parquet as pq
 import pytest
 from rich.console import Console
 
-from harness.drivers import SYSTEMS, register
-from harness.runfolder.schema import RAW_SCHEMA, SUMMARY_COLUMNS
-from harness.runner import worker
 from harness.compare import compare
+from harness.drivers import SYSTEMS, register
+from harness.pipeline import PER_REPETITION_COLUMNS
+from harness.report import write_report
+from harness.runfolder.schema import RAW_SCHEMA
+from harness.runner import worker
 from harness.scenario import load_scenarios, parse_scenario
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -57,13 +59,20 @@ def test_queue_run_writes_complete_results(tmp_path: Path) -> None:
         assert (df["t_recv"] >= df["t_send"]).all()
         assert df["warmup"].sum() == 200
     summary = pd.read_csv(out.run_dir / "summary.csv")
-    assert list(summary.columns) == list(SUMMARY_COLUMNS)
+    assert list(summary.columns) == list(PER_REPETITION_COLUMNS)  # the pipeline's one summary
     assert len(summary) == 4
     assert (summary["sent"] == 3000).all() and (summary["received"] == 3000).all()
     assert (summary["lost"] == 0).all() and (summary["duplicated"] == 0).all()
     assert (summary["receiver_msgs_per_s"] > 0).all() and (summary["sender_msgs_per_s"] > 0).all()
     assert (summary["lat_p50_us"] <= summary["lat_p99_us"]).all()
     assert not list(out.run_dir.glob("**/*.tmp*"))
+    assert manifest["variants"]["zmq/default"]["guarantee"] == summary["guarantee"].iloc[0]
+    assert (summary["backend"] == "embedded").all() and (summary["client"] == "pyzmq").all()
+    # the report reads the stored summary: the summary is the same with or without --no-report
+    before = (out.run_dir / "summary.parquet").read_bytes()
+    write_report([out.run_dir])
+    assert (out.run_dir / "summary.parquet").read_bytes() == before
+    assert (out.run_dir / "report.html").is_file()
 
 
 def test_pubsub_fixed_rate_and_reqrep(tmp_path: Path) -> None:
