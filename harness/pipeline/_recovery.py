@@ -25,7 +25,7 @@ def run_recovery(run: RunFolder) -> pd.DataFrame:
             if rows.empty:
                 continue
             mine = errors[errors["case"] == case] if not errors.empty else None
-            records = [{k: (None if pd.isna(v) else v) for k, v in e.items()} for e in events.to_dict("records")]
+            records = [{str(k): (None if pd.isna(v) else v) for k, v in e.items()} for e in events.to_dict("records")]
             table = recovery_table(rows, records, mine)
             first = events.iloc[0]
             frames.append(table.assign(**{k: first[k] for k in CASE_COLUMNS}, case=case))

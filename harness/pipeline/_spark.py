@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
+from harness.pipeline._errors import PipelineError
 from harness.pipeline._finish import (
     DELAY_QUANTILES,
     DISTRIBUTION_QUANTILES,
@@ -27,7 +28,6 @@ from harness.pipeline._finish import (
     LAT_QUANTILES,
     concat_distributions,
 )
-from harness.pipeline._errors import PipelineError
 from harness.runfolder.schema import CASE_KEYS, RAW_SCHEMA
 
 if TYPE_CHECKING:

@@ -7,7 +7,7 @@ Engine choice: ``"pandas"`` computes in this process (numpy, exact); ``"spark"``
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path

@@ -10,7 +10,14 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from harness.metrics.compute import delivery, latency_percentiles, message_keys, out_of_order, rate, throughput
+from harness.metrics.compute import (
+    delivery,
+    latency_percentiles,
+    message_keys,
+    out_of_order,
+    rate,
+    throughput,
+)
 from harness.pipeline import summarize
 from harness.runfolder import RunFolder
 from harness.runfolder.schema import RAW_SCHEMA, percentile_column

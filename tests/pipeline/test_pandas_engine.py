@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness.runfolder.schema import SUMMARY_COLUMNS
 from harness.pipeline import PER_REPETITION_COLUMNS, Summary, summarize
+from harness.runfolder.schema import SUMMARY_COLUMNS
 from tests.pipeline.reference import expected_summary, raw_rows, summary_by_case
 
 FAULT = ("queue-2to1", "mqcore", 64, "max", 0)

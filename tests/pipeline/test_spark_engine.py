@@ -12,8 +12,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from harness.metrics.compute import PERCENTILES
-from harness.runfolder.schema import percentile_column
 from harness.pipeline import Summary, summarize
+from harness.runfolder.schema import percentile_column
 from tests.pipeline.reference import expected_summary, raw_rows, summary_by_case
 from tests.pipeline.synthetic import build_bulk_run
 
