@@ -23,7 +23,7 @@ import pandas as pd
 
 from harness.regression._errors import RegressionInputError
 from harness.regression._ratios import SUMMARY_INPUT_COLUMNS
-from harness.runfolder import RunFolder, RunFolderError, atomic_write
+from harness.runfolder import RunFolder, RunFolderError, atomic_write, read_json
 
 BASELINE_SUMMARY = "summary.csv"
 BASELINE_RATIOS = "ratios.csv"
@@ -53,15 +53,10 @@ class Baseline:
 
 
 def _read_json(path: Path, what: str) -> dict[str, Any]:
-    if not path.is_file():
-        raise RegressionInputError(f"{path}: missing; {what}")
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise RegressionInputError(f"{path}: not readable JSON ({exc}); {what}") from None
-    if not isinstance(data, dict):
-        raise RegressionInputError(f"{path}: expected a JSON object; {what}")
-    return data
+        return read_json(path, what)
+    except RunFolderError as exc:
+        raise RegressionInputError(str(exc)) from None
 
 
 def read_run(path: Path) -> RunData:

@@ -8,6 +8,7 @@ from harness.runfolder._folder import (
     RunInfo,
     count_raw_rows,
     newest_run,
+    read_json,
     read_raw_table,
 )
 from harness.runfolder._host import git_revision, host_info, new_run_id
@@ -23,6 +24,7 @@ __all__ = [
     "host_info",
     "new_run_id",
     "newest_run",
+    "read_json",
     "read_raw_table",
     "redact",
     "write_frame",

@@ -122,13 +122,7 @@ class RunFolder:
         manifest_path = path / schema.MANIFEST
         if not manifest_path.is_file():
             return cls(path, {"run_id": path.name, "complete": False}, has_manifest=False)
-        try:
-            manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
-            raise RunFolderError(f"{manifest_path}: not readable JSON ({exc}); re-run or repair the manifest") from None
-        if not isinstance(manifest, dict):
-            raise RunFolderError(f"{manifest_path}: expected a JSON object; re-run or repair the manifest")
-        return cls(path, manifest)
+        return cls(path, read_json(manifest_path, "re-run or repair the manifest"))
 
     @property
     def run_id(self) -> str:
@@ -251,6 +245,20 @@ class RunFolder:
     def write_file(self, relpath: str, data: bytes) -> Path:
         """A report file (``report.html``, ``summary.md``, ``figures/<name>.png``...), atomically."""
         return atomic_write(self.path / relpath, data)
+
+
+def read_json(path: Path, what: str) -> dict[str, Any]:
+    """A JSON object file of a run or baseline folder; :class:`RunFolderError` ending in ``what`` (what to
+    do) when it is missing, unreadable or not an object."""
+    if not path.is_file():
+        raise RunFolderError(f"{path}: missing; {what}")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise RunFolderError(f"{path}: not readable JSON ({exc}); {what}") from None
+    if not isinstance(data, dict):
+        raise RunFolderError(f"{path}: expected a JSON object; {what}")
+    return data
 
 
 def read_raw_table(files: Sequence[Path], columns: Sequence[str] | None = None) -> pa.Table:
