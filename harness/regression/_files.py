@@ -63,13 +63,16 @@ def read_run(path: Path) -> RunData:
     """Read a run folder's summary and manifest; :class:`RegressionInputError` if unusable."""
     try:
         run = RunFolder.open(path)
-        if not run.has_manifest:
-            raise RegressionInputError(f"{path / 'manifest.json'}: missing; every run folder has one; run the scenario again")
-        summary = run.read_summary()["summary"]
     except RunFolderError as exc:
         raise RegressionInputError(str(exc)) from None
-    except (OSError, ValueError) as exc:  # pyarrow raises several types for a damaged file
-        raise RegressionInputError(f"{path}: the summary is not readable ({exc}); run `mqbench report {path}`") from None
+    try:
+        summary = run.read_summary(("summary",))["summary"]
+    except RunFolderError as exc:
+        raise RegressionInputError(str(exc)) from None
+    except Exception as exc:  # noqa: BLE001 - pyarrow raises several types for a damaged file
+        raise RegressionInputError(f"{path / 'summary.parquet'}: not a readable Parquet file ({exc})") from None
+    if not run.has_manifest:
+        raise RegressionInputError(f"{path / 'manifest.json'}: missing; every run folder has one; run the scenario again")
     return RunData(path=path, summary=summary, manifest=run.manifest)
 
 
@@ -77,7 +80,7 @@ def read_source(path: Path) -> RunData:
     """A run folder, or a baseline folder as one more source to pool (``mqbench baseline results/baseline/
     RUN ...`` extends a baseline with new runs): its rows keep their repetitions, its manifest lists the runs
     it was pooled from."""
-    if path.is_dir() and (path / BASELINE_ENVIRONMENT).is_file() and not RunFolder.open(path).has_summary():
+    if path.is_dir() and (path / BASELINE_ENVIRONMENT).is_file() and not RunFolder.open(path).has_summary(("summary",)):
         found = read_baseline(path)
         env = found.environment
         manifest = {key: env[key] for key in ("run_id", "git_revision", "host", "systems", "scenarios") if key in env}

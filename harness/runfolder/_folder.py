@@ -227,16 +227,20 @@ class RunFolder:
             self.write_manifest()
         return written
 
-    def has_summary(self) -> bool:
-        return all((self.path / f"{name}.parquet").is_file() for name in schema.SUMMARY_TABLES)
+    def has_summary(self, tables: Sequence[str] = schema.SUMMARY_TABLES) -> bool:
+        return all((self.path / f"{name}.parquet").is_file() for name in tables)
 
-    def read_summary(self) -> dict[str, pd.DataFrame]:
-        """The pipeline's tables as written by :meth:`write_summary` (``recovery`` empty when none)."""
-        if not self.has_summary():
-            raise RunFolderError(f"{self.path}: no summary; run `mqbench report {self.path}` to compute it")
-        tables = {name: pd.read_parquet(self.path / f"{name}.parquet") for name in schema.SUMMARY_TABLES}
-        tables[schema.RECOVERY] = self.read_table(schema.RECOVERY)
-        return tables
+    def read_summary(self, tables: Sequence[str] = schema.SUMMARY_TABLES) -> dict[str, pd.DataFrame]:
+        """The pipeline's ``tables`` as written by :meth:`write_summary`, and ``recovery`` (empty when none).
+
+        ``tables=("summary",)`` reads the per-repetition summary alone (the regression check)."""
+        missing = [name for name in tables if not (self.path / f"{name}.parquet").is_file()]
+        if missing:
+            raise RunFolderError(
+                f"{self.path / missing[0]}.parquet: missing; run `mqbench report {self.path}` to compute the summary"
+            )
+        read = {name: pd.read_parquet(self.path / f"{name}.parquet") for name in tables}
+        return {**read, schema.RECOVERY: self.read_table(schema.RECOVERY)}
 
     @property
     def summary_engine(self) -> str:
