@@ -73,7 +73,10 @@ def _systems_rows(run: RunInfo) -> list[tuple[str, str]]:
     rows = []
     for system, info in run.systems.items():
         versions = run.versions(system)
-        details = ", ".join(f"{k}: {info[k]}" for k in ("backend", "guarantee") if info.get(k))
+        # guarantees are per variant; runs recorded before that have one per system
+        guarantees = [f"{v['variant']} {v['guarantee']}" for v in run.variants.values() if v.get("system") == system]
+        guarantee = ", ".join(guarantees) or str(info.get("guarantee") or "")
+        details = ", ".join(f"{k}: {v}" for k, v in (("backend", info.get("backend")), ("guarantee", guarantee)) if v)
         rows.append((run.label(system), "; ".join(x for x in (versions, details) if x)))
     return rows
 
