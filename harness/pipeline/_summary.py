@@ -20,6 +20,7 @@ from harness.pipeline._aggregate import aggregate
 from harness.pipeline._errors import PipelineError
 from harness.pipeline._finish import (
     GROUP_KEYS,
+    PER_REPETITION_COLUMNS,
     finish_distribution,
     finish_per_repetition,
     finish_series,
@@ -152,16 +153,20 @@ def summarise_run(run_dir: Path | str, engine: Engine = "pandas") -> Summary:
 def load_summary(
     run_dirs: Path | str | Iterable[Path | str], engine: Engine = "auto", spark_master: str | None = None
 ) -> Summary:
-    """The stored summary of each run (computed with ``engine`` and stored first for a run that has none),
-    joined: tables are per run, so joining them equals summarising the runs together."""
+    """The stored summary of each run (computed with ``engine`` and stored first for a run that has none, or
+    one from an older mqbench without today's columns), joined: tables are per run, so joining them equals
+    summarising the runs together."""
     parts: list[tuple[RunInfo, dict[str, pd.DataFrame], str]] = []
     with _as_pipeline_error():
         for path in _as_paths(run_dirs):
             run = RunFolder.open(path)
-            if not run.has_summary():
+            tables = run.read_summary() if run.has_summary() else None
+            # a run recorded by an older mqbench may hold a summary without today's columns
+            if tables is None or not set(PER_REPETITION_COLUMNS) <= set(tables["summary"].columns):
                 write_summary(summarize(path, engine=engine, spark_master=spark_master), path)
                 run = RunFolder.open(path)
-            parts.append((run.info(), run.read_summary(), run.summary_engine))
+                tables = run.read_summary()
+            parts.append((run.info(), tables, run.summary_engine))
     joined = {
         name: pd.concat([t[name] for _, t, _ in parts if not t[name].empty] or [parts[0][1][name]],
                         ignore_index=True)

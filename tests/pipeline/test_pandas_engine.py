@@ -6,9 +6,10 @@ import math
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 
-from harness.pipeline import PER_REPETITION_COLUMNS, Summary, summarize
+from harness.pipeline import PER_REPETITION_COLUMNS, Summary, load_summary, summarize
 from harness.runfolder.schema import SUMMARY_COLUMNS
 from tests.pipeline.reference import expected_summary, raw_rows, summary_by_case
 
@@ -131,3 +132,17 @@ def test_many_runs_are_summarized_together(tmp_path: Path) -> None:
     summary = summarize([a, b], engine="pandas")
     assert set(summary.per_repetition["run_id"]) == {"run-a", "run-b"}
     assert "kafka (tansu)" in set(summary.aggregate["label"])
+
+
+def test_load_summary_reads_the_stored_summary_and_renews_an_old_one(tmp_path: Path) -> None:
+    from tests.pipeline.synthetic import build_run
+
+    run = build_run(tmp_path, scenarios=("reqrep",))
+    first = load_summary([run])  # none stored yet: computed and stored
+    stored = (run / "summary.parquet").read_bytes()
+    again = load_summary([run])
+    assert (run / "summary.parquet").read_bytes() == stored  # read, not recomputed
+    pd.testing.assert_frame_equal(first.per_repetition, again.per_repetition)
+    # a summary written by an older mqbench, without today's columns, is computed again
+    first.per_repetition.drop(columns=["send_failed"]).to_parquet(run / "summary.parquet")
+    assert "send_failed" in load_summary([run]).per_repetition
