@@ -183,7 +183,7 @@ def load_summary(
         series=joined["series"],
         distribution=joined["distribution"],
         runs=tuple(info for info, _, _ in parts),
-        engine=", ".join(dict.fromkeys(engine for _, _, engine in parts)),
+        engine=", ".join(dict.fromkeys(used for _, _, used in parts)),
         recovery=joined[RECOVERY],
     )
 
