@@ -132,7 +132,8 @@ def finish_per_repetition(cases: pd.DataFrame, runs: Sequence[RunInfo]) -> pd.Da
     out["lat_intended_max_us"] = (c["int_max_ns"].astype("float64") / 1e3).where(c["int_count"] > 0)
     out = pd.concat([out, delay], axis=1)
     out["send_delay_max_us"] = (c["delay_max_ns"].astype("float64") / 1e3).where(c["delay_count"] > 0)
-    out["complete"] = [bool(i.complete) if i else False for i in info]
+    keys = c[["scenario", "system", "variant", "size", "rate", "repetition"]].itertuples(index=False)
+    out["complete"] = [bool(i.case_complete(*k)) if i else False for i, k in zip(info, keys, strict=True)]
     out["lat_count"] = c["lat_count"].astype("int64")
     out["sender_span_s"] = (c["t_send_last"] - c["t_send_first"]).astype("float64") / 1e9
     out["receiver_span_s"] = (c["t_recv_last"] - c["t_recv_first"]).astype("float64") / 1e9

@@ -46,6 +46,19 @@ class RunInfo:
     host: Mapping[str, Any] = field(default_factory=dict)
     git_revision: str = ""
     has_manifest: bool = True
+    cases: tuple[Mapping[str, Any], ...] = ()
+
+    def case_complete(self, scenario: str, system: str, variant: str, size: int, rate: float | None,
+                      repetition: int) -> bool:
+        """Whether one case ran to its end (the manifest's ``cases``); the run's state when not recorded."""
+        want = (scenario, system, variant, int(size), None if rate is None or rate != rate else float(rate),
+                int(repetition))
+        for c in self.cases:
+            got = (c.get("scenario"), c.get("system"), c.get("variant"), c.get("size"),
+                   None if c.get("rate") is None else float(c["rate"]), c.get("repetition"))
+            if got == want:
+                return bool(c.get("complete"))
+        return self.complete
 
     def describe(self, system: str, variant: str) -> dict[str, str]:
         """``VARIANT_LABELS`` of one variant. Runs recorded before labels were per variant fall back to the
@@ -151,6 +164,7 @@ class RunFolder:
             host=dict(m.get("host") or {}),
             git_revision=str(m.get("git_revision") or ""),
             has_manifest=self.has_manifest,
+            cases=tuple(m.get("cases") or ()),
         )
 
     def write_manifest(self) -> None:

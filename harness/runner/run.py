@@ -93,7 +93,10 @@ def run_cases(
                     "variant": variant.name, "label": labels["label"], "guarantee": labels["guarantee"],
                     "size": size, "rate": float("nan") if rate is None else rate, "repetition": rep,
                 }, result)
-            run.manifest["cases"].append({"raw": f"raw/{name}", "complete": result.complete})
+            run.manifest["cases"].append({
+                "raw": f"raw/{name}", "complete": result.complete, "scenario": sc.name, "system": variant.system,
+                "variant": variant.name, "size": size, "rate": rate, "repetition": rep,
+            })
             run.write_manifest()
             bar.remove_task(task)
             bar.advance(overall)

@@ -67,6 +67,7 @@ def test_queue_run_writes_complete_results(tmp_path: Path) -> None:
     assert (summary["lat_p50_us"] <= summary["lat_p99_us"]).all()
     assert not list(out.run_dir.glob("**/*.tmp*"))
     assert manifest["variants"]["zmq/default"]["guarantee"] == summary["guarantee"].iloc[0]
+    assert summary["complete"].all()
     assert (summary["backend"] == "embedded").all() and (summary["client"] == "pyzmq").all()
     # the report reads the stored summary: the summary is the same with or without --no-report
     before = (out.run_dir / "summary.parquet").read_bytes()
@@ -112,6 +113,7 @@ def test_stalled_run_ends_with_clear_message_and_keeps_data(tmp_path: Path) -> N
     got = raw[raw["t_recv"].notna()]
     assert len(got) == 300  # what was measured before the stall is kept, with its send stamps
     assert got["t_send"].notna().all()
+    assert list(out.summary["complete"]) == [False]  # the stalled case, from the manifest's case entry
 
 
 def _late_subscription(tmp_path: Path, late_ms: int, **fields: Any) -> Any:
