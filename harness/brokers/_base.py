@@ -17,6 +17,7 @@ from urllib.parse import urlsplit
 
 from harness.brokers._ports import LOOPBACK, free_ports
 from harness.brokers._spec import Command, ContainerSpec, Launch
+from harness.runfolder import redact
 
 
 class ProbeError(Exception):
@@ -141,13 +142,3 @@ def host_port(url: str, default_port: int) -> tuple[str, int]:
     if not parts.hostname:
         raise ValueError(f"URL {redact(url)!r} names no host")
     return parts.hostname, parts.port or default_port
-
-
-def redact(url: str) -> str:
-    """``url`` with any password replaced by ``***`` (for messages and manifests)."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
-    return parts._replace(netloc=netloc).geturl()
-

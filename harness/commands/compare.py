@@ -61,7 +61,7 @@ def load_all(paths: Sequence[str], repetitions: int | None) -> list[Scenario]:
 
 
 def run(args: argparse.Namespace, console: Console) -> int:
-    from harness.runner.compare import CompareError, compare
+    from harness.compare import CompareError, compare
 
     systems = [s.strip() for s in args.systems.split(",") if s.strip()] if args.systems else None
     try:

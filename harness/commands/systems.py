@@ -24,7 +24,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace, console: Console) -> int:
-    from harness.runner.compare import system_status
+    from harness.compare import system_status
 
     try:
         brokers = parse_brokers(args.broker)

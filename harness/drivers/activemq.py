@@ -36,6 +36,7 @@ class ActiveMQDriver(BrokerDriver):
     name = "activemq"
     patterns = frozenset({Pattern.QUEUE, Pattern.PUBSUB})
     client_packages = ("stomp.py",)
+    client = "stomp.py"
     client_module = "stomp"
     options_type = ActiveMQOptions
     opts: ActiveMQOptions

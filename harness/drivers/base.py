@@ -169,6 +169,9 @@ class Driver(ABC):
     client_packages: ClassVar[tuple[str, ...]] = ()
     #: The client library's import name: when it does not import, the system is unavailable.
     client_module: ClassVar[str | None] = None
+    #: The client that drives the system, named in every row (``rabbitmq (pika)``); "" for a library
+    #: measured through its own API (mqcore, jeromq).
+    client: ClassVar[str] = ""
     #: A frozen dataclass of the variant options (see harness.drivers.options); parsed into ``self.opts``.
     options_type: ClassVar[type[Any] | None] = None
     capabilities: ClassVar[Capabilities] = Capabilities()
@@ -199,10 +202,17 @@ class Driver(ABC):
         return Guarantee.AT_MOST_ONCE
 
     def label(self) -> str:
-        """Name shown in reports: ``kafka (tansu)`` when the Kafka protocol was served by Tansu."""
-        if self.broker is not None and self.broker.implementation:
-            return f"{self.name} ({self.broker.implementation})"
-        return self.name
+        """Name shown in reports: the system and the client that drove it (``rabbitmq (pika)``,
+        ``kafka (java)``), and the broker implementation when it is not the system's reference broker."""
+        parts = [self.broker.implementation] if self.broker is not None and self.broker.implementation else []
+        if self.client:
+            parts.append(self.client)
+        return f"{self.name} ({', '.join(parts)})" if parts else self.name
+
+    @classmethod
+    def ready_detail(cls) -> str:
+        """What `mqbench systems` says of a brokerless system that can run here."""
+        return "no broker needed"
 
     def versions(self) -> dict[str, str]:
         from importlib import metadata

@@ -98,14 +98,11 @@ class JavaClient:
     """What every JVM-driven driver adds to its Python base (put it first among the bases)."""
 
     runs_in_jvm: ClassVar[bool] = True
+    client: ClassVar[str] = "java"
     jvm_client: ClassVar[str]  # the client's name in jvm/.../Main.client
     jvm_artifact: ClassVar[str]  # the Java library's Maven artifact, for the manifest's versions
     name: ClassVar[str]
     broker: Any
-
-    def label(self) -> str:
-        implementation = self.broker.implementation if self.broker is not None else ""
-        return f"{self.name} ({implementation}, java)" if implementation else f"{self.name} (java)"
 
     @classmethod
     def unavailable_reason(cls) -> str | None:
@@ -126,7 +123,7 @@ class JavaClient:
         super().__init__(options, broker)  # type: ignore[call-arg]
         reason = unavailable_reason()
         if reason:
-            raise DriverError(f"{self.label()} cannot run: {reason}")
+            raise DriverError(f"{self.name} ({self.client}) cannot run: {reason}")
 
 
 class JeromqDriver(JavaClient, ZmqDriver):
@@ -134,6 +131,7 @@ class JeromqDriver(JavaClient, ZmqDriver):
 
     name: ClassVar[str] = "jeromq"
     client_packages: ClassVar[tuple[str, ...]] = ()
+    client: ClassVar[str] = ""  # a library measured through itself, like mqcore
     jvm_client = "jeromq"
     jvm_artifact = "jeromq"
 
@@ -153,9 +151,6 @@ class JeromqDriver(JavaClient, ZmqDriver):
     @classmethod
     def unavailable_reason(cls) -> str | None:
         return unavailable_reason()
-
-    def label(self) -> str:
-        return self.name
 
     def versions(self) -> dict[str, str]:
         return {"jeromq": library_version("jeromq"), "java": java_version()}

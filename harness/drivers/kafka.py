@@ -43,6 +43,7 @@ class KafkaDriver(BrokerDriver):
     name = "kafka"
     patterns = frozenset({Pattern.PUBSUB, Pattern.QUEUE})
     client_packages = ("kafka-python",)
+    client = "kafka-python"
     client_module = "kafka"
     options_type = KafkaOptions
     opts: KafkaOptions

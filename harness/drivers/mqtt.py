@@ -36,6 +36,7 @@ class MqttDriver(BrokerDriver):
     name = "mqtt"
     patterns = frozenset({Pattern.PUBSUB, Pattern.QUEUE})
     client_packages = ("paho-mqtt",)
+    client = "paho-mqtt"
     client_module = "paho.mqtt.client"
     options_type = MqttOptions
     opts: MqttOptions

@@ -27,6 +27,7 @@ class NatsDriver(BrokerDriver):
     name = "nats"
     patterns = frozenset({Pattern.PUBSUB, Pattern.QUEUE, Pattern.REQREP})
     client_packages = ("nats-py",)
+    client = "nats-py"
     client_module = "nats"
 
     # Core NATS has no variants (nothing to confirm or persist, so at-most-once) and subjects need no

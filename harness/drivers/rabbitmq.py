@@ -43,6 +43,7 @@ class RabbitMQDriver(BrokerDriver):
     name = "rabbitmq"
     patterns = frozenset({Pattern.QUEUE, Pattern.PUBSUB, Pattern.REQREP})
     client_packages = ("pika",)
+    client = "pika"
     client_module = "pika"
     options_type = RabbitMQOptions
     opts: RabbitMQOptions

@@ -37,6 +37,7 @@ class RedisDriver(BrokerDriver):
     name = "redis"
     patterns = frozenset({Pattern.QUEUE, Pattern.PUBSUB})
     client_packages = ("redis",)
+    client = "redis-py"
     client_module = "redis"
     options_type = RedisOptions
     opts: RedisOptions

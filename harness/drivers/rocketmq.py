@@ -68,6 +68,7 @@ class RocketMQDriver(Driver):
     patterns = frozenset({Pattern.PUBSUB, Pattern.QUEUE})
     needs_broker = True
     client_packages = ("rocketmq",)
+    client = "rocketmq-python"
     client_module = "rocketmq.client"
     options_type = RocketMQOptions
     opts: RocketMQOptions

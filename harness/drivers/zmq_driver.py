@@ -63,6 +63,7 @@ class ZmqDriver(Driver):
     name: ClassVar[str] = "zmq"
     patterns: ClassVar[frozenset[Pattern]] = frozenset(Pattern)
     client_packages: ClassVar[tuple[str, ...]] = ("pyzmq",)
+    client = "pyzmq"
     # pyzmq's send copies a buffer into a zmq message (copy=True), and so does mqcore's; a PUB drops what it
     # sends before a SUB's subscription has arrived.
     capabilities: ClassVar[Capabilities] = Capabilities(pull_receive=True, batch_send=True, slow_joiner=True)

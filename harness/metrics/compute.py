@@ -2,9 +2,12 @@
 
 Definitions (DESIGN.md, from the seed on ZeroMQ's architecture):
 * latency exists per message between two endpoints: ``t_recv - t_send``; a stream has a distribution;
-* throughput exists at one endpoint: messages / (last stamp - first stamp) at the sender or the receiver;
-* delivery accounting per consumer: expected, received, lost, duplicated, out of order.
+* throughput exists at one endpoint: (n - 1) / (last stamp - first stamp) at the sender or the receiver;
+* delivery accounting per consumer: expected, received, lost, duplicated, out of order; sends the producer
+  was told failed are kept apart from accepted messages that were lost.
 Percentiles use numpy's default (linear interpolation), which Spark's exact ``percentile`` also uses.
+These are the only definitions: the pipeline's engines reduce raw rows to counts, stamps and quantiles and
+call these functions on them.
 """
 
 from __future__ import annotations
@@ -15,24 +18,33 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from harness.metrics.records import PERCENTILES
-
 Int64Array = npt.NDArray[np.int64]
+
+#: The latency percentiles every summary reports.
+PERCENTILES = (50.0, 90.0, 99.0, 99.9, 99.99)
 
 
 def throughput(stamps_ns: npt.ArrayLike) -> float:
-    """Messages per second at one endpoint: (n - 1) intervals over (last - first).
-
-    n stamps span n - 1 intervals; counting n over the span would overstate short runs. Returns NaN when
-    fewer than two stamps or a zero span make the rate undefined.
-    """
+    """Messages per second at one endpoint from its stamps: see :func:`rate`."""
     s = np.asarray(stamps_ns, dtype=np.int64)
-    if s.size < 2:
+    if s.size == 0:
         return float("nan")
-    span = int(s.max()) - int(s.min())
-    if span <= 0:
-        return float("nan")
-    return (s.size - 1) / (span / 1e9)
+    return float(rate(np.array([s.size]), np.array([int(s.max()) - int(s.min())]))[0])
+
+
+def rate(count: npt.ArrayLike, span_ns: npt.ArrayLike) -> npt.NDArray[np.float64]:
+    """Messages per second at one endpoint: (n - 1) intervals over the span (last - first stamp) in ns,
+    element-wise.
+
+    n stamps bound n - 1 intervals; counting n over the span would overstate short runs (two messages
+    1 ms apart are one interval, 1,000/s, not 2,000/s). NaN when fewer than two stamps or a zero span make
+    the rate undefined.
+    """
+    n = np.asarray(count, dtype=np.float64)
+    span = np.asarray(span_ns, dtype=np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out = (n - 1) * 1e9 / span
+    return np.where((n >= 2) & (span > 0), out, np.nan)
 
 
 def megabytes_per_second(msgs_per_s: float, size: int) -> float:
@@ -46,19 +58,25 @@ def latency_percentiles(
 
     NaN everywhere for an empty input (nothing was received), never an invented number.
     """
-    lat = np.asarray(latencies_ns, dtype=np.float64)
+    lat = np.asarray(latencies_ns, dtype=np.int64)
     out: dict[str, float] = {}
     if lat.size == 0:
         for p in percentiles:
             out[f"p{p:g}"] = float("nan")
         out["max"] = out["mean"] = float("nan")
         return out
-    values = np.percentile(lat, list(percentiles))
+    values = quantiles(lat, [p / 100 for p in percentiles])
     for p, v in zip(percentiles, values, strict=True):
         out[f"p{p:g}"] = float(v) / 1e3
     out["max"] = float(lat.max()) / 1e3
     out["mean"] = float(lat.mean()) / 1e3
     return out
+
+
+def quantiles(values_ns: npt.ArrayLike, fractions: Sequence[float]) -> list[float]:
+    """Quantiles (fractions in [0, 1]) of int64 ns values with linear interpolation (numpy's default, which
+    Spark's exact ``percentile`` also uses). ``p / 100`` is the fraction of percentile p in both engines."""
+    return [float(v) for v in np.quantile(np.asarray(values_ns, dtype=np.int64), list(fractions))]
 
 
 def message_keys(producer: npt.ArrayLike, seq: npt.ArrayLike) -> Int64Array:
@@ -70,32 +88,59 @@ def message_keys(producer: npt.ArrayLike, seq: npt.ArrayLike) -> Int64Array:
 
 @dataclass(frozen=True)
 class Delivery:
+    """Delivery accounting of one stream. ``expected = received + lost + send_failed_unreceived``:
+
+    * ``send_failed``: messages whose send raised at the producer (it was told; the runner did not retry);
+    * ``lost``: accepted messages (the send returned normally) that never arrived: silent loss;
+    * a failed send that arrived all the same counts as received (and in ``send_failed``).
+    """
+
     expected: int
     received: int  # distinct messages that arrived
-    lost: int
+    lost: int  # accepted messages that never arrived
     duplicated: int  # arrivals beyond the first of the same message
     out_of_order: int  # arrivals with a lower seq than an earlier arrival from the same producer
+    send_failed: int = 0  # sends the producer was told failed
+
+    @property
+    def accepted(self) -> int:
+        return self.expected - self.send_failed
+
+    @classmethod
+    def from_counts(
+        cls, expected: int, received: int, receipts: int, failed: int, failed_received: int, out_of_order: int
+    ) -> Delivery:
+        """Accounting from counts: ``received`` distinct arrivals, ``receipts`` all arrivals, ``failed``
+        sends that raised of which ``failed_received`` arrived anyway."""
+        return cls(
+            expected=expected,
+            received=received,
+            lost=expected - received - (failed - failed_received),
+            duplicated=receipts - received,
+            out_of_order=out_of_order,
+            send_failed=failed,
+        )
 
 
 def delivery(
-    expected_keys: npt.ArrayLike, arrived_keys_in_order: npt.ArrayLike
+    expected_keys: npt.ArrayLike, arrived_keys_in_order: npt.ArrayLike, failed_keys: npt.ArrayLike = ()
 ) -> Delivery:
     """Delivery accounting at one consumer (or one queue's consumers taken together).
 
-    ``arrived_keys_in_order`` are message keys in arrival order. Arrivals of keys that were not expected
-    (warmup messages) are ignored.
+    ``arrived_keys_in_order`` are message keys in arrival order; ``failed_keys`` those whose send raised.
+    Arrivals of keys that were not expected (warmup messages) are ignored.
     """
     exp = np.unique(np.asarray(expected_keys, dtype=np.int64))
     arr = np.asarray(arrived_keys_in_order, dtype=np.int64)
     arr = arr[np.isin(arr, exp)]
     distinct = np.unique(arr)
-    received = int(distinct.size)
-    duplicated = int(arr.size - distinct.size)
-    return Delivery(
+    failed = np.intersect1d(np.asarray(failed_keys, dtype=np.int64), exp)
+    return Delivery.from_counts(
         expected=int(exp.size),
-        received=received,
-        lost=int(exp.size - received),
-        duplicated=duplicated,
+        received=int(distinct.size),
+        receipts=int(arr.size),
+        failed=int(failed.size),
+        failed_received=int(np.isin(failed, distinct).sum()),
         out_of_order=out_of_order(arr),
     )
 

@@ -2,9 +2,10 @@
 
 Public API::
 
-    from harness.pipeline import summarize, write_summary
-    summary = summarize([Path("results/2024-...")], engine="auto")   # or "spark" / "pandas"
-    write_summary(summary, Path("results/2024-..."))
+    from harness.pipeline import load_summary, summarise_run, summarize
+    summarise_run(Path("results/2024-..."))                 # compute the run's one summary and store it
+    summary = load_summary([Path("results/2024-...")])      # read it (computing it first if missing)
+    summary = summarize([...], engine="spark")              # compute without storing (tests, notebooks)
 
 Definitions follow DESIGN.md ("Endpoint-based definitions"): latency per message between two endpoints
 (round trip at the requester for reqrep), sender and receiver throughput each at its own endpoint,
@@ -12,22 +13,26 @@ percentiles from raw rows (never averaged), delivery accounting per case.
 """
 
 from harness.pipeline._aggregate import CI_METRICS, confidence_interval
+from harness.pipeline._errors import PipelineError
 from harness.pipeline._finish import (
     DISTRIBUTION_COLUMNS,
     EXTRA_COLUMNS,
     PER_REPETITION_COLUMNS,
     SERIES_COLUMNS,
 )
-from harness.pipeline._runs import PipelineError, RunInfo, newest_run, read_run
 from harness.pipeline._spark import JAVA_HINT, spark_session
 from harness.pipeline._summary import (
     APPROX_ACCURACY,
     EXACT_LIMIT,
     PANDAS_MAX_ROWS,
     Summary,
+    load_summary,
+    newest_run,
+    summarise_run,
     summarize,
     write_summary,
 )
+from harness.runfolder import RunInfo
 
 __all__ = [
     "APPROX_ACCURACY",
@@ -43,9 +48,10 @@ __all__ = [
     "RunInfo",
     "Summary",
     "confidence_interval",
+    "load_summary",
     "newest_run",
-    "read_run",
     "spark_session",
+    "summarise_run",
     "summarize",
     "write_summary",
 ]

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from harness.metrics.records import CASE_KEYS
+from harness.runfolder.schema import CASE_KEYS, VARIANT_LABELS
 
 #: Per-repetition columns that get a mean and a confidence interval.
 CI_METRICS: tuple[str, ...] = (
@@ -28,7 +28,7 @@ CI_METRICS: tuple[str, ...] = (
     "lat_intended_p99_us",
 )
 #: Per-repetition counts summed over repetitions.
-SUMMED: tuple[str, ...] = ("sent", "expected", "received", "lost", "duplicated", "out_of_order")
+SUMMED: tuple[str, ...] = ("sent", "expected", "received", "lost", "send_failed", "duplicated", "out_of_order")
 LEVEL = 0.95
 
 
@@ -53,7 +53,7 @@ def confidence_interval(
 
 
 def aggregate_columns() -> list[str]:
-    names = [*CASE_KEYS, "label", "guarantee", "latency_kind", "repetitions", "complete", *SUMMED]
+    names = [*CASE_KEYS, *VARIANT_LABELS, "latency_kind", "repetitions", "complete", *SUMMED]
     for metric in CI_METRICS:
         names += [f"{metric}_mean", f"{metric}_ci95_low", f"{metric}_ci95_high"]
     return names
@@ -67,7 +67,7 @@ def aggregate(per_repetition: pd.DataFrame, level: float = LEVEL) -> pd.DataFram
     rows = []
     for _, group in per_repetition.groupby(list(CASE_KEYS), dropna=False, sort=True):
         first = group.iloc[0]
-        row: dict[str, object] = {k: first[k] for k in (*CASE_KEYS, "label", "guarantee", "latency_kind")}
+        row: dict[str, object] = {k: first[k] for k in (*CASE_KEYS, *VARIANT_LABELS, "latency_kind")}
         row["repetitions"] = int(group["repetition"].nunique())
         row["complete"] = bool(group["complete"].all())
         for name in SUMMED:

@@ -6,8 +6,8 @@ derived from it (rates, µs, labels, provenance) is computed here once. That is 
 the last bit on everything except the order statistics themselves.
 
 Case aggregate columns (all stamps and latencies in ns):
-``rows producers consumers sent t_send_first t_send_last expected received_unique received out_of_order
-lat_count t_recv_first t_recv_last lat_sum_ns lat_max_ns lat_q_ns int_count int_max_ns int_q_ns
+``rows producers consumers sent t_send_first t_send_last expected received_unique received failed
+failed_received out_of_order lat_count t_recv_first t_recv_last lat_sum_ns lat_max_ns lat_q_ns int_count int_max_ns int_q_ns
 delay_count delay_max_ns delay_q_ns percentile_method percentile_rank_error``; the ``*_q_ns`` columns hold
 one value per entry of ``LAT_QUANTILES`` / ``DELAY_QUANTILES``.
 """
@@ -19,8 +19,9 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from harness.metrics.records import CASE_KEYS, PERCENTILES, SUMMARY_COLUMNS, percentile_column
-from harness.pipeline._runs import RunInfo
+from harness.metrics.compute import PERCENTILES, Delivery, rate
+from harness.runfolder import RunInfo
+from harness.runfolder.schema import CASE_KEYS, SUMMARY_COLUMNS, VARIANT_LABELS, percentile_column
 
 #: One summary row per (case, repetition).
 GROUP_KEYS: tuple[str, ...] = (*CASE_KEYS, "repetition")
@@ -76,10 +77,9 @@ DISTRIBUTION_COLUMNS: tuple[str, ...] = (
 
 
 def _rate(count: pd.Series, first: pd.Series, last: pd.Series) -> pd.Series:
-    """msgs/s = count / (last - first); NaN with fewer than two stamps or a zero span."""
-    span = (last - first).astype("float64")
-    out = count.astype("float64") * 1e9 / span.where(span > 0)
-    return out.where(count >= 2)
+    """msgs/s at one endpoint, :func:`harness.metrics.compute.rate` per case."""
+    span = (last - first).astype("float64")  # subtract first: ns stamps need more than float64's 53 bits
+    return pd.Series(rate(count.to_numpy(), span.to_numpy()), index=count.index)
 
 
 def _quantile_columns(frame: pd.DataFrame, source: str, names: Sequence[str], count: str) -> pd.DataFrame:
@@ -98,16 +98,21 @@ def finish_per_repetition(cases: pd.DataFrame, runs: Sequence[RunInfo]) -> pd.Da
     c = cases.reset_index(drop=True)
     out = c[list(GROUP_KEYS)].copy()
     info = [by_id.get(r) for r in c["run_id"]]
-    keys = list(zip(info, c["system"], c["variant"], strict=True))
-    out["label"] = [i.label(s, v) if i else s for i, s, v in keys]
-    out["guarantee"] = [i.guarantee(s, v) if i else "" for i, s, v in keys]
-    for name in ("producers", "consumers", "sent", "expected", "out_of_order"):
+    labels = [
+        i.describe(s, v) if i else {k: (s if k == "label" else "") for k in VARIANT_LABELS}
+        for i, s, v in zip(info, c["system"], c["variant"], strict=True)
+    ]
+    for key in VARIANT_LABELS:
+        out[key] = [lab[key] for lab in labels]
+    for name in ("producers", "consumers", "sent"):
         out[name] = c[name].astype("int64")
-    # received counts distinct messages (per consumer for pubsub), as the runner does: lost + received =
-    # expected; extra arrivals are the duplicated column.
-    out["received"] = c["received_unique"].astype("int64")
-    out["lost"] = (c["expected"] - c["received_unique"]).astype("int64")
-    out["duplicated"] = (c["received"] - c["received_unique"]).astype("int64")
+    accounts = [
+        Delivery.from_counts(*(int(x) for x in r))
+        for r in c[["expected", "received_unique", "received", "failed", "failed_received", "out_of_order"]]
+        .itertuples(index=False)
+    ]
+    for name in ("expected", "received", "lost", "send_failed", "duplicated", "out_of_order"):
+        out[name] = pd.Series([getattr(d, name) for d in accounts], index=c.index, dtype="int64")
     out["sender_msgs_per_s"] = _rate(c["sent"], c["t_send_first"], c["t_send_last"])
     out["receiver_msgs_per_s"] = _rate(c["lat_count"], c["t_recv_first"], c["t_recv_last"])
     out["sender_mb_per_s"] = out["sender_msgs_per_s"] * c["size"] / 1e6
@@ -127,7 +132,8 @@ def finish_per_repetition(cases: pd.DataFrame, runs: Sequence[RunInfo]) -> pd.Da
     out["lat_intended_max_us"] = (c["int_max_ns"].astype("float64") / 1e3).where(c["int_count"] > 0)
     out = pd.concat([out, delay], axis=1)
     out["send_delay_max_us"] = (c["delay_max_ns"].astype("float64") / 1e3).where(c["delay_count"] > 0)
-    out["complete"] = [bool(i.complete) if i else False for i in info]
+    keys = c[["scenario", "system", "variant", "size", "rate", "repetition"]].itertuples(index=False)
+    out["complete"] = [bool(i.case_complete(*k)) if i else False for i, k in zip(info, keys, strict=True)]
     out["lat_count"] = c["lat_count"].astype("int64")
     out["sender_span_s"] = (c["t_send_last"] - c["t_send_first"]).astype("float64") / 1e9
     out["receiver_span_s"] = (c["t_recv_last"] - c["t_recv_first"]).astype("float64") / 1e9

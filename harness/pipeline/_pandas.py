@@ -6,9 +6,10 @@ are ``numpy.quantile`` with linear interpolation on the ns values, always exact.
 Definitions (non-warmup rows only):
 * a *delivery unit* is (producer, seq) for queue and reqrep and (producer, seq, consumer) for pubsub;
   expected = units present in the raw rows (lost messages have a row with a null ``t_recv``);
-* received = units received at least once, duplicated = receipts (rows with ``t_recv``) - received,
-  lost = expected - received (the summary's ``received``; the case table's ``received`` column holds
-  all receipts and ``received_unique`` the units);
+* received = units received at least once, duplicated = receipts (rows with ``t_recv``) - received;
+  failed = units whose send raised (``send_failed``), failed_received = those that arrived anyway;
+  lost = expected - received - (failed - failed_received) (``harness.metrics.compute.Delivery``; the case
+  table's ``received`` column holds all receipts and ``received_unique`` the units);
 * out of order = first receipts of a unit whose seq is below the highest seq already received from the
   same producer at the same consumer (receipts ordered by ``t_recv``, then seq, then consumer).
 """
@@ -20,11 +21,9 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
-from harness.metrics.records import CASE_KEYS, RAW_SCHEMA
+from harness.metrics.compute import quantiles
 from harness.pipeline._finish import (
     DELAY_QUANTILES,
     DISTRIBUTION_QUANTILES,
@@ -32,6 +31,8 @@ from harness.pipeline._finish import (
     LAT_QUANTILES,
     concat_distributions,
 )
+from harness.runfolder import read_raw_table
+from harness.runfolder.schema import CASE_KEYS, RAW_SCHEMA
 
 _STAMPS = ("t_intended", "t_send", "t_ack", "t_recv")
 
@@ -41,7 +42,7 @@ def load_raw(files: Sequence[Path]) -> pd.DataFrame:
 
     (Keeping stamps as int64 rather than float NaN keeps full ns precision on long-running hosts.)
     """
-    table = pa.concat_tables([pq.read_table(f).select(RAW_SCHEMA.names).cast(RAW_SCHEMA) for f in files])
+    table = read_raw_table(files)
     table = table.filter(pc.invert(pc.fill_null(table["warmup"], False)))
     columns: dict[str, object] = {}
     for name in RAW_SCHEMA.names:
@@ -49,11 +50,13 @@ def load_raw(files: Sequence[Path]) -> pd.DataFrame:
         if name in _STAMPS:
             columns[f"has_{name}"] = pc.is_valid(column).to_numpy(zero_copy_only=False)
             column = pc.fill_null(column, 0)
+        elif name == "send_failed":
+            column = pc.fill_null(column, False)
         columns[name] = column.to_numpy(zero_copy_only=False)
     return pd.DataFrame(columns)
 
 
-def _group_stats(ids: np.ndarray, values: np.ndarray, quantiles: Sequence[float]) -> pd.DataFrame:
+def _group_stats(ids: np.ndarray, values: np.ndarray, fractions: Sequence[float]) -> pd.DataFrame:
     """Per group id: count, sum, max and the given quantiles (numpy linear) of int64 ``values``."""
     if len(ids) == 0:
         return pd.DataFrame(columns=["count", "sum", "max", "q"])
@@ -66,7 +69,7 @@ def _group_stats(ids: np.ndarray, values: np.ndarray, quantiles: Sequence[float]
             "count": len(chunk),
             "sum": int(chunk.sum(dtype=np.int64)),
             "max": int(chunk[-1]),
-            "q": list(np.quantile(chunk, quantiles)),
+            "q": quantiles(chunk, fractions),
         }
     return pd.DataFrame.from_dict(rows, orient="index")
 
@@ -102,6 +105,9 @@ def compute(raw: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame
     firsts = rec.drop_duplicates(unit, keep="first")
     cases["received"] = rec.groupby("cid").size()
     cases["received_unique"] = firsts.groupby("cid").size()
+    failed = df[df["send_failed"]].drop_duplicates(unit)
+    cases["failed"] = failed.groupby("cid").size()
+    cases["failed_received"] = firsts[firsts["send_failed"]].groupby("cid").size()
     stream = firsts.sort_values(["cid", "producer", "consumer", "t_recv", "seq"], kind="mergesort")
     seq = stream["seq"].to_numpy()
     bounds = stream[["cid", "producer", "consumer"]].to_numpy()
@@ -139,7 +145,8 @@ def compute(raw: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame
         ],
         axis=1,
     )
-    counts = ["consumers", "expected", "received", "received_unique", "out_of_order", "sent"]
+    counts = ["consumers", "expected", "received", "received_unique", "failed", "failed_received", "out_of_order",
+              "sent"]
     cases[counts] = cases[counts].fillna(0).astype("int64")
     cases["percentile_method"] = "exact"
     cases["percentile_rank_error"] = 0.0

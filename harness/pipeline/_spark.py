@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from harness.metrics.records import CASE_KEYS, RAW_SCHEMA
+from harness.pipeline._errors import PipelineError
 from harness.pipeline._finish import (
     DELAY_QUANTILES,
     DISTRIBUTION_QUANTILES,
@@ -28,7 +28,7 @@ from harness.pipeline._finish import (
     LAT_QUANTILES,
     concat_distributions,
 )
-from harness.pipeline._runs import PipelineError
+from harness.runfolder.schema import CASE_KEYS, RAW_SCHEMA
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -141,11 +141,14 @@ def compute(
         F.min(F.when(F.col("t_recv").isNotNull(), F.struct("t_recv", "consumer"))).alias("first"),
         F.min("t_send").alias("t_send"),
         F.min("t_intended").alias("t_intended"),
+        F.max(F.coalesce(F.col("send_failed"), F.lit(False)).cast("int")).alias("failed"),
     ).persist()
     delivery = units.groupBy(*g).agg(
         F.count(F.lit(1)).alias("expected"),
         F.count("first").alias("received_unique"),
         F.sum("receipts").alias("received"),
+        F.sum("failed").alias("failed"),
+        F.sum(F.when(F.col("first").isNotNull(), F.col("failed")).otherwise(F.lit(0))).alias("failed_received"),
     )
     firsts = units.where(F.col("first").isNotNull()).select(
         *g,
@@ -244,7 +247,8 @@ def _merge(frames: Sequence[pd.DataFrame], keys: list[str]) -> pd.DataFrame:
     merged = frames[0]
     for frame in frames[1:]:
         merged = merged.merge(frame, on=keys, how="left")  # pandas matches NaN rate keys to each other
-    counts = ["out_of_order", "sent", "delay_count", "lat_count", "int_count", "received", "received_unique"]
+    counts = ["out_of_order", "sent", "delay_count", "lat_count", "int_count", "received", "received_unique",
+              "failed", "failed_received"]
     merged[counts] = merged[counts].fillna(0).astype("int64")
     return merged
 

@@ -7,8 +7,9 @@ Engine choice: ``"pandas"`` computes in this process (numpy, exact); ``"spark"``
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
@@ -16,9 +17,19 @@ import pandas as pd
 
 from harness.pipeline import _pandas, _spark
 from harness.pipeline._aggregate import aggregate
-from harness.pipeline._files import atomic_write_frame
-from harness.pipeline._finish import finish_distribution, finish_per_repetition, finish_series
-from harness.pipeline._runs import PipelineError, RunInfo, count_rows, raw_files, read_run
+from harness.pipeline._errors import PipelineError
+from harness.pipeline._finish import (
+    GROUP_KEYS,
+    PER_REPETITION_COLUMNS,
+    finish_distribution,
+    finish_per_repetition,
+    finish_series,
+    sort_cases,
+)
+from harness.pipeline._recovery import run_recovery
+from harness.runfolder import RunFolder, RunFolderError, RunInfo, count_raw_rows
+from harness.runfolder import newest_run as _newest_run
+from harness.runfolder.schema import CASE_KEYS, RECOVERY, SUMMARY_TABLES
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -42,6 +53,7 @@ class Summary:
     * ``series``: receipts per second since each repetition's first receipt (zero-filled, long table);
     * ``distribution``: latency percentiles of each case pooled over repetitions, from raw rows
       (``latency_from`` = "actual send" or "intended"; percentile 100 is the maximum);
+    * ``recovery``: one row per fault of the cases with faults (``RECOVERY_TABLE_COLUMNS``);
     * ``runs``: the manifests read; ``engine``: which engine computed it.
     """
 
@@ -51,6 +63,27 @@ class Summary:
     distribution: pd.DataFrame
     runs: tuple[RunInfo, ...]
     engine: str
+    recovery: pd.DataFrame = field(default_factory=pd.DataFrame)
+
+    def tables(self) -> dict[str, pd.DataFrame]:
+        """The tables as a run folder stores them (``SUMMARY_TABLES`` + ``recovery``)."""
+        tables = {
+            "summary": self.per_repetition,
+            "aggregate": self.aggregate,
+            "series": self.series,
+            "distribution": self.distribution,
+        }
+        return {**tables, RECOVERY: self.recovery} if not self.recovery.empty else tables
+
+
+@contextmanager
+def _as_pipeline_error() -> Iterator[None]:
+    try:
+        yield
+    except PipelineError:
+        raise
+    except RunFolderError as exc:
+        raise PipelineError(str(exc)) from None
 
 
 def _as_paths(run_dirs: Path | str | Iterable[Path | str]) -> list[Path]:
@@ -78,18 +111,21 @@ def summarize(
     is always exact. Raises :class:`PipelineError` (one sentence) for a missing folder, a run without raw
     Parquet files, an unknown engine, or a Spark that cannot start (Java missing).
     """
-    runs = [read_run(path) for path in _as_paths(run_dirs)]
-    files = [f for run in runs for f in raw_files(run)]
-    if engine == "auto":
-        engine = "pandas" if count_rows(files) <= PANDAS_MAX_ROWS else "spark"
-    if engine == "pandas":
-        cases, series, distribution = _pandas.compute(_pandas.load_raw(files))
-    elif engine == "spark":
-        session = spark or _spark.spark_session(spark_master)
-        cases, series, distribution = _spark.compute(session, files, exact_limit, approx_accuracy)
-    else:
-        raise PipelineError(f"unknown engine {engine!r}; use 'auto', 'spark' or 'pandas'")
-    per_repetition = finish_per_repetition(cases, runs)
+    with _as_pipeline_error():
+        folders = [RunFolder.open(path) for path in _as_paths(run_dirs)]
+        files = [f for run in folders for f in run.raw_files()]
+        if engine == "auto":
+            engine = "pandas" if count_raw_rows(files) <= PANDAS_MAX_ROWS else "spark"
+        if engine == "pandas":
+            cases, series, distribution = _pandas.compute(_pandas.load_raw(files))
+        elif engine == "spark":
+            session = spark or _spark.spark_session(spark_master)
+            cases, series, distribution = _spark.compute(session, files, exact_limit, approx_accuracy)
+        else:
+            raise PipelineError(f"unknown engine {engine!r}; use 'auto', 'spark' or 'pandas'")
+        runs = [run.info() for run in folders]
+        per_repetition = finish_per_repetition(cases, runs)
+        recovery = [run_recovery(run) for run in folders]
     return Summary(
         per_repetition=per_repetition,
         aggregate=aggregate(per_repetition),
@@ -97,24 +133,65 @@ def summarize(
         distribution=finish_distribution(distribution),
         runs=tuple(runs),
         engine=engine,
+        recovery=pd.concat(recovery, ignore_index=True),
+    )
+
+
+def newest_run(results: Path) -> Path:
+    """The newest run folder under ``results`` (notebooks, ``mqbench report`` without a folder)."""
+    with _as_pipeline_error():
+        return _newest_run(results)
+
+
+def summarise_run(run_dir: Path | str, engine: Engine = "pandas") -> Summary:
+    """Compute the one summary of a run and store it in the run folder (``compare`` calls this)."""
+    summary = summarize(run_dir, engine=engine)
+    write_summary(summary, run_dir)
+    return summary
+
+
+def load_summary(
+    run_dirs: Path | str | Iterable[Path | str], engine: Engine = "auto", spark_master: str | None = None
+) -> Summary:
+    """The stored summary of each run (computed with ``engine`` and stored first for a run that has none, or
+    one from an older mqbench without today's columns), joined: tables are per run, so joining them equals
+    summarising the runs together."""
+    parts: list[tuple[RunInfo, dict[str, pd.DataFrame], str]] = []
+    with _as_pipeline_error():
+        for path in _as_paths(run_dirs):
+            run = RunFolder.open(path)
+            tables = run.read_summary() if run.has_summary() else None
+            # a run recorded by an older mqbench may hold a summary without today's columns
+            if tables is None or not set(PER_REPETITION_COLUMNS) <= set(tables["summary"].columns):
+                write_summary(summarize(path, engine=engine, spark_master=spark_master), path)
+                run = RunFolder.open(path)
+                tables = run.read_summary()
+            parts.append((run.info(), tables, run.summary_engine))
+    joined = {
+        name: pd.concat([t[name] for _, t, _ in parts if not t[name].empty] or [parts[0][1][name]],
+                        ignore_index=True)
+        for name in (*SUMMARY_TABLES, RECOVERY)
+    }
+    order = {"summary": GROUP_KEYS, "aggregate": CASE_KEYS, "series": (*GROUP_KEYS, "second"),
+             "distribution": (*CASE_KEYS, "latency_from", "percentile")}
+    for name, keys in order.items():
+        if not joined[name].empty:
+            joined[name] = sort_cases(joined[name], keys)
+    return Summary(
+        per_repetition=joined["summary"],
+        aggregate=joined["aggregate"],
+        series=joined["series"],
+        distribution=joined["distribution"],
+        runs=tuple(info for info, _, _ in parts),
+        engine=", ".join(dict.fromkeys(used for _, _, used in parts)),
+        recovery=joined[RECOVERY],
     )
 
 
 def write_summary(summary: Summary, out_dir: Path | str) -> list[Path]:
-    """Write ``summary``/``aggregate``/``series``/``distribution`` as ``.parquet`` and ``.csv`` in ``out_dir``.
-
-    Each file is written to a temporary name and renamed. Returns the paths written. In a run folder this
-    replaces the runner's ``summary.parquet``/``.csv`` with the same columns (plus ``EXTRA_COLUMNS``)
-    recomputed from the raw rows.
-    """
+    """Write the summary's tables as ``.parquet`` + ``.csv`` into ``out_dir`` (a run folder or a report
+    folder of several runs), each to a temporary name first; return the paths written."""
     out = Path(out_dir)
-    tables: Sequence[tuple[str, pd.DataFrame]] = (
-        ("summary", summary.per_repetition),
-        ("aggregate", summary.aggregate),
-        ("series", summary.series),
-        ("distribution", summary.distribution),
-    )
-    written: list[Path] = []
-    for name, frame in tables:
-        written += atomic_write_frame(frame, out / f"{name}.parquet", out / f"{name}.csv")
-    return written
+    out.mkdir(parents=True, exist_ok=True)
+    with _as_pipeline_error():
+        return RunFolder.open(out).write_summary(summary.tables(), summary.engine)

@@ -1,7 +1,7 @@
 """Reading run folders and baseline folders, writing baseline folders. The only IO of the check.
 
-A run folder (DESIGN.md, "Results") holds ``summary.parquet`` (one row per case and repetition) and
-``manifest.json``. A baseline folder (committed to git, so small and diff-friendly) holds:
+A run folder is read through :class:`harness.runfolder.RunFolder`: its summary (one row per case and
+repetition, computed by the pipeline) and its manifest. A baseline folder (committed to git, so small and diff-friendly) holds:
 
 * ``summary.csv``  - the run's summary rows, only the columns the ratios need (the source of truth: the
   check recomputes ratios from it, so ``--reference`` can change later);
@@ -14,8 +14,6 @@ Every file is written to a temporary sibling name and renamed, so a baseline is 
 from __future__ import annotations
 
 import json
-import os
-import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,9 +23,8 @@ import pandas as pd
 
 from harness.regression._errors import RegressionInputError
 from harness.regression._ratios import SUMMARY_INPUT_COLUMNS
+from harness.runfolder import RunFolder, RunFolderError, atomic_write, read_json
 
-SUMMARY_FILE = "summary.parquet"
-MANIFEST_FILE = "manifest.json"
 BASELINE_SUMMARY = "summary.csv"
 BASELINE_RATIOS = "ratios.csv"
 BASELINE_ENVIRONMENT = "baseline.json"
@@ -56,39 +53,34 @@ class Baseline:
 
 
 def _read_json(path: Path, what: str) -> dict[str, Any]:
-    if not path.is_file():
-        raise RegressionInputError(f"{path}: missing; {what}")
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise RegressionInputError(f"{path}: not readable JSON ({exc}); {what}") from None
-    if not isinstance(data, dict):
-        raise RegressionInputError(f"{path}: expected a JSON object; {what}")
-    return data
+        return read_json(path, what)
+    except RunFolderError as exc:
+        raise RegressionInputError(str(exc)) from None
 
 
 def read_run(path: Path) -> RunData:
     """Read a run folder's summary and manifest; :class:`RegressionInputError` if unusable."""
-    if not path.is_dir():
-        raise RegressionInputError(f"{path}: no such run folder; pass a folder under results/")
-    summary_path = path / SUMMARY_FILE
-    if not summary_path.is_file():
-        raise RegressionInputError(
-            f"{summary_path}: missing; the run did not finish writing its summary (run the scenario again)"
-        )
     try:
-        summary = pd.read_parquet(summary_path)
-    except Exception as exc:  # pyarrow raises several types for a damaged file
-        raise RegressionInputError(f"{summary_path}: not a readable Parquet file ({exc})") from None
-    manifest = _read_json(path / MANIFEST_FILE, "every run folder has one; run the scenario again")
-    return RunData(path=path, summary=summary, manifest=manifest)
+        run = RunFolder.open(path)
+    except RunFolderError as exc:
+        raise RegressionInputError(str(exc)) from None
+    try:
+        summary = run.read_summary(("summary",))["summary"]
+    except RunFolderError as exc:
+        raise RegressionInputError(str(exc)) from None
+    except Exception as exc:  # noqa: BLE001 - pyarrow raises several types for a damaged file
+        raise RegressionInputError(f"{path / 'summary.parquet'}: not a readable Parquet file ({exc})") from None
+    if not run.has_manifest:
+        raise RegressionInputError(f"{path / 'manifest.json'}: missing; every run folder has one; run the scenario again")
+    return RunData(path=path, summary=summary, manifest=run.manifest)
 
 
 def read_source(path: Path) -> RunData:
     """A run folder, or a baseline folder as one more source to pool (``mqbench baseline results/baseline/
     RUN ...`` extends a baseline with new runs): its rows keep their repetitions, its manifest lists the runs
     it was pooled from."""
-    if not (path / SUMMARY_FILE).is_file() and (path / BASELINE_ENVIRONMENT).is_file():
+    if path.is_dir() and (path / BASELINE_ENVIRONMENT).is_file() and not RunFolder.open(path).has_summary(("summary",)):
         found = read_baseline(path)
         env = found.environment
         manifest = {key: env[key] for key in ("run_id", "git_revision", "host", "systems", "scenarios") if key in env}
@@ -143,17 +135,6 @@ def environment(run: RunData, reference: str, created: str) -> dict[str, Any]:
     }
 
 
-def _atomic_write(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
-    try:
-        with open(tmp, "xb") as handle:
-            handle.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-
-
 def write_baseline(
     out: Path, summary: pd.DataFrame, ratios: pd.DataFrame, env: Mapping[str, Any]
 ) -> list[Path]:
@@ -169,5 +150,5 @@ def write_baseline(
         (out / BASELINE_ENVIRONMENT, json.dumps(dict(env), indent=2, sort_keys=True, default=str) + "\n"),
     )
     for path, text in files:
-        _atomic_write(path, text.encode("utf-8"))
+        atomic_write(path, text.encode("utf-8"))
     return [path for path, _ in files]

@@ -1,7 +1,7 @@
 """Per-repetition ratios "system under test / reference" from summary rows. Pure functions, no IO.
 
 Input is a summary table (``summary.parquet`` columns, one row per case and repetition, see
-``harness.metrics.records``). For every system other than the reference, every case and every metric of
+``harness.runfolder.schema``). For every system other than the reference, every case and every metric of
 the case's pattern, the ratio of repetition *r* is the system's value in repetition *r* divided by the
 reference's value in the same scenario, size, rate and repetition *r*. The runner interleaves systems
 within a repetition, so both values saw the same state of the machine; dividing cancels most of it.

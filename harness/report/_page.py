@@ -26,15 +26,18 @@ DEFINITIONS = (
     ),
     (
         "Throughput",
-        "exists only at one endpoint: sender = messages sent / (last send - first send) over all "
-        "producers; receiver = receipts / (last receipt - first receipt) over all consumers. Both are shown; "
-        "there is no single 'system throughput'. MB/s = msgs/s x size / 10^6.",
+        "exists only at one endpoint: sender = (messages sent - 1) / (last send - first send) over all "
+        "producers; receiver = (receipts - 1) / (last receipt - first receipt) over all consumers (n stamps "
+        "bound n - 1 intervals). Both are shown; there is no single 'system throughput'. "
+        "MB/s = msgs/s x size / 10^6.",
     ),
     (
         "Delivery",
         "expected = messages each consumer should get (pubsub: every subscriber; queue/reqrep: one), "
-        "lost = expected - delivered at least once, duplicated = extra receipts, out of order = first receipts "
-        "below the highest seq already received from the same producer. A brokerless drop at the HWM is loss.",
+        "send failed = sends that raised at the producer (it was told), lost = accepted messages (the send "
+        "returned normally) never delivered: silent loss, duplicated = extra receipts, out of order = first "
+        "receipts below the highest seq already received from the same producer. A brokerless drop at the HWM "
+        "is loss.",
     ),
     (
         "Statistics",
@@ -70,7 +73,10 @@ def _systems_rows(run: RunInfo) -> list[tuple[str, str]]:
     rows = []
     for system, info in run.systems.items():
         versions = run.versions(system)
-        details = ", ".join(f"{k}: {info[k]}" for k in ("backend", "guarantee") if info.get(k))
+        # guarantees are per variant; runs recorded before that have one per system
+        guarantees = [f"{v['variant']} {v['guarantee']}" for v in run.variants.values() if v.get("system") == system]
+        guarantee = ", ".join(guarantees) or str(info.get("guarantee") or "")
+        details = ", ".join(f"{k}: {v}" for k, v in (("backend", info.get("backend")), ("guarantee", guarantee)) if v)
         rows.append((run.label(system), "; ".join(x for x in (versions, details) if x)))
     return rows
 

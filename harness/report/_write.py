@@ -1,4 +1,4 @@
-"""``write_report``: summarize runs, then write figures, ``report.html`` and ``summary.md`` atomically."""
+"""``write_report``: read the runs' summary, then write figures, ``report.html`` and ``summary.md``."""
 
 from __future__ import annotations
 
@@ -7,11 +7,12 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from harness.pipeline import Summary, summarize, write_summary
-from harness.pipeline._files import atomic_write_bytes, atomic_write_text
+from harness.pipeline import Summary, load_summary, write_summary
 from harness.report import evaluation
 from harness.report._page import render_html, render_markdown
 from harness.report.figures import FIGURES, png_bytes, render_figures
+from harness.runfolder import RunFolder
+from harness.runfolder.schema import FEATURE_MATRIX, FIGURES_DIR, REPORT_HTML, REPORT_MD
 
 if TYPE_CHECKING:
     from harness.pipeline._summary import Engine
@@ -27,10 +28,11 @@ def default_out_dir(run_dirs: list[Path]) -> Path:
 
 def write_report_from_summary(summary: Summary, out_dir: Path) -> Path:
     """Write ``figures/*.png``, ``report.html`` and ``summary.md`` for ``summary`` into ``out_dir``."""
+    out = RunFolder.open(out_dir) if out_dir.is_dir() else _new_folder(out_dir)
     figures = render_figures(summary)
     pngs = {name: png_bytes(fig) for name, fig in figures.items()}
     for name, png in pngs.items():
-        atomic_write_bytes(out_dir / "figures" / f"{name}.png", png)
+        out.write_file(f"{FIGURES_DIR}/{name}.png", png)
     captions = {name: (FIGURES[name].__doc__ or name).strip().splitlines()[0] for name in pngs}
     extra_html = extra_md = ""
     extra_pngs: dict[str, bytes] = {}
@@ -40,18 +42,19 @@ def write_report_from_summary(summary: Summary, out_dir: Path) -> Path:
         eval_figures, extra_html, extra_md = section
         for name, fig in eval_figures.items():
             extra_pngs[name] = png_bytes(fig)
-            atomic_write_bytes(out_dir / "figures" / f"{name}.png", extra_pngs[name])
+            out.write_file(f"{FIGURES_DIR}/{name}.png", extra_pngs[name])
             extra_captions[name] = fig.get_suptitle() or name
         matrix = evaluation.load_evaluation(summary).matrix
         if not matrix.empty:
-            atomic_write_text(out_dir / "feature_matrix.csv", matrix.to_csv(index=False))
-    atomic_write_text(
-        out_dir / "summary.md", render_markdown(summary, [*pngs, *extra_pngs], extra=extra_md)
-    )
-    return atomic_write_text(
-        out_dir / "report.html",
-        render_html(summary, pngs, captions, extra=extra_html, extra_pngs=extra_pngs, extra_captions=extra_captions),
-    )
+            out.write_file(FEATURE_MATRIX, matrix.to_csv(index=False).encode())
+    out.write_file(REPORT_MD, render_markdown(summary, [*pngs, *extra_pngs], extra=extra_md).encode())
+    page = render_html(summary, pngs, captions, extra=extra_html, extra_pngs=extra_pngs, extra_captions=extra_captions)
+    return out.write_file(REPORT_HTML, page.encode())
+
+
+def _new_folder(path: Path) -> RunFolder:
+    path.mkdir(parents=True, exist_ok=True)
+    return RunFolder.open(path)
 
 
 def write_report(
@@ -61,16 +64,19 @@ def write_report(
     engine: Engine = "auto",
     spark_master: str | None = None,
 ) -> Path:
-    """Summarize ``run_dirs`` and write the report; return the path of ``report.html``.
+    """Write the report of ``run_dirs`` from their stored summary; return the path of ``report.html``.
 
-    ``out_dir`` defaults to the run folder (one run) or a new ``results/report-<timestamp>/`` (several).
-    Writes there: ``summary``/``aggregate``/``series``/``distribution`` ``.parquet`` + ``.csv``,
-    ``figures/*.png``, ``summary.md`` and ``report.html`` (self-contained: figures embedded as base64 PNG),
-    each to a temporary name first. Raises :class:`harness.pipeline.PipelineError` for a missing run folder,
-    a run without raw data or (Spark engine) missing Java.
+    A run without a summary yet (interrupted, or recorded by an older mqbench) is summarised first with
+    ``engine`` and the summary stored in its folder; a stored summary is never recomputed here.
+    ``out_dir`` defaults to the run folder (one run) or a new ``results/report-<timestamp>/`` (several),
+    which then also gets the joined summary tables. Writes ``figures/*.png``, ``summary.md`` and
+    ``report.html`` (self-contained: figures embedded as base64 PNG), each to a temporary name first.
+    Raises :class:`harness.pipeline.PipelineError` for a missing run folder, a run without raw data or
+    (Spark engine) missing Java.
     """
     paths = [Path(p) for p in run_dirs]
-    summary = summarize(paths, engine=engine, spark_master=spark_master)
+    summary = load_summary(paths, engine=engine, spark_master=spark_master)
     out = Path(out_dir) if out_dir is not None else default_out_dir(paths)
-    write_summary(summary, out)
+    if out.resolve() not in {p.resolve() for p in paths}:
+        write_summary(summary, out)
     return write_report_from_summary(summary, out)

@@ -1,8 +1,8 @@
 """The report's evaluation section: slow consumers, faults, recovery, durability and the feature matrix.
 
-Reads what :mod:`harness.runner.evaluation` wrote into each run folder (``timeseries/*.parquet``,
-``faults.parquet``, ``recovery.parquet``); returns nothing when no run has any of it, so plain benchmark
-reports are unchanged. Figures are pure builders like :mod:`harness.report.figures`.
+Reads the runner's events of each run folder (``timeseries/*.parquet``, ``faults.parquet``) through
+:class:`~harness.runfolder.RunFolder` and the pipeline's recovery table from the summary; returns nothing
+when no run has any of it, so plain benchmark reports are unchanged. Figures are pure builders like :mod:`harness.report.figures`.
 """
 
 from __future__ import annotations
@@ -20,6 +20,8 @@ from harness.report._context import footnote
 from harness.report.figures import _colors
 from harness.report.matrix import feature_matrix, scenario_roles
 from harness.report.tables import to_html, to_markdown
+from harness.runfolder import RunFolder
+from harness.runfolder.schema import FAULTS, RAW_DIR
 
 
 @dataclass
@@ -35,25 +37,17 @@ class Evaluation:
         return self.timeseries.empty and self.faults.empty and self.recovery.empty
 
 
-def _read(paths: list[Path]) -> pd.DataFrame:
-    frames = [pd.read_parquet(p) for p in paths if p.exists()]
-    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
-
-
-def _read_faults(summary: Summary) -> pd.DataFrame:
-    frames = []
-    for run in summary.runs:
-        path = run.path / "faults.parquet"
-        if path.exists():
-            frames.append(pd.read_parquet(path).assign(run_dir=str(run.path)))
+def _concat(frames: list[pd.DataFrame]) -> pd.DataFrame:
+    frames = [f for f in frames if not f.empty]
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
 def load_evaluation(summary: Summary) -> Evaluation:
-    """Gather the evaluation files of every run in ``summary`` and build the feature matrix."""
-    ts = _read([p for run in summary.runs for p in sorted((run.path / "timeseries").glob("*.parquet"))])
-    faults = _read_faults(summary)
-    recovery = _read([run.path / "recovery.parquet" for run in summary.runs])
+    """Gather the evaluation events of every run in ``summary`` and build the feature matrix."""
+    folders = [RunFolder.open(run.path) for run in summary.runs]
+    ts = _concat([run.read_timeseries() for run in folders])
+    faults = _concat([run.read_table(FAULTS).assign(run_dir=str(run.path)) for run in folders])
+    recovery = summary.recovery
     roles: dict[str, str] = {}
     brokerless: dict[str, bool] = {}
     for run in summary.runs:
@@ -127,9 +121,9 @@ def delivery_figure(summary: Summary, ev: Evaluation) -> Figure | None:
     cases = ev.faults.drop_duplicates("case")
     panels: list[tuple[Any, pd.DataFrame]] = []
     for case in cases.itertuples(index=False):
-        path = Path(str(case.run_dir)) / "raw" / f"{case.case}.parquet"
-        if path.exists():
-            panels.append((case, pd.read_parquet(path, columns=["t_send", "t_recv"])))
+        folder = RunFolder.open(Path(str(case.run_dir)))
+        if (folder.path / RAW_DIR / f"{case.case}.parquet").exists():
+            panels.append((case, folder.read_raw(str(case.case), ["t_send", "t_recv"])))
     if not panels:
         return None
     cols = min(3, len(panels))

@@ -71,7 +71,8 @@ def results_table(summary: Summary) -> pd.DataFrame:
 
 
 def delivery_table(summary: Summary) -> pd.DataFrame:
-    """Delivery accounting per case and repetition (expected, received, lost, duplicated, out of order)."""
+    """Delivery accounting per case and repetition (expected, received, lost, send failed, duplicated, out of
+    order)."""
     per = summary.per_repetition
     out = pd.DataFrame(
         {
@@ -85,6 +86,7 @@ def delivery_table(summary: Summary) -> pd.DataFrame:
             "expected": per["expected"],
             "received": per["received"],
             "lost": per["lost"],
+            "send failed": per["send_failed"],
             "duplicated": per["duplicated"],
             "out of order": per["out_of_order"],
         }

@@ -134,7 +134,7 @@ def calibrate(size: int, messages: int, repetitions: int, out: Path | None, cons
     if out is None:
         with tempfile.TemporaryDirectory(prefix="mqbench-calibrate-") as tmp:
             return calibrate(size, messages, repetitions, Path(tmp), console)
-    from harness.runner.compare import compare
+    from harness.compare import compare
 
     scenario = parse_scenario(
         {

@@ -15,7 +15,7 @@ import pandas as pd
 from rich.console import Console
 
 from harness.brokers._process import live_pids
-from harness.runner.compare import compare
+from harness.compare import compare
 from harness.scenario import parse_scenario
 from tests.brokers.conformance import require_backend
 
@@ -75,6 +75,15 @@ def test_redis_killed_and_restarted_mid_run(tmp_path: Path) -> None:
     assert recovery.loc["transient", "lost"] > 0  # the stream was in memory only, with a backlog in it
     assert recovery["recovery_s"].notna().all()  # both deliver again after the restart
     assert (recovery["window_messages"] > 0).all()
+    # one accounting: the summary, the recovery table and the labels agree per variant (one fault per case,
+    # so the fault's window is the whole case)
+    summary = out.summary.set_index("variant")
+    for variant in ("transient", "aof"):
+        assert summary.loc[variant, "lost"] == recovery.loc[variant, "lost"]
+        assert summary.loc[variant, "send_failed"] == recovery.loc[variant, "refused"]
+        assert summary.loc[variant, "expected"] - summary.loc[variant, "send_failed"] == recovery.loc[variant, "accepted"]
+        assert summary.loc[variant, "guarantee"] == recovery.loc[variant, "guarantee"]
+        assert summary.loc[variant, "guarantee"] == manifest["variants"][f"redis/{variant}"]["guarantee"]
 
     assert len(list((out.run_dir / "timeseries").glob("*.parquet"))) == 2
     html = (out.run_dir / "report.html").read_text()

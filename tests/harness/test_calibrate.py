@@ -72,8 +72,8 @@ def test_an_incomplete_harness_run_stops_calibration_with_its_reason(tmp_path: P
     import pandas as pd
     from rich.console import Console
 
+    import harness.compare as cmp
     import harness.runner.calibrate as cal
-    import harness.runner.compare as cmp
 
     monkeypatch.setattr(cal, "bare_receiver_throughput", lambda n, size: 1000.0)
     monkeypatch.setattr(cmp, "compare", lambda *a, **k: cmp.CompareOutcome(

@@ -207,7 +207,7 @@ def test_without_the_jar_jeromq_says_what_to_do(monkeypatch: pytest.MonkeyPatch,
     import harness.drivers.java as java
 
     monkeypatch.setattr(java, "JAR", tmp_path / "missing.jar")
-    from harness.runner.compare import system_status
+    from harness.compare import system_status
 
     status = system_status("jeromq")
     assert not status.ready and "make jvm" in status.reason

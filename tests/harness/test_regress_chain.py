@@ -21,8 +21,8 @@ import pytest
 from rich.console import Console
 
 from harness.cli import main
+from harness.compare import compare
 from harness.drivers import SYSTEMS, register
-from harness.runner.compare import compare
 from harness.scenario import parse_scenario
 
 pytestmark = pytest.mark.slow

@@ -17,10 +17,12 @@ import pyarrow.parquet as pq
 import pytest
 from rich.console import Console
 
+from harness.compare import compare
 from harness.drivers import SYSTEMS, register
-from harness.metrics.records import RAW_SCHEMA, SUMMARY_COLUMNS
+from harness.pipeline import PER_REPETITION_COLUMNS
+from harness.report import write_report
+from harness.runfolder.schema import RAW_SCHEMA
 from harness.runner import worker
-from harness.runner.compare import compare
 from harness.scenario import load_scenarios, parse_scenario
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -57,13 +59,21 @@ def test_queue_run_writes_complete_results(tmp_path: Path) -> None:
         assert (df["t_recv"] >= df["t_send"]).all()
         assert df["warmup"].sum() == 200
     summary = pd.read_csv(out.run_dir / "summary.csv")
-    assert list(summary.columns) == list(SUMMARY_COLUMNS)
+    assert list(summary.columns) == list(PER_REPETITION_COLUMNS)  # the pipeline's one summary
     assert len(summary) == 4
     assert (summary["sent"] == 3000).all() and (summary["received"] == 3000).all()
     assert (summary["lost"] == 0).all() and (summary["duplicated"] == 0).all()
     assert (summary["receiver_msgs_per_s"] > 0).all() and (summary["sender_msgs_per_s"] > 0).all()
     assert (summary["lat_p50_us"] <= summary["lat_p99_us"]).all()
     assert not list(out.run_dir.glob("**/*.tmp*"))
+    assert manifest["variants"]["zmq/default"]["guarantee"] == summary["guarantee"].iloc[0]
+    assert summary["complete"].all()
+    assert (summary["backend"] == "embedded").all() and (summary["client"] == "pyzmq").all()
+    # the report reads the stored summary: the summary is the same with or without --no-report
+    before = (out.run_dir / "summary.parquet").read_bytes()
+    write_report([out.run_dir])
+    assert (out.run_dir / "summary.parquet").read_bytes() == before
+    assert (out.run_dir / "report.html").is_file()
 
 
 def test_pubsub_fixed_rate_and_reqrep(tmp_path: Path) -> None:
@@ -103,6 +113,7 @@ def test_stalled_run_ends_with_clear_message_and_keeps_data(tmp_path: Path) -> N
     got = raw[raw["t_recv"].notna()]
     assert len(got) == 300  # what was measured before the stall is kept, with its send stamps
     assert got["t_send"].notna().all()
+    assert list(out.summary["complete"]) == [False]  # the stalled case, from the manifest's case entry
 
 
 def _late_subscription(tmp_path: Path, late_ms: int, **fields: Any) -> Any:
@@ -213,7 +224,7 @@ def test_cli_errors_are_one_line(argv: list[str], tmp_path: Path) -> None:
 
 
 def test_unavailable_systems_are_skipped_unless_asked_for(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import harness.runner.compare as compare_module
+    import harness.compare as compare_module
 
     real = compare_module.system_status
 

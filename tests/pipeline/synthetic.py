@@ -8,8 +8,10 @@
 
 Every case has ``WARMUP`` warmup messages per producer. Latencies and send gaps are bounded so that no
 stream reorders by itself; the faults are injected in ``FAULT_CASE`` only (queue, mqcore, size 64, rep 0):
-one lost message (seq 20 of producer 0), one duplicate delivery (seq 30 of producer 1) and one
-out-of-order delivery (seq 50 of producer 0 arrives after seq 51) — plus, in pubsub (zmq, rate 1000,
+one lost message (seq 20 of producer 0), one duplicate delivery (seq 30 of producer 1), one
+out-of-order delivery (seq 50 of producer 0 arrives after seq 51), one send the producer was told failed
+and that never arrived (seq 60 of producer 1) and one that failed at the producer but arrived (seq 70 of
+producer 0) — plus, in pubsub (zmq, rate 1000,
 rep 1), seq 40 lost at consumer 1 only.
 """
 
@@ -24,7 +26,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from harness.metrics.records import RAW_SCHEMA
+from harness.runfolder.schema import RAW_SCHEMA
 
 WARMUP = 10
 MESSAGES = 120  # measured messages per producer
@@ -150,6 +152,7 @@ def _case_rows(
                         "t_send": int(t_send[seq]),
                         "t_ack": None,
                         "t_recv": int(t_send[seq] + int(latency[seq, c])),
+                        "send_failed": False,
                     }
                 )
     return rows
@@ -164,6 +167,8 @@ def _inject(rows: list[dict[str, Any]], case: dict[str, Any]) -> None:
         lost.update(consumer=-1, t_recv=None)
         rows.append({**find(1, 30), "t_recv": find(1, 30)["t_recv"] + 700_000})
         find(0, 50)["t_recv"] = find(0, 51)["t_recv"] + 1_000
+        find(1, 60).update(consumer=-1, t_recv=None, send_failed=True)
+        find(0, 70)["send_failed"] = True
     if all(case.get(k) == v for k, v in PUBSUB_FAULT.items()):
         find(0, 40, consumer=1)["t_recv"] = None
 
@@ -246,6 +251,7 @@ def build_bulk_run(
                         "t_send": pa.array(t_send),
                         "t_ack": pa.nulls(n, pa.int64()),
                         "t_recv": pa.array(t_send + latency),
+                        "send_failed": pa.array(np.zeros(n, bool)),
                     },
                     schema=RAW_SCHEMA,
                 )

@@ -6,10 +6,11 @@ import math
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 
-from harness.metrics.records import SUMMARY_COLUMNS
-from harness.pipeline import PER_REPETITION_COLUMNS, Summary, summarize
+from harness.pipeline import PER_REPETITION_COLUMNS, Summary, load_summary, summarize
+from harness.runfolder.schema import SUMMARY_COLUMNS
 from tests.pipeline.reference import expected_summary, raw_rows, summary_by_case
 
 FAULT = ("queue-2to1", "mqcore", 64, "max", 0)
@@ -26,13 +27,14 @@ def test_columns_extend_the_summary_schema(pandas_summary: Summary) -> None:
 def test_injected_faults_are_counted(pandas_summary: Summary) -> None:
     rows = summary_by_case(pandas_summary.per_repetition)
     fault = rows[FAULT]
-    # one lost and one delivered twice: 239 distinct messages received, plus one duplicate arrival
-    assert (fault["sent"], fault["expected"], fault["received"]) == (240, 240, 239)
-    assert (fault["lost"], fault["duplicated"], fault["out_of_order"]) == (1, 1, 1)
+    # one lost, one refused at the producer and never delivered, one refused but delivered, one delivered
+    # twice: 238 distinct messages received, plus one duplicate arrival; the refused one is not "lost"
+    assert (fault["sent"], fault["expected"], fault["received"]) == (240, 240, 238)
+    assert (fault["lost"], fault["send_failed"], fault["duplicated"], fault["out_of_order"]) == (1, 2, 1, 1)
     pubsub = rows[PUBSUB_FAULT]
     assert (pubsub["sent"], pubsub["expected"], pubsub["received"], pubsub["lost"]) == (120, 240, 239, 1)
     clean = [r for key, r in rows.items() if key not in (FAULT, PUBSUB_FAULT)]
-    assert all(r["lost"] == r["duplicated"] == r["out_of_order"] == 0 for r in clean)
+    assert all(r["lost"] == r["send_failed"] == r["duplicated"] == r["out_of_order"] == 0 for r in clean)
 
 
 def test_warmup_rows_are_excluded(pandas_summary: Summary) -> None:
@@ -63,6 +65,7 @@ def test_warmup_rows_are_excluded(pandas_summary: Summary) -> None:
         "expected",
         "received",
         "lost",
+        "send_failed",
         "duplicated",
         "out_of_order",
         "latency_kind",
@@ -129,3 +132,17 @@ def test_many_runs_are_summarized_together(tmp_path: Path) -> None:
     summary = summarize([a, b], engine="pandas")
     assert set(summary.per_repetition["run_id"]) == {"run-a", "run-b"}
     assert "kafka (tansu)" in set(summary.aggregate["label"])
+
+
+def test_load_summary_reads_the_stored_summary_and_renews_an_old_one(tmp_path: Path) -> None:
+    from tests.pipeline.synthetic import build_run
+
+    run = build_run(tmp_path, scenarios=("reqrep",))
+    first = load_summary([run])  # none stored yet: computed and stored
+    stored = (run / "summary.parquet").read_bytes()
+    again = load_summary([run])
+    assert (run / "summary.parquet").read_bytes() == stored  # read, not recomputed
+    pd.testing.assert_frame_equal(first.per_repetition, again.per_repetition)
+    # a summary written by an older mqbench, without today's columns, is computed again
+    first.per_repetition.drop(columns=["send_failed"]).to_parquet(run / "summary.parquet")
+    assert "send_failed" in load_summary([run]).per_repetition

@@ -11,8 +11,9 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
-from harness.metrics.records import PERCENTILES, percentile_column
+from harness.metrics.compute import PERCENTILES
 from harness.pipeline import Summary, summarize
+from harness.runfolder.schema import percentile_column
 from tests.pipeline.reference import expected_summary, raw_rows, summary_by_case
 from tests.pipeline.synthetic import build_bulk_run
 
@@ -34,6 +35,7 @@ def test_exact_path_equals_numpy(synthetic_run: Path, spark_summary: Summary) ->
             "expected",
             "received",
             "lost",
+            "send_failed",
             "duplicated",
             "out_of_order",
             "sender_msgs_per_s",

@@ -1,0 +1,196 @@
+"""`mqbench compare`: the stages of a run in order — provision, run, summarise, report.
+
+This module sits above the stages and calls each in turn; no stage imports another one above it:
+``harness.brokers`` provisions, ``harness.runner`` runs the cases and writes raw records and the manifest,
+``harness.pipeline`` computes the one summary (pandas engine) into the run folder, ``harness.report``
+renders it. Brokers are provisioned once per run and always torn down, also on Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+from rich.console import Console
+
+from harness.brokers import choose_backend, provision
+from harness.drivers import BROKERLESS, SYSTEMS, driver_class
+from harness.drivers.base import DriverError
+from harness.pipeline import PipelineError, summarise_run
+from harness.report import write_report_from_summary
+from harness.runfolder import RunFolder
+from harness.runner.run import System, cases, run_cases, supports
+from harness.runner.worker import HOT_LOOPS
+from harness.scenario import Scenario
+
+
+class CompareError(Exception):
+    """The run cannot start (unknown or unavailable system, no broker); one sentence."""
+
+
+@dataclass(frozen=True)
+class SystemStatus:
+    system: str
+    ready: bool
+    backend: str  # "embedded" for brokerless systems, else the broker backend
+    reason: str
+
+
+def system_status(system: str, brokers: Mapping[str, str] | None = None, backend: str = "auto") -> SystemStatus:
+    """Whether ``system`` can run here, through which backend, or exactly why not."""
+    try:
+        cls = driver_class(system)
+    except DriverError as exc:
+        return SystemStatus(system, False, "", str(exc))
+    reason = cls.unavailable_reason()
+    if reason:
+        return SystemStatus(system, False, "", reason)
+    if not cls.needs_broker:
+        return SystemStatus(system, True, "embedded", cls.ready_detail())
+    choice = choose_backend(system, backend=backend, url=(brokers or {}).get(system))
+    if choice.backend is None:
+        return SystemStatus(system, False, "", choice.reason)
+    return SystemStatus(system, True, choice.backend, choice.reason)
+
+
+@dataclass
+class CompareOutcome:
+    run_dir: Path
+    complete: bool
+    summary: pd.DataFrame  # the pipeline's per-repetition summary (``summary.parquet``)
+    problems: list[str] = field(default_factory=list)
+
+
+def resolve_systems(
+    scenarios: Sequence[Scenario], requested: Sequence[str] | None, brokers: Mapping[str, str], backend: str
+) -> dict[str, SystemStatus]:
+    """Every system in play with its status. Systems the user asked for with ``--systems`` must be ready;
+    systems a scenario lists, or all systems by default, are skipped (with their reason) when not ready, so
+    the same scenario file runs on a machine with brokers and on one without."""
+    wanted: list[str] = []
+    explicit = requested is not None
+    if requested is not None:
+        wanted = list(requested)
+    else:
+        for sc in scenarios:
+            for s in sc.systems or SYSTEMS:
+                if s not in wanted:
+                    wanted.append(s)
+    for s in wanted:
+        if s not in SYSTEMS:
+            raise CompareError(f"unknown system {s!r}; known systems: {', '.join(SYSTEMS)}")
+    statuses = {s: system_status(s, brokers, backend) for s in wanted}
+    if explicit:
+        missing = [st for st in statuses.values() if not st.ready]
+        if missing:
+            st = missing[0]
+            raise CompareError(f"system {st.system} cannot run here: {st.reason}")
+    if not any(st.ready for st in statuses.values()):
+        raise CompareError("no system can run here; `mqbench systems` says why for each")
+    return statuses
+
+
+def compare(
+    scenarios: Sequence[Scenario],
+    *,
+    systems: Sequence[str] | None = None,
+    out_root: Path = Path("results"),
+    brokers: Mapping[str, str] | None = None,
+    backend: str = "auto",
+    console: Console | None = None,
+    label: str | None = None,
+    write_report: bool = True,
+) -> CompareOutcome:
+    """Run every case, summarise the run and (unless ``write_report`` is False) write its report.
+
+    The summary is the same with or without the report. KeyboardInterrupt leaves the folder marked
+    incomplete (``mqbench report`` summarises what was recorded)."""
+    console = console or Console()
+    brokers = dict(brokers or {})
+    statuses = resolve_systems(scenarios, systems, brokers, backend)
+    ready = {s: st for s, st in statuses.items() if st.ready}
+    unready = [st for st in statuses.values() if not st.ready]
+    order = [s for s in SYSTEMS if s in ready]
+    for sc in scenarios:
+        listed = [s for s in order if sc.systems is None or s in sc.systems]
+        if sc.systems is not None or systems is not None:
+            unsupported = [s for s in listed if not supports(s, sc)]
+            if unsupported and len(unsupported) == len(listed):
+                raise CompareError(f"scenario {sc.name}: no chosen system supports the {sc.pattern.value} pattern")
+    specs = list(cases(scenarios, order))
+    skipped = sorted({f"{s} ({sc.pattern.value})" for sc in scenarios for s in order
+                      if (sc.systems is None or s in sc.systems) and not supports(s, sc)})
+    if not specs:
+        raise CompareError("the scenarios and systems chosen leave nothing to run")
+    run = RunFolder.create(out_root, label or "-".join(sc.name for sc in scenarios[:2]), {"hot_loops": HOT_LOOPS})
+    run.manifest["scenarios"] = [sc.as_dict() for sc in scenarios]
+    console.print(f"[bold]mqbench compare[/] → {run.path}  ({len(specs)} cases; systems: {', '.join(order)})")
+    if skipped:
+        console.print(f"not run, the driver lacks the pattern: {', '.join(skipped)}")
+        run.manifest["not_supported"] = skipped
+    if unready:
+        for st in unready:
+            console.print(f"not run, cannot run here: {st.system}: {st.reason}", highlight=False)
+        run.manifest["not_available"] = {st.system: st.reason for st in unready}
+    problems: list[str] = []
+    complete = True
+    try:
+        with contextlib.ExitStack() as stack:
+            provisioned = _provision(stack, order, ready, brokers, backend, run, console)
+            complete = run_cases(specs, provisioned, run, console, problems) and complete
+    except KeyboardInterrupt:
+        problems.append("interrupted by the user (Ctrl-C / SIGTERM)")
+        run.finish(False, problems)
+        raise
+    finally:
+        shutil.rmtree(run.work_dir, ignore_errors=True)
+    run.finish(complete and not problems, problems)
+    return CompareOutcome(run.path, complete and not problems, _summarise(run, console, write_report), problems)
+
+
+def _summarise(run: RunFolder, console: Console, write_report: bool) -> pd.DataFrame:
+    """The pipeline's summary of the run (stored in it), then the report; an empty frame if nothing was
+    recorded."""
+    try:
+        summary = summarise_run(run.path, engine="pandas")
+    except PipelineError as exc:
+        console.print(f"[yellow]no summary: {exc}[/]")
+        return pd.DataFrame()
+    if write_report:
+        try:
+            console.print(f"report: {write_report_from_summary(summary, run.path)}")
+        except Exception as exc:  # noqa: BLE001 - the measurements and summary are safe on disk; say what failed
+            console.print(f"[yellow]the report could not be written: {exc}[/]")
+    return summary.per_repetition
+
+
+def _provision(
+    stack: contextlib.ExitStack,
+    order: Sequence[str],
+    ready: Mapping[str, SystemStatus],
+    brokers: Mapping[str, str],
+    backend: str,
+    run: RunFolder,
+    console: Console,
+) -> dict[str, System]:
+    out: dict[str, System] = {}
+    for system in order:
+        if ready[system].backend == "embedded":
+            out[system] = System(None, "embedded")
+            continue
+        with console.status(f"starting {system} ({ready[system].backend})…"):
+            try:
+                endpoint = stack.enter_context(
+                    provision(system, backend=backend, url=brokers.get(system), logs_dir=run.logs_dir)
+                )
+            except DriverError as exc:
+                raise CompareError(f"{system}: {exc}") from None
+        out[system] = System(endpoint, ready[system].backend)
+    return out
+
+
+__all__ = ["BROKERLESS", "CompareError", "CompareOutcome", "compare", "resolve_systems", "system_status"]

@@ -1,0 +1,31 @@
+"""The run folder ``results/<run-id>/``: its layout and schemas, atomic writes, redaction, and ``RunFolder``,
+the one type that writes and reads it. Every other package goes through here; this package imports only
+:mod:`harness.metrics` (pure functions), never the runner, the pipeline or the report."""
+
+from harness.runfolder._folder import (
+    RunFolder,
+    RunFolderError,
+    RunInfo,
+    count_raw_rows,
+    newest_run,
+    read_json,
+    read_raw_table,
+)
+from harness.runfolder._host import git_revision, host_info, new_run_id
+from harness.runfolder._io import atomic_write, redact, write_frame
+
+__all__ = [
+    "RunFolder",
+    "RunFolderError",
+    "RunInfo",
+    "atomic_write",
+    "count_raw_rows",
+    "git_revision",
+    "host_info",
+    "new_run_id",
+    "newest_run",
+    "read_json",
+    "read_raw_table",
+    "redact",
+    "write_frame",
+]

@@ -1,0 +1,111 @@
+"""The schemas of ``results/<run-id>/``: raw records, summary columns, evaluation tables, file names.
+
+Raw records (``raw/*.parquet``): one row per (message, receiving consumer). A message nobody received has
+one row with ``consumer = -1`` and a null ``t_recv`` (queue pattern) or one row per consumer that should have
+had it (pubsub). A duplicate delivery is a second row with the same (producer, seq, consumer). For reqrep,
+``t_recv`` is when the reply reached the requester, so ``t_recv - t_send`` is a round trip, and ``consumer``
+is the requester's index. All stamps are ``time.monotonic_ns()`` (CLOCK_MONOTONIC, shared by the processes
+of one host), in ns. ``t_intended`` is the open-loop schedule's send time (null at rate ``max``); ``t_ack``
+is when a synchronously acknowledging producer's send returned (null otherwise); ``send_failed`` is true
+when the producer's send of that message raised (the producer was told; null in runs before it existed).
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+from harness.metrics.compute import PERCENTILES
+from harness.metrics.recovery import RECOVERY_COLUMNS
+
+RAW_SCHEMA = pa.schema(
+    [
+        ("run_id", pa.string()),
+        ("scenario", pa.string()),
+        ("pattern", pa.string()),
+        ("system", pa.string()),
+        ("variant", pa.string()),
+        ("repetition", pa.int32()),
+        ("size", pa.int32()),
+        ("rate", pa.float64()),  # offered rate in msgs/s over all producers; NaN for "max"
+        ("producer", pa.int32()),
+        ("consumer", pa.int32()),
+        ("seq", pa.int64()),
+        ("warmup", pa.bool_()),
+        ("t_intended", pa.int64()),
+        ("t_send", pa.int64()),
+        ("t_ack", pa.int64()),
+        ("t_recv", pa.int64()),
+        ("send_failed", pa.bool_()),
+    ]
+)
+
+#: Columns that identify one measured case; the summary has one row per case and repetition.
+CASE_KEYS = ("run_id", "scenario", "pattern", "system", "variant", "size", "rate")
+
+#: What each case is, per variant (from the manifest's ``variants``): display name, guarantee, client, backend.
+VARIANT_LABELS = ("label", "guarantee", "client", "backend")
+
+#: The columns that name a case in the evaluation tables (faults, time series, send errors, recovery).
+CASE_COLUMNS = ("scenario", "pattern", "system", "variant", "label", "guarantee", "size", "rate", "repetition")
+
+
+def percentile_column(p: float, prefix: str = "lat") -> str:
+    """``lat_p50_us``, ``lat_p99_9_us``, ``lat_p99_99_us``..."""
+    text = f"{p:g}".replace(".", "_")
+    return f"{prefix}_p{text}_us"
+
+
+#: Summary columns (``summary.parquet`` / ``summary.csv``), one row per case and repetition.
+SUMMARY_COLUMNS = (
+    *CASE_KEYS,
+    *VARIANT_LABELS,  # label: display name, e.g. "kafka (tansu)"
+    "repetition",
+    "producers",
+    "consumers",
+    "sent",
+    "expected",  # delivery units: messages (queue, reqrep) or messages x subscribers (pubsub)
+    "received",  # units that arrived at least once
+    "lost",  # accepted units (send returned normally) that never arrived: silent loss
+    "send_failed",  # units whose send raised at the producer (it was told); not counted as lost
+    "duplicated",
+    "out_of_order",
+    "sender_msgs_per_s",
+    "sender_mb_per_s",
+    "receiver_msgs_per_s",
+    "receiver_mb_per_s",
+    "latency_kind",  # "one-way" or "round-trip"
+    "latency_from",  # "actual send" ; intended-time latency is in the lat_intended_* columns
+    *(percentile_column(p) for p in PERCENTILES),
+    "lat_max_us",
+    "lat_mean_us",
+    *(percentile_column(p, "lat_intended") for p in PERCENTILES),
+    "lat_intended_max_us",
+    "send_delay_p50_us",
+    "send_delay_p99_us",
+    "send_delay_max_us",
+    "complete",
+)
+
+#: ``recovery.parquet`` / ``.csv``: one row per fault of a case (``harness.metrics.recovery``).
+RECOVERY_TABLE_COLUMNS = (*CASE_COLUMNS, "case", *RECOVERY_COLUMNS)
+#: ``faults.parquet``: the runner's fault events: case columns, ``case``, what the injector reported
+#: (``fault action carried_out_as at_s target t_fault_ns t_back_ns ok detail``) and ``t_start_ns``.
+#: ``send_errors.parquet``: case columns, ``case``, ``producer seq t_ns`` of every send that raised.
+#: ``timeseries/<case>.parquet``: the sampler's rows (``seconds backlog queue_depth broker_rss_bytes ...``),
+#: case columns, ``case`` and ``depth_note`` (why queue depth was not sampled, when it was not).
+
+# The files of a run folder.
+MANIFEST = "manifest.json"
+RAW_DIR = "raw"
+LOGS_DIR = "logs"
+WORK_DIR = ".work"
+FIGURES_DIR = "figures"
+TIMESERIES_DIR = "timeseries"
+FAULTS = "faults"
+SEND_ERRORS = "send_errors"
+RECOVERY = "recovery"
+#: The pipeline's tables, each as ``<name>.parquet`` + ``<name>.csv``; ``summary`` is the one summary.
+SUMMARY_TABLES = ("summary", "aggregate", "series", "distribution")
+REPORT_HTML = "report.html"
+REPORT_MD = "summary.md"
+FEATURE_MATRIX = "feature_matrix.csv"
