@@ -117,7 +117,7 @@ def summarize(
         if engine == "auto":
             engine = "pandas" if count_raw_rows(files) <= PANDAS_MAX_ROWS else "spark"
         if engine == "pandas":
-            cases, series, distribution = _pandas.compute(_pandas.load_raw(files))
+            cases, series, distribution = _pandas.compute_files(files)
         elif engine == "spark":
             session = spark or _spark.spark_session(spark_master)
             cases, series, distribution = _spark.compute(session, files, exact_limit, approx_accuracy)

@@ -1,4 +1,4 @@
-"""Raw rows of one case: producer and consumer records joined per message (see harness.metrics.records).
+"""Raw rows of one case: producer and consumer records joined per message (see harness.runfolder.schema).
 
 Every message a producer recorded gets one row per consumer that should have had it (pub/sub: every
 consumer of its topic; queue: the one that got it, or one row with consumer -1 when none did); stamps a
@@ -33,7 +33,7 @@ def _load(path: str) -> dict[str, np.ndarray] | None:
 def assemble_rows(
     case: Case, producers: list[WorkerSpec], consumers: list[WorkerSpec], work_dir: Path
 ) -> pd.DataFrame:
-    """Join producer and consumer records into raw rows (see harness.metrics.records)."""
+    """Join producer and consumer records into raw rows (see harness.runfolder.schema)."""
     sc = case.scenario
     sent: dict[int, dict[str, np.ndarray]] = {}
     for spec in producers:

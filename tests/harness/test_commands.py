@@ -16,7 +16,7 @@ from harness.cli import build_parser
 from harness.commands import COMMANDS
 from harness.commands._terminal import Column, fail, table
 from harness.commands.compare import TABLE_WIDTH, end_of_run_tables
-from harness.metrics.records import SUMMARY_COLUMNS
+from harness.runfolder.schema import SUMMARY_COLUMNS
 
 
 @pytest.mark.parametrize(

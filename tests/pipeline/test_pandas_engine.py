@@ -146,3 +146,21 @@ def test_load_summary_reads_the_stored_summary_and_renews_an_old_one(tmp_path: P
     # a summary written by an older mqbench, without today's columns, is computed again
     first.per_repetition.drop(columns=["send_failed"]).to_parquet(run / "summary.parquet")
     assert "send_failed" in load_summary([run]).per_repetition
+
+
+def test_case_by_case_equals_everything_at_once(synthetic_run: Path) -> None:
+    """The engine summarises one case at a time to bound memory; the tables are those of one pass."""
+    from harness.pipeline import _pandas
+    from harness.pipeline._finish import finish_distribution, finish_per_repetition, finish_series
+    from harness.runfolder import RunFolder
+
+    run = RunFolder.open(synthetic_run)
+    files = run.raw_files()
+    assert len(files) > 2
+    (cases, series, dist), (cases_1, series_1, dist_1) = (
+        _pandas.compute_files(files), _pandas.compute(_pandas.load_raw(files))
+    )
+    info = [run.info()]
+    pd.testing.assert_frame_equal(finish_per_repetition(cases, info), finish_per_repetition(cases_1, info))
+    pd.testing.assert_frame_equal(finish_series(series), finish_series(series_1))
+    pd.testing.assert_frame_equal(finish_distribution(dist), finish_distribution(dist_1))
