@@ -16,6 +16,7 @@ from harness.drivers.zmq_driver import ZmqDriver
 class MqcoreDriver(ZmqDriver):
     name: ClassVar[str] = "mqcore"
     client_packages: ClassVar[tuple[str, ...]] = ("mqbench",)
+    client: ClassVar[str] = ""  # measured through its own API
 
     @classmethod
     def module(cls) -> ModuleType:

@@ -74,8 +74,20 @@ def test_guarantee_follows_the_variant(
 
 
 def test_tansu_is_its_own_system_never_labelled_kafka() -> None:
-    assert _driver("tansu").label() == "tansu"
-    assert _driver("kafka").label() == "kafka"
+    assert _driver("tansu").label() == "tansu (kafka-python)"
+    assert _driver("kafka").label() == "kafka (kafka-python)"
+
+
+def test_every_row_names_its_client() -> None:
+    """A row is a system driven by a client: the label names both (mqcore is measured through itself)."""
+    from harness.drivers import SYSTEMS, driver_class
+
+    for system in SYSTEMS:
+        cls = driver_class(system)
+        if system in ("mqcore", "jeromq"):
+            assert cls.client == ""
+        else:
+            assert cls.client, system
 
 
 def test_acks_0_is_refused_on_tansu() -> None:

@@ -46,7 +46,7 @@ def test_slow_consumer_pubsub_drops_and_push_pull_does_not(tmp_path: Path) -> No
     assert ts["sent"].is_monotonic_increasing and ts["workers_rss_bytes"].gt(0).all()
     assert not (out.run_dir / "faults.parquet").exists()
     matrix = pd.read_csv(out.run_dir / "feature_matrix.csv").set_index("system")
-    assert matrix.loc["zmq", "loss under slow consumer"].startswith("drops")
+    assert matrix.loc["zmq (pyzmq)", "loss under slow consumer"].startswith("drops")
     assert (out.run_dir / "figures" / "evaluation_backlog.png").exists()
 
 

@@ -189,7 +189,7 @@ def test_a_variant_chooses_its_client_and_the_label_names_it() -> None:
                          "variants": {"rabbitmq": [{"name": "pika"}, {"name": "java", "client": "java"}]}}, "t.yaml")
     pika, java = sc.variants_for("rabbitmq")
     broker = BrokerEndpoint("rabbitmq", "amqp://guest:guest@127.0.0.1:5672/", "process")
-    assert driver_class("rabbitmq", pika.options.get("client"))(pika.options, broker).label() == "rabbitmq"
+    assert driver_class("rabbitmq", pika.options.get("client"))(pika.options, broker).label() == "rabbitmq (pika)"
     if unavailable_reason() is None:
         driver = driver_class("rabbitmq", java.options.get("client"))(java.options, broker)
         assert driver.label() == "rabbitmq (java)"
