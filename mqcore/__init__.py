@@ -32,6 +32,8 @@ from mqcore.poller import Poller
 from mqcore.poller import select_sockets as select
 from mqcore.proxy import proxy, proxy_steerable
 from mqcore.socket import Socket
+from mqcore import devices
+from mqcore.devices import FORWARDER, QUEUE, STREAMER, device
 from mqcore.zmtp import curve_keypair, curve_public
 
 __version__ = "0.1.0"
@@ -114,7 +116,7 @@ __all__ = [
     "Context", "Socket", "Poller", "Frame", "Message", "MessageTracker", "select",
     "ZMQBaseError", "ZMQError", "ZMQBindError", "Again", "ContextTerminated", "NotDone", "strerror",
     "SocketType", "SocketOption", "Flag", "PollEvent", "ContextOption", "Errno", "Event",
-    "proxy", "proxy_steerable",
+    "proxy", "proxy_steerable", "devices", "device", "QUEUE", "FORWARDER", "STREAMER",
     "zmq_version", "zmq_version_info", "pyzmq_version", "has",
     "SecurityMechanism", "curve_keypair", "curve_public",
 ]
