@@ -27,6 +27,7 @@ from mqcore.error import (
     ZMQError,
     strerror,
 )
+from mqcore.frame import FINISHED_TRACKER as _FINISHED_TRACKER
 from mqcore.frame import Frame, Message, MessageTracker
 from mqcore.poller import Poller
 from mqcore.poller import select_sockets as select

@@ -208,14 +208,10 @@ class Context(mqcore.Context):
     """An mqcore context whose sockets are ``mqcore.asyncio.Socket``."""
 
     _instance: Context | None = None  # type: ignore[assignment]
+    _socket_class = Socket
 
-    def socket(self, socket_type: int, **kwargs: Any) -> Socket:  # type: ignore[override]
-        if self._terminating or self.closed:
-            raise ZMQError(Errno.ETERM)
-        sock = Socket(self, socket_type)
-        for name, value in kwargs.items():
-            setattr(sock, name, value)
-        return sock
+    def socket(self, socket_type: int, socket_class: Any = None, **kwargs: Any) -> Socket:  # type: ignore[override]
+        return super().socket(socket_type, socket_class, **kwargs)  # type: ignore[return-value]
 
 
 class Poller(mqcore.Poller):
