@@ -11,6 +11,7 @@ waits until all sockets are closed and every lingering session has finished, the
 
 from __future__ import annotations
 
+import os
 import threading
 import warnings
 from typing import TYPE_CHECKING, Any
@@ -56,6 +57,7 @@ class Context:
         self._inproc_pending: dict[str, list[tuple[SocketBase, Pipe]]] = {}
         self._sockopts: dict[int, Any] = {}
         self._max_sockets = 1023
+        self._pid = os.getpid()
         self._terminating = False
         self.closed = False
         register(self)
@@ -89,7 +91,8 @@ class Context:
     def instance(cls, io_threads: int = 1) -> Context:
         """The process-wide shared context (re-created if it was terminated)."""
         with cls._instance_lock:
-            if cls._instance is None or cls._instance.closed:
+            # a forked child gets a context of its own: the parent's IO threads did not fork
+            if cls._instance is None or cls._instance.closed or cls._instance._pid != os.getpid():
                 cls._instance = cls(io_threads)
             return cls._instance
 
@@ -174,7 +177,10 @@ class Context:
 
     def __getattr__(self, name: str) -> Any:
         if name.upper() in ContextOption.__members__ and not name.startswith("_"):
-            return self.get(ContextOption[name.upper()])
+            try:
+                return self.get(ContextOption[name.upper()])
+            except ZMQError:
+                raise AttributeError(f"context option {name} cannot be read") from None
         option = getattr(SocketOption, name.upper(), None)
         if option is not None and option in self.__dict__.get("_sockopts", {}):
             return self._sockopts[option]

@@ -26,7 +26,7 @@ def register(obj: object) -> None:
 def resolve(address: Any, kind: type[T]) -> T:
     """The live ``kind`` object that ``address`` (an object or its ``underlying`` int) names."""
     if isinstance(address, kind):
-        return address
+        return getattr(address, "_shadow_obj", None) or address  # a shadow of a shadow: the original
     found = _live.get(address) if isinstance(address, int) else None
     if not isinstance(found, kind):
         raise ValueError(f"{address!r} is not the underlying address of a live mqcore {kind.__name__}")

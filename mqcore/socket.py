@@ -87,14 +87,16 @@ class Socket(SocketBase):
             pass
 
     # -- endpoints ----------------------------------------------------------------------------------------
-    def bind(self, addr: str) -> _EndpointUse:  # type: ignore[override]
+    def bind(self, addr: str | bytes) -> _EndpointUse:  # type: ignore[override]
         """Bind to ``addr``; the result, used with ``with``, unbinds at the end of the block.
         ZMQError naming ``addr`` if it cannot be bound."""
+        addr = addr.decode() if isinstance(addr, bytes) else addr
         _with_addr(super().bind, addr)
         return _EndpointUse(self, "bind", self._resolved(addr))
 
-    def connect(self, addr: str) -> _EndpointUse:  # type: ignore[override]
+    def connect(self, addr: str | bytes) -> _EndpointUse:  # type: ignore[override]
         """Connect to ``addr``; the result, used with ``with``, disconnects at the end of the block."""
+        addr = addr.decode() if isinstance(addr, bytes) else addr
         _with_addr(super().connect, addr)
         return _EndpointUse(self, "connect", addr)
 
@@ -299,7 +301,10 @@ class Socket(SocketBase):
         option = getattr(SocketOption, name.upper(), None) if name.isupper() else None
         if option is None:
             raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
-        return self.getsockopt(option)
+        try:
+            return self.getsockopt(option)
+        except ZMQError as exc:  # a write-only option, or one this socket type lacks
+            raise AttributeError(f"socket option {name} cannot be read here: {exc}") from None
 
 
 def _option_property(option: SocketOption) -> property:

@@ -333,6 +333,10 @@ class SocketBase:
         """Set an option by number (see ``SocketOption``); ZMQError(EINVAL) if unknown or invalid."""
         if self._closed:
             raise ZMQError(Errno.ENOTSOCK)
+        if isinstance(value, str):
+            raise TypeError(f"option {option} takes bytes or int, not str; use setsockopt_string")
+        if option not in SocketOption._value2member_map_ and not isinstance(value, int):
+            raise TypeError(f"unknown socket option {option} takes an int, not {type(value).__name__}")
         if self._impl.setsockopt(option, value):
             return
         if option in (Opt.SUBSCRIBE, Opt.UNSUBSCRIBE):
