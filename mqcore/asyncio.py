@@ -99,6 +99,36 @@ def _arm(sock: SocketBase, waiters: _FdWaiters) -> asyncio.Future[None] | None:
     return waiters.wait(sock._mailbox.fd)
 
 
+def _same(value: T) -> T:
+    return value
+
+
+def _then(inner: asyncio.Future[Any], transform: Callable[[Any], T]) -> asyncio.Future[T]:
+    """A future of ``transform(inner's result)``: done at once if ``inner`` is; cancelling it
+    cancels ``inner`` (so a cancelled recv_string takes no message)."""
+    out: asyncio.Future[T] = inner.get_loop().create_future()
+
+    def settle(done: asyncio.Future[Any]) -> None:
+        if out.done():
+            return
+        if done.cancelled():
+            out.cancel()
+        elif done.exception() is not None:
+            out.set_exception(done.exception())  # type: ignore[arg-type]
+        else:
+            try:
+                out.set_result(transform(done.result()))
+            except Exception as exc:
+                out.set_exception(exc)
+
+    if inner.done():
+        settle(inner)
+    else:
+        inner.add_done_callback(settle)
+        out.add_done_callback(lambda o: inner.cancel() if o.cancelled() else None)
+    return out
+
+
 class Socket(mqcore.Socket):
     """An mqcore socket with awaitable send/recv (pyzmq's ``zmq.asyncio.Socket``)."""
 
@@ -111,7 +141,8 @@ class Socket(mqcore.Socket):
                 fut: asyncio.Future[T] = loop.create_future()
                 fut.set_exception(Again())
                 return fut
-            return loop.create_task(self._retry(op, timeout_ms))
+            # a plain future over the task: cancel() makes it done at once, as pyzmq's
+            return _then(loop.create_task(self._retry(op, timeout_ms)), _same)
         except Exception as exc:
             fut = loop.create_future()
             fut.set_exception(exc)
@@ -177,24 +208,30 @@ class Socket(mqcore.Socket):
             raise TypeError("str objects only")
         return self.send(u.encode(encoding), flags)
 
-    async def recv_string(self, flags: int = 0, encoding: str = "utf-8") -> str:  # type: ignore[override]
-        return (await self.recv(flags)).decode(encoding)  # type: ignore[no-any-return]
+    def recv_string(self, flags: int = 0, encoding: str = "utf-8") -> asyncio.Future[str]:  # type: ignore[override]
+        return _then(self.recv(flags), lambda b: b.decode(encoding))
 
-    async def recv_json(self, flags: int = 0, **kwargs: Any) -> Any:  # type: ignore[override]
-        return json.loads((await self.recv(flags)).decode("utf-8"), **kwargs)
+    def recv_json(self, flags: int = 0, **kwargs: Any) -> asyncio.Future[Any]:  # type: ignore[override]
+        return _then(self.recv(flags), lambda b: json.loads(b.decode("utf-8"), **kwargs))
 
-    async def recv_pyobj(self, flags: int = 0) -> Any:  # type: ignore[override]
-        return pickle.loads(await self.recv(flags))
+    def recv_pyobj(self, flags: int = 0) -> asyncio.Future[Any]:  # type: ignore[override]
+        return _then(self.recv(flags), pickle.loads)
 
-    async def recv_serialized(self, deserialize: Any, flags: int = 0,  # type: ignore[override]
-                              copy: bool = True) -> Any:
-        return deserialize(await self.recv_multipart(flags))
+    def recv_serialized(self, deserialize: Any, flags: int = 0,  # type: ignore[override]
+                        copy: bool = True) -> asyncio.Future[Any]:
+        return _then(self.recv_multipart(flags, copy), deserialize)
 
-    async def poll(self, timeout: int | None = None, flags: int = POLLIN) -> int:  # type: ignore[override]
-        """Wait up to ``timeout`` ms (None: forever) for ``flags``; returns the events seen."""
+    def recv_into(self, buffer: Any, nbytes: int = 0, flags: int = 0) -> asyncio.Future[int]:  # type: ignore[override]
+        """Receive one frame into ``buffer`` (see ``mqcore.Socket.recv_into``); a future of its length."""
+        blocking = not flags & _NOBLOCK
+        return self._attempt(lambda: mqcore.Socket.recv_into(self, buffer, nbytes, flags | _NOBLOCK),
+                             self._opts.rcvtimeo if blocking else 0)
+
+    def poll(self, timeout: int | None = None, flags: int = POLLIN) -> asyncio.Future[int]:  # type: ignore[override]
+        """A future of the events among ``flags`` seen within ``timeout`` ms (None: forever)."""
         p = Poller()
         p.register(self, flags)
-        return int(dict(await p.poll(timeout)).get(self, 0))
+        return _then(p.poll(timeout), lambda ready: int(dict(ready).get(self, 0)))
 
     def close(self, linger: int | None = None) -> None:
         """Close; tasks still waiting on this socket are cancelled."""
@@ -230,11 +267,20 @@ class Poller(mqcore.Poller):
                 mask = (POLLIN if ev & select.POLLIN else 0) | (POLLOUT if ev & select.POLLOUT else 0)
                 mask |= POLLERR if ev & (select.POLLERR | select.POLLHUP) else 0
                 if mask & (f | POLLERR):
-                    ready.append((s, mask & (f | POLLERR)))
+                    ready.append((_fileno(s), mask & (f | POLLERR)))  # pyzmq's async poller gives fds
         return ready
 
-    async def poll(self, timeout: float | None = None) -> list[tuple[Any, int]]:  # type: ignore[override]
-        """Events ready now or within ``timeout`` ms (None or negative: wait forever)."""
+    def poll(self, timeout: float | None = None) -> asyncio.Future[list[tuple[Any, int]]]:  # type: ignore[override]
+        """A future of the events ready now or within ``timeout`` ms (None or negative: forever)."""
+        loop = asyncio.get_running_loop()
+        ready = self._now()
+        if ready or timeout == 0:
+            fut: asyncio.Future[list[tuple[Any, int]]] = loop.create_future()
+            fut.set_result(ready)
+            return fut
+        return _then(loop.create_task(self._wait_ready(timeout)), _same)
+
+    async def _wait_ready(self, timeout: float | None) -> list[tuple[Any, int]]:
         loop = asyncio.get_running_loop()
         waiters = _waiters(loop)
         deadline = None if timeout is None or timeout < 0 else loop.time() + timeout / 1000.0
@@ -267,6 +313,8 @@ class Poller(mqcore.Poller):
                 await asyncio.wait(futures, timeout=remaining, return_when=asyncio.FIRST_COMPLETED)
             elif not retry:
                 await asyncio.sleep(0 if deadline is None else max(0.0, deadline - loop.time()))
+            if any(s._closed for s, _ in armed):
+                raise asyncio.CancelledError()  # a polled socket was closed: as pyzmq, cancel
             for s, fut in armed:
                 # drain only an fd that fired (then every waiter on it was woken): draining clears
                 # the sleeping flag another task waiting on the same socket may rely on

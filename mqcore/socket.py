@@ -125,7 +125,7 @@ class Socket(SocketBase):
             raise BufferError("recv_into needs a writable, contiguous buffer")
         if nbytes < 0 or nbytes > view.nbytes:
             raise ValueError(f"nbytes={nbytes} is outside 0..{view.nbytes}, the buffer's size")
-        data = self.recv(flags)
+        data = SocketBase.recv(self, flags)  # the blocking one, also for asyncio subclasses
         n = min(len(data), nbytes or view.nbytes)
         view.cast("B")[:n] = data[:n]
         return len(data)
