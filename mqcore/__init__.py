@@ -63,6 +63,10 @@ def has(capability: str) -> bool:
 for _enum in (SocketType, SocketOption, Flag, PollEvent, ContextOption, Errno, SecurityMechanism):
     for _name, _member in _enum.__members__.items():
         globals()[_name] = _member
+from mqcore.constants import IPC_PATH_MAX_LEN, ReconnectStop  # noqa: E402
+
+for _name, _member in ReconnectStop.__members__.items():
+    globals()["RECONNECT_STOP_" + _name] = _member
 for _ev_name, _ev in Event.__members__.items():
     globals()["EVENT_" + _ev_name] = _ev
 del _enum, _name, _member, _ev_name, _ev

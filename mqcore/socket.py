@@ -134,8 +134,8 @@ class Socket(SocketBase):
         value = self.getsockopt(option)
         return value.decode(encoding) if isinstance(value, bytes) else str(value)
 
-    set_string = setsockopt_string
-    get_string = getsockopt_string
+    set_string = setsockopt_unicode = setsockopt_string
+    get_string = getsockopt_unicode = getsockopt_string
 
     @property
     def type(self) -> int:
