@@ -133,42 +133,49 @@ class Socket(mqcore.Socket):
     """An mqcore socket with awaitable send/recv (pyzmq's ``zmq.asyncio.Socket``)."""
 
     def _attempt(self, op: Callable[[], T], timeout_ms: int) -> asyncio.Future[T]:
+        """A plain future of ``op()`` (as pyzmq's: ``cancel()`` makes it done at once); a task
+        retries ``op`` when it would block, and never runs it once the future is cancelled, so a
+        cancelled recv takes no message."""
         loop = asyncio.get_running_loop()
+        fut: asyncio.Future[T] = loop.create_future()
         try:
-            result = op()
+            fut.set_result(op())
         except Again:
             if timeout_ms == 0:
-                fut: asyncio.Future[T] = loop.create_future()
                 fut.set_exception(Again())
                 return fut
-            # a plain future over the task: cancel() makes it done at once, as pyzmq's
-            return _then(loop.create_task(self._retry(op, timeout_ms)), _same)
+            task = loop.create_task(self._retry(op, timeout_ms, fut))
+            fut.add_done_callback(lambda f: task.cancel() if f.cancelled() else None)
         except Exception as exc:
-            fut = loop.create_future()
             fut.set_exception(exc)
-            return fut
-        fut = loop.create_future()
-        fut.set_result(result)
         return fut
 
-    async def _retry(self, op: Callable[[], T], timeout_ms: int) -> T:
+    async def _retry(self, op: Callable[[], T], timeout_ms: int, out: asyncio.Future[T]) -> None:
         loop = asyncio.get_running_loop()
         waiters = _waiters(loop)
         deadline = None if timeout_ms < 0 else loop.time() + timeout_ms / 1000.0
-        while True:
+        while not out.done():
             fut = _arm(self, waiters)
             if fut is not None:
                 remaining = None if deadline is None else max(0.0, deadline - loop.time())
                 try:
                     await asyncio.wait_for(fut, remaining)
                 except TimeoutError:
-                    raise Again() from None  # (sleeping stays set: at worst one spurious wake-up)
+                    out.set_exception(Again())  # (sleeping stays set: at worst one spurious wake-up)
+                    return
+                except asyncio.CancelledError:
+                    out.cancel()  # the socket was closed (or the future cancelled)
+                    raise
                 self._mailbox.drain_fd()  # the fd fired: every waiter on it was woken
+            if out.done():
+                return  # cancelled while waiting: leave the message for the next receiver
             try:
-                return op()
+                out.set_result(op())
             except Again:
                 if deadline is not None and loop.time() >= deadline:
-                    raise
+                    out.set_exception(Again())
+            except Exception as exc:
+                out.set_exception(exc)
 
     # -- awaitable API (futures) ---------------------------------------------------------------------
     def send(self, data: Any, flags: int = 0, copy: bool = True, track: bool = False,  # type: ignore[override]
@@ -209,17 +216,26 @@ class Socket(mqcore.Socket):
         return self.send(u.encode(encoding), flags)
 
     def recv_string(self, flags: int = 0, encoding: str = "utf-8") -> asyncio.Future[str]:  # type: ignore[override]
-        return _then(self.recv(flags), lambda b: b.decode(encoding))
+        return self._recv_as(flags, lambda b: b.decode(encoding))
 
     def recv_json(self, flags: int = 0, **kwargs: Any) -> asyncio.Future[Any]:  # type: ignore[override]
-        return _then(self.recv(flags), lambda b: json.loads(b.decode("utf-8"), **kwargs))
+        return self._recv_as(flags, lambda b: json.loads(b.decode("utf-8"), **kwargs))
 
     def recv_pyobj(self, flags: int = 0) -> asyncio.Future[Any]:  # type: ignore[override]
-        return _then(self.recv(flags), pickle.loads)
+        return self._recv_as(flags, pickle.loads)
 
     def recv_serialized(self, deserialize: Any, flags: int = 0,  # type: ignore[override]
                         copy: bool = True) -> asyncio.Future[Any]:
-        return _then(self.recv_multipart(flags, copy), deserialize)
+        blocking = not flags & _NOBLOCK
+        return self._attempt(
+            lambda: deserialize(mqcore.Socket.recv_multipart(self, flags | _NOBLOCK, copy)),
+            self._opts.rcvtimeo if blocking else 0)
+
+    def _recv_as(self, flags: int, transform: Callable[[bytes], T]) -> asyncio.Future[T]:
+        # one future whose op receives and transforms: a cancelled future took no message
+        blocking = not flags & _NOBLOCK
+        return self._attempt(lambda: transform(SocketBase.recv(self, flags | _NOBLOCK)),
+                             self._opts.rcvtimeo if blocking else 0)
 
     def recv_into(self, buffer: Any, nbytes: int = 0, flags: int = 0) -> asyncio.Future[int]:  # type: ignore[override]
         """Receive one frame into ``buffer`` (see ``mqcore.Socket.recv_into``); a future of its length."""
@@ -285,6 +301,8 @@ class Poller(mqcore.Poller):
         waiters = _waiters(loop)
         deadline = None if timeout is None or timeout < 0 else loop.time() + timeout / 1000.0
         while True:
+            if any(isinstance(s, SocketBase) and s._closed for s, _ in self.sockets):
+                raise asyncio.CancelledError()  # a polled socket was closed: as pyzmq, cancel
             ready = self._now()
             if ready:
                 return ready
@@ -313,8 +331,6 @@ class Poller(mqcore.Poller):
                 await asyncio.wait(futures, timeout=remaining, return_when=asyncio.FIRST_COMPLETED)
             elif not retry:
                 await asyncio.sleep(0 if deadline is None else max(0.0, deadline - loop.time()))
-            if any(s._closed for s, _ in armed):
-                raise asyncio.CancelledError()  # a polled socket was closed: as pyzmq, cancel
             for s, fut in armed:
                 # drain only an fd that fired (then every waiter on it was woken): draining clears
                 # the sleeping flag another task waiting on the same socket may rely on
