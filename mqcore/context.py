@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from mqcore.constants import ContextOption, Errno, SocketOption
 from mqcore.error import ZMQError
 from mqcore.io_thread import IoThread
-from mqcore.shadow import make_shadow, register, resolve
+from mqcore.shadow import Shadowable, register
 
 if TYPE_CHECKING:
     from mqcore.pipe import Pipe
@@ -27,15 +27,12 @@ if TYPE_CHECKING:
     from mqcore.socket_base import SocketBase
 
 
-class Context:
+class Context(Shadowable):
     """A set of sockets and the IO threads that serve them (pyzmq's ``zmq.Context``)."""
 
     _instance: Context | None = None
     _instance_lock = threading.Lock()
     _socket_class: Any = None  # mqcore.Socket unless a subclass names another
-    _shadow = False
-    _shadow_obj: Context | None = None
-
     def __new__(cls, io_threads: Any = 1, shadow: Any = None, **kwargs: Any) -> Context:
         if shadow is not None or isinstance(io_threads, Context):
             return cls.shadow(io_threads if shadow is None else shadow)
@@ -61,22 +58,6 @@ class Context:
         self._terminating = False
         self.closed = False
         register(self)
-
-    @classmethod
-    def shadow(cls, address: Any) -> Context:
-        """A second Context object for the context ``address`` (a Context or its ``underlying``)."""
-        return make_shadow(cls, resolve(address, Context))
-
-    @property
-    def underlying(self) -> int:
-        """An address for ``Context.shadow`` (mqcore: the original context's id)."""
-        return id(self._shadow_obj or self)
-
-    def __copy__(self) -> Context:
-        return self.shadow(self)
-
-    def __deepcopy__(self, memo: Any) -> Context:
-        return self.shadow(self)
 
     def __repr__(self) -> str:
         n = len(self._sockets)
@@ -249,3 +230,6 @@ class Context:
                     self._inproc_pending[name] = kept
                 else:
                     del self._inproc_pending[name]
+
+
+Context._shadow_kind = Context  # what Context.shadow(address) must find (named once the class exists)

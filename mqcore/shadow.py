@@ -13,6 +13,7 @@ import weakref
 from typing import Any, TypeVar
 
 T = TypeVar("T")
+S = TypeVar("S", bound="Shadowable")
 
 _live: weakref.WeakValueDictionary[int, Any] = weakref.WeakValueDictionary()
 _shadow_classes: dict[type, type] = {}
@@ -53,6 +54,32 @@ def make_shadow(cls: type[T], target: Any) -> T:
             "__getattr__": _forward_get, "__setattr__": _forward_set, "__del__": _keep,
             "_shadow": True, "__module__": cls.__module__, "__qualname__": cls.__qualname__,
         })
-    obj = object.__new__(sub)
+    obj: T = object.__new__(sub)
     object.__setattr__(obj, "_shadow_obj", target)
-    return obj  # type: ignore[no-any-return]
+    return obj
+
+
+class Shadowable:
+    """What Context and Socket share: ``shadow``, ``underlying`` and copying (a copy is a shadow).
+    ``_shadow_kind`` is the class an ``underlying`` address must name."""
+
+    _shadow = False
+    _shadow_obj: Any = None
+    _shadow_kind: type = object
+
+    @classmethod
+    def shadow(cls: type[S], address: Any) -> S:
+        """A second object of this class for ``address`` (an object or its ``underlying``).
+        ValueError if ``address`` names no live object of the right kind."""
+        return make_shadow(cls, resolve(address, cls._shadow_kind))
+
+    @property
+    def underlying(self) -> int:
+        """An address for ``shadow`` (mqcore: the original object's id)."""
+        return id(self._shadow_obj or self)
+
+    def __copy__(self: S) -> S:
+        return self.shadow(self)
+
+    def __deepcopy__(self: S, memo: Any) -> S:
+        return self.shadow(self)

@@ -17,17 +17,16 @@ from typing import Any
 from mqcore.constants import Errno, Event, PollEvent, SocketOption, SocketType
 from mqcore.error import Again, ContextTerminated, ZMQBindError, ZMQError
 from mqcore.frame import FINISHED_TRACKER, Frame
-from mqcore.shadow import make_shadow, register, resolve
+from mqcore.shadow import Shadowable, register
 from mqcore.socket_base import SocketBase, _as_bytes
 
 Opt = SocketOption
 
 
-class Socket(SocketBase):
+class Socket(SocketBase, Shadowable):
     """A messaging socket; create with ``Context.socket(type)`` or ``Socket(ctx, type)``."""
 
-    _shadow = False
-    _shadow_obj: Socket | None = None
+    _shadow_kind = SocketBase
 
     def __new__(cls, context: Any = None, socket_type: int = -1, shadow: Any = None,
                 **kwargs: Any) -> Socket:
@@ -45,22 +44,6 @@ class Socket(SocketBase):
             context = Context.instance()
         super().__init__(context, socket_type)
         register(self)
-
-    @classmethod
-    def shadow(cls, address: Any) -> Socket:
-        """A second Socket object for the socket ``address`` (a Socket or its ``underlying``)."""
-        return make_shadow(cls, resolve(address, SocketBase))
-
-    @property
-    def underlying(self) -> int:
-        """An address for ``Socket.shadow`` (mqcore: the original socket's id)."""
-        return id(self._shadow_obj or self)
-
-    def __copy__(self) -> Socket:
-        return self.shadow(self)
-
-    def __deepcopy__(self, memo: Any) -> Socket:
-        return self.shadow(self)
 
     def __reduce__(self) -> Any:
         raise TypeError(f"cannot pickle {type(self).__name__}: a socket belongs to its process")

@@ -47,7 +47,7 @@ class AsyncioAuthenticator(Authenticator):
         assert sock is not None
         while True:
             try:
-                msg = await sock.recv_multipart()
+                msg = await sock.recv_multipart()  # type: ignore[misc]  # an mqcore.asyncio socket
             except mqcore.ContextTerminated:
                 return
             try:

@@ -108,7 +108,7 @@ def test_thread_proxy_steerable_forwards_and_reports_statistics(ctx: mqcore.Cont
              dev.bind_mon_to_random_port(iface), dev.bind_ctrl_to_random_port(iface)]
     dev.start()
     socks = [ctx.socket(t) for t in (mqcore.PUSH, mqcore.PULL, mqcore.PULL, mqcore.PAIR)]
-    for s, port in zip(socks, ports):
+    for s, port in zip(socks, ports, strict=True):
         s.linger = 0
         s.rcvtimeo = 5000
         s.connect(f"{iface}:{port}")
