@@ -114,6 +114,9 @@ class Socket(SocketBase, Shadowable):
         return len(data)
 
     def getsockopt_string(self, option: int, encoding: str = "utf-8") -> str:
+        """A bytes option as str; TypeError for a numeric option."""
+        if SocketOption(option)._opt_type.name != "bytes":  # type: ignore[attr-defined]
+            raise TypeError(f"option {SocketOption(option).name} is not a bytes option")
         value = self.getsockopt(option)
         return value.decode(encoding) if isinstance(value, bytes) else str(value)
 

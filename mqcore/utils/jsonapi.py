@@ -7,6 +7,8 @@ from typing import Any
 
 __all__ = ["dumps", "loads"]
 
+jsonmod = json  # pyzmq keeps this name for old callers
+
 
 def dumps(o: object, **kwargs: Any) -> bytes:
     """``o`` as JSON, UTF-8 encoded; keyword arguments go to ``json.dumps``."""
