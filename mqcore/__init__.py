@@ -7,17 +7,21 @@ carry pyzmq's names and libzmq's values.
 
 from __future__ import annotations
 
+from mqcore import devices
 from mqcore.constants import (
+    IPC_PATH_MAX_LEN,
     ContextOption,
     Errno,
     Event,
     Flag,
     PollEvent,
+    ReconnectStop,
     SecurityMechanism,
     SocketOption,
     SocketType,
 )
 from mqcore.context import Context
+from mqcore.devices import FORWARDER, QUEUE, STREAMER, device
 from mqcore.error import (
     Again,
     ContextTerminated,
@@ -27,7 +31,7 @@ from mqcore.error import (
     ZMQError,
     strerror,
 )
-from mqcore.frame import Frame, Message, MessageTracker
+from mqcore.frame import FINISHED_TRACKER, Frame, Message, MessageTracker
 from mqcore.poller import Poller
 from mqcore.poller import select_sockets as select
 from mqcore.proxy import proxy, proxy_steerable
@@ -60,9 +64,12 @@ def has(capability: str) -> bool:
 for _enum in (SocketType, SocketOption, Flag, PollEvent, ContextOption, Errno, SecurityMechanism):
     for _name, _member in _enum.__members__.items():
         globals()[_name] = _member
+for _rs_name, _rs in ReconnectStop.__members__.items():
+    globals()["RECONNECT_STOP_" + _rs_name] = _rs
+_FINISHED_TRACKER = FINISHED_TRACKER  # pyzmq's name for the tracker of a copied message
 for _ev_name, _ev in Event.__members__.items():
     globals()["EVENT_" + _ev_name] = _ev
-del _enum, _name, _member, _ev_name, _ev
+del _enum, _name, _member, _ev_name, _ev, _rs_name, _rs
 
 # typing helpers for the names injected above
 PAIR: SocketType
@@ -114,7 +121,7 @@ __all__ = [
     "Context", "Socket", "Poller", "Frame", "Message", "MessageTracker", "select",
     "ZMQBaseError", "ZMQError", "ZMQBindError", "Again", "ContextTerminated", "NotDone", "strerror",
     "SocketType", "SocketOption", "Flag", "PollEvent", "ContextOption", "Errno", "Event",
-    "proxy", "proxy_steerable",
+    "proxy", "proxy_steerable", "devices", "device", "QUEUE", "FORWARDER", "STREAMER",
     "zmq_version", "zmq_version_info", "pyzmq_version", "has",
-    "SecurityMechanism", "curve_keypair", "curve_public",
+    "SecurityMechanism", "curve_keypair", "curve_public", "ReconnectStop", "IPC_PATH_MAX_LEN",
 ]

@@ -99,45 +99,83 @@ def _arm(sock: SocketBase, waiters: _FdWaiters) -> asyncio.Future[None] | None:
     return waiters.wait(sock._mailbox.fd)
 
 
+def _same(value: T) -> T:
+    return value
+
+
+def _then(inner: asyncio.Future[Any], transform: Callable[[Any], T]) -> asyncio.Future[T]:
+    """A future of ``transform(inner's result)``: done at once if ``inner`` is; cancelling it
+    cancels ``inner`` (so a cancelled recv_string takes no message)."""
+    out: asyncio.Future[T] = inner.get_loop().create_future()
+
+    def settle(done: asyncio.Future[Any]) -> None:
+        if out.done():
+            return
+        if done.cancelled():
+            out.cancel()
+        elif done.exception() is not None:
+            out.set_exception(done.exception())  # type: ignore[arg-type]
+        else:
+            try:
+                out.set_result(transform(done.result()))
+            except Exception as exc:
+                out.set_exception(exc)
+
+    if inner.done():
+        settle(inner)
+    else:
+        inner.add_done_callback(settle)
+        out.add_done_callback(lambda o: inner.cancel() if o.cancelled() else None)
+    return out
+
+
 class Socket(mqcore.Socket):
     """An mqcore socket with awaitable send/recv (pyzmq's ``zmq.asyncio.Socket``)."""
 
     def _attempt(self, op: Callable[[], T], timeout_ms: int) -> asyncio.Future[T]:
+        """A plain future of ``op()`` (as pyzmq's: ``cancel()`` makes it done at once); a task
+        retries ``op`` when it would block, and never runs it once the future is cancelled, so a
+        cancelled recv takes no message."""
         loop = asyncio.get_running_loop()
+        fut: asyncio.Future[T] = loop.create_future()
         try:
-            result = op()
+            fut.set_result(op())
         except Again:
             if timeout_ms == 0:
-                fut: asyncio.Future[T] = loop.create_future()
                 fut.set_exception(Again())
                 return fut
-            return loop.create_task(self._retry(op, timeout_ms))
+            task = loop.create_task(self._retry(op, timeout_ms, fut))
+            fut.add_done_callback(lambda f: task.cancel() if f.cancelled() else None)
         except Exception as exc:
-            fut = loop.create_future()
             fut.set_exception(exc)
-            return fut
-        fut = loop.create_future()
-        fut.set_result(result)
         return fut
 
-    async def _retry(self, op: Callable[[], T], timeout_ms: int) -> T:
+    async def _retry(self, op: Callable[[], T], timeout_ms: int, out: asyncio.Future[T]) -> None:
         loop = asyncio.get_running_loop()
         waiters = _waiters(loop)
         deadline = None if timeout_ms < 0 else loop.time() + timeout_ms / 1000.0
-        while True:
+        while not out.done():
             fut = _arm(self, waiters)
             if fut is not None:
                 remaining = None if deadline is None else max(0.0, deadline - loop.time())
                 try:
                     await asyncio.wait_for(fut, remaining)
                 except TimeoutError:
-                    raise Again() from None  # (sleeping stays set: at worst one spurious wake-up)
+                    out.set_exception(Again())  # (sleeping stays set: at worst one spurious wake-up)
+                    return
+                except asyncio.CancelledError:
+                    out.cancel()  # the socket was closed (or the future cancelled)
+                    raise
                 self._mailbox.drain_fd()  # the fd fired: every waiter on it was woken
+            if out.done():
+                return  # cancelled while waiting: leave the message for the next receiver
             try:
-                return op()
+                out.set_result(op())
             except Again:
                 if deadline is not None and loop.time() >= deadline:
-                    raise
+                    out.set_exception(Again())
+            except Exception as exc:
+                out.set_exception(exc)
 
     # -- awaitable API (futures) ---------------------------------------------------------------------
     def send(self, data: Any, flags: int = 0, copy: bool = True, track: bool = False,  # type: ignore[override]
@@ -177,24 +215,39 @@ class Socket(mqcore.Socket):
             raise TypeError("str objects only")
         return self.send(u.encode(encoding), flags)
 
-    async def recv_string(self, flags: int = 0, encoding: str = "utf-8") -> str:  # type: ignore[override]
-        return (await self.recv(flags)).decode(encoding)  # type: ignore[no-any-return]
+    def recv_string(self, flags: int = 0, encoding: str = "utf-8") -> asyncio.Future[str]:  # type: ignore[override]
+        return self._recv_as(flags, lambda b: b.decode(encoding))
 
-    async def recv_json(self, flags: int = 0, **kwargs: Any) -> Any:  # type: ignore[override]
-        return json.loads((await self.recv(flags)).decode("utf-8"), **kwargs)
+    def recv_json(self, flags: int = 0, **kwargs: Any) -> asyncio.Future[Any]:  # type: ignore[override]
+        return self._recv_as(flags, lambda b: json.loads(b.decode("utf-8"), **kwargs))
 
-    async def recv_pyobj(self, flags: int = 0) -> Any:  # type: ignore[override]
-        return pickle.loads(await self.recv(flags))
+    def recv_pyobj(self, flags: int = 0) -> asyncio.Future[Any]:  # type: ignore[override]
+        return self._recv_as(flags, pickle.loads)
 
-    async def recv_serialized(self, deserialize: Any, flags: int = 0,  # type: ignore[override]
-                              copy: bool = True) -> Any:
-        return deserialize(await self.recv_multipart(flags))
+    def recv_serialized(self, deserialize: Any, flags: int = 0,  # type: ignore[override]
+                        copy: bool = True) -> asyncio.Future[Any]:
+        blocking = not flags & _NOBLOCK
+        return self._attempt(
+            lambda: deserialize(mqcore.Socket.recv_multipart(self, flags | _NOBLOCK, copy)),
+            self._opts.rcvtimeo if blocking else 0)
 
-    async def poll(self, timeout: int | None = None, flags: int = POLLIN) -> int:  # type: ignore[override]
-        """Wait up to ``timeout`` ms (None: forever) for ``flags``; returns the events seen."""
+    def _recv_as(self, flags: int, transform: Callable[[bytes], T]) -> asyncio.Future[T]:
+        # one future whose op receives and transforms: a cancelled future took no message
+        blocking = not flags & _NOBLOCK
+        return self._attempt(lambda: transform(SocketBase.recv(self, flags | _NOBLOCK)),
+                             self._opts.rcvtimeo if blocking else 0)
+
+    def recv_into(self, buffer: Any, nbytes: int = 0, flags: int = 0) -> asyncio.Future[int]:  # type: ignore[override]
+        """Receive one frame into ``buffer`` (see ``mqcore.Socket.recv_into``); a future of its length."""
+        blocking = not flags & _NOBLOCK
+        return self._attempt(lambda: mqcore.Socket.recv_into(self, buffer, nbytes, flags | _NOBLOCK),
+                             self._opts.rcvtimeo if blocking else 0)
+
+    def poll(self, timeout: int | None = None, flags: int = POLLIN) -> asyncio.Future[int]:  # type: ignore[override]
+        """A future of the events among ``flags`` seen within ``timeout`` ms (None: forever)."""
         p = Poller()
         p.register(self, flags)
-        return int(dict(await p.poll(timeout)).get(self, 0))
+        return _then(p.poll(timeout), lambda ready: int(dict(ready).get(self, 0)))
 
     def close(self, linger: int | None = None) -> None:
         """Close; tasks still waiting on this socket are cancelled."""
@@ -208,14 +261,10 @@ class Context(mqcore.Context):
     """An mqcore context whose sockets are ``mqcore.asyncio.Socket``."""
 
     _instance: Context | None = None  # type: ignore[assignment]
+    _socket_class = Socket
 
-    def socket(self, socket_type: int, **kwargs: Any) -> Socket:  # type: ignore[override]
-        if self._terminating or self.closed:
-            raise ZMQError(Errno.ETERM)
-        sock = Socket(self, socket_type)
-        for name, value in kwargs.items():
-            setattr(sock, name, value)
-        return sock
+    def socket(self, socket_type: int, socket_class: Any = None, **kwargs: Any) -> Socket:  # type: ignore[override]
+        return super().socket(socket_type, socket_class, **kwargs)  # type: ignore[return-value]
 
 
 class Poller(mqcore.Poller):
@@ -234,15 +283,26 @@ class Poller(mqcore.Poller):
                 mask = (POLLIN if ev & select.POLLIN else 0) | (POLLOUT if ev & select.POLLOUT else 0)
                 mask |= POLLERR if ev & (select.POLLERR | select.POLLHUP) else 0
                 if mask & (f | POLLERR):
-                    ready.append((s, mask & (f | POLLERR)))
+                    ready.append((_fileno(s), mask & (f | POLLERR)))  # pyzmq's async poller gives fds
         return ready
 
-    async def poll(self, timeout: float | None = None) -> list[tuple[Any, int]]:  # type: ignore[override]
-        """Events ready now or within ``timeout`` ms (None or negative: wait forever)."""
+    def poll(self, timeout: float | None = None) -> asyncio.Future[list[tuple[Any, int]]]:  # type: ignore[override]
+        """A future of the events ready now or within ``timeout`` ms (None or negative: forever)."""
+        loop = asyncio.get_running_loop()
+        ready = self._now()
+        if ready or timeout == 0:
+            fut: asyncio.Future[list[tuple[Any, int]]] = loop.create_future()
+            fut.set_result(ready)
+            return fut
+        return _then(loop.create_task(self._wait_ready(timeout)), _same)
+
+    async def _wait_ready(self, timeout: float | None) -> list[tuple[Any, int]]:
         loop = asyncio.get_running_loop()
         waiters = _waiters(loop)
         deadline = None if timeout is None or timeout < 0 else loop.time() + timeout / 1000.0
         while True:
+            if any(isinstance(s, SocketBase) and s._closed for s, _ in self.sockets):
+                raise asyncio.CancelledError()  # a polled socket was closed: as pyzmq, cancel
             ready = self._now()
             if ready:
                 return ready

@@ -8,7 +8,7 @@ member as a module-level name so ``zmq.PUSH`` style code works unchanged.
 from __future__ import annotations
 
 import errno as _errno
-from enum import IntEnum, IntFlag
+from enum import Enum, IntEnum, IntFlag
 
 
 class SocketType(IntEnum):
@@ -102,6 +102,42 @@ class SocketOption(IntEnum):
     DELAY_ATTACH_ON_CONNECT = 39
 
 
+class _OptType(Enum):
+    """How an option's value is passed (pyzmq's ``zmq.constants._OptType``); ``SocketOption._opt_type``."""
+
+    int = "int"
+    int64 = "int64"
+    bytes = "bytes"
+    fd = "fd"
+
+
+_INT64_OPTIONS = frozenset({"AFFINITY", "MAXMSGSIZE"})
+_BYTES_OPTIONS = frozenset({
+    "ROUTING_ID", "SUBSCRIBE", "UNSUBSCRIBE", "LAST_ENDPOINT", "PLAIN_USERNAME", "PLAIN_PASSWORD",
+    "CURVE_PUBLICKEY", "CURVE_SECRETKEY", "CURVE_SERVERKEY", "ZAP_DOMAIN", "CONNECT_ROUTING_ID",
+    "XPUB_WELCOME_MSG",
+})
+
+
+def _opt_type(option: SocketOption) -> _OptType:
+    if option.name in _BYTES_OPTIONS:
+        return _OptType.bytes
+    if option.name in _INT64_OPTIONS:
+        return _OptType.int64
+    return _OptType.fd if option.name == "FD" else _OptType.int
+
+
+SocketOption._opt_type = property(_opt_type)  # type: ignore[attr-defined]
+
+
+class ReconnectStop(IntFlag):
+    """Values of the RECONNECT_STOP option (pyzmq's ``zmq.constants.ReconnectStop``)."""
+
+    CONN_REFUSED = 1
+    HANDSHAKE_FAILED = 2
+    AFTER_DISCONNECT = 4
+
+
 class SecurityMechanism(IntEnum):
     """Values of the MECHANISM option (pyzmq's ``zmq.SecurityMechanism``)."""
 
@@ -148,6 +184,29 @@ class Event(IntFlag):
     HANDSHAKE_FAILED_AUTH = 0x4000
     ALL_V1 = 0x07FF
     ALL = 0xFFFF
+    PROTOCOL_ERROR_WS_UNSPECIFIED = 0x30000000
+    PROTOCOL_ERROR_ZMTP_UNSPECIFIED = 0x10000000
+    PROTOCOL_ERROR_ZMTP_UNEXPECTED_COMMAND = 0x10000001
+    PROTOCOL_ERROR_ZMTP_INVALID_SEQUENCE = 0x10000002
+    PROTOCOL_ERROR_ZMTP_KEY_EXCHANGE = 0x10000003
+    PROTOCOL_ERROR_ZMTP_MALFORMED_COMMAND_UNSPECIFIED = 0x10000011
+    PROTOCOL_ERROR_ZMTP_MALFORMED_COMMAND_MESSAGE = 0x10000012
+    PROTOCOL_ERROR_ZMTP_MALFORMED_COMMAND_HELLO = 0x10000013
+    PROTOCOL_ERROR_ZMTP_MALFORMED_COMMAND_INITIATE = 0x10000014
+    PROTOCOL_ERROR_ZMTP_MALFORMED_COMMAND_ERROR = 0x10000015
+    PROTOCOL_ERROR_ZMTP_MALFORMED_COMMAND_READY = 0x10000016
+    PROTOCOL_ERROR_ZMTP_MALFORMED_COMMAND_WELCOME = 0x10000017
+    PROTOCOL_ERROR_ZMTP_INVALID_METADATA = 0x10000018
+    PROTOCOL_ERROR_ZMTP_CRYPTOGRAPHIC = 0x11000001
+    PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH = 0x11000002
+    PROTOCOL_ERROR_ZAP_UNSPECIFIED = 0x20000000
+    PROTOCOL_ERROR_ZAP_MALFORMED_REPLY = 0x20000001
+    PROTOCOL_ERROR_ZAP_BAD_REQUEST_ID = 0x20000002
+    PROTOCOL_ERROR_ZAP_BAD_VERSION = 0x20000003
+    PROTOCOL_ERROR_ZAP_INVALID_STATUS_CODE = 0x20000004
+    PROTOCOL_ERROR_ZAP_INVALID_METADATA = 0x20000005
+    PIPES_STATS = 0x10000
+    ALL_V2 = 0x1ffff
 
 
 class ContextOption(IntEnum):
@@ -203,3 +262,12 @@ class Errno(IntEnum):
 
 #: socket type number -> the name the ZMTP codec expects in READY.
 SOCKET_TYPE_NAMES: dict[int, str] = {int(t): t.name for t in SocketType if t.name not in ("XREQ", "XREP")}
+
+
+# pyzmq's ``zmq.constants`` also has every member as a module-level name (``SUBSCRIBE``, ``PUSH``).
+for _enum in (SocketType, SocketOption, Flag, PollEvent, ContextOption, Errno, SecurityMechanism):
+    globals().update(_enum.__members__)
+globals().update({f"RECONNECT_STOP_{n}": m for n, m in ReconnectStop.__members__.items()})
+IPC_PATH_MAX_LEN = 107  # sizeof(sockaddr_un.sun_path) - 1 on Linux
+__all__ = sorted(n for n, v in globals().items() if n.isupper() or isinstance(v, type) and n[0] != "_")
+del _enum

@@ -60,3 +60,6 @@ class MessageTracker:
 
     def wait(self, timeout: float | int = -1) -> None:
         return None
+
+
+FINISHED_TRACKER = MessageTracker()  # what send(..., track=True) returns: mqcore copied the data

@@ -34,7 +34,8 @@ class Poller:
     def register(self, socket: Any, flags: int = POLLIN | POLLOUT) -> None:
         """Watch ``socket`` for ``flags``; flags 0 unregisters."""
         if not flags:
-            self.unregister(socket)
+            if socket in self._map:
+                self.unregister(socket)
             return
         if socket in self._map:
             self.sockets[self._map[socket]] = (socket, int(flags))
@@ -43,6 +44,9 @@ class Poller:
             self.sockets.append((socket, int(flags)))
 
     modify = register
+
+    def __contains__(self, socket: Any) -> bool:
+        return socket in self._map
 
     def unregister(self, socket: Any) -> None:
         """Stop watching ``socket``; KeyError if it was not registered."""
@@ -106,7 +110,7 @@ class Poller:
                 mask = (POLLIN if ev & select.POLLIN else 0) | (POLLOUT if ev & select.POLLOUT else 0)
                 mask |= POLLERR if ev & (select.POLLERR | select.POLLHUP) else 0
                 if mask & (flags | POLLERR):
-                    fd_ready.append((sock, mask & (flags | POLLERR)))
+                    fd_ready.append((_fileno(sock), mask & (flags | POLLERR)))  # fds, as pyzmq
             if ready or fd_ready:
                 return ready + fd_ready
             if deadline is not None and time.monotonic() >= deadline:
@@ -121,6 +125,9 @@ def select_sockets(rlist: list[Any], wlist: list[Any], xlist: list[Any],
         p.register(s, (POLLIN if s in rlist else 0) | (POLLOUT if s in wlist else 0)
                    | (POLLERR if s in xlist else 0))
     events = dict(p.poll(None if timeout is None else timeout * 1000))
-    return ([s for s in rlist if events.get(s, 0) & POLLIN],
-            [s for s in wlist if events.get(s, 0) & POLLOUT],
-            [s for s in xlist if events.get(s, 0) & POLLERR])
+
+    def seen(s: Any) -> int:  # plain fds come back from poll() as numbers
+        return events.get(s if isinstance(s, SocketBase) else _fileno(s), 0)
+
+    return ([s for s in rlist if seen(s) & POLLIN], [s for s in wlist if seen(s) & POLLOUT],
+            [s for s in xlist if seen(s) & POLLERR])

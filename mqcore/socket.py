@@ -16,25 +16,45 @@ from typing import Any
 
 from mqcore.constants import Errno, Event, PollEvent, SocketOption, SocketType
 from mqcore.error import Again, ContextTerminated, ZMQBindError, ZMQError
-from mqcore.frame import Frame
+from mqcore.frame import FINISHED_TRACKER, Frame
+from mqcore.shadow import Shadowable, register
 from mqcore.socket_base import SocketBase, _as_bytes
 
 Opt = SocketOption
 
 
-class Socket(SocketBase):
+class Socket(SocketBase, Shadowable):
     """A messaging socket; create with ``Context.socket(type)`` or ``Socket(ctx, type)``."""
 
-    def __init__(self, context: Any = None, socket_type: int = -1, **kwargs: Any) -> None:
+    _shadow_kind = SocketBase
+
+    def __new__(cls, context: Any = None, socket_type: int = -1, shadow: Any = None,
+                **kwargs: Any) -> Socket:
+        if shadow is not None or isinstance(context, SocketBase):
+            return cls.shadow(context if shadow is None else shadow)
+        return super().__new__(cls)
+
+    def __init__(self, context: Any = None, socket_type: int = -1, shadow: Any = None,
+                 **kwargs: Any) -> None:
+        if self._shadow:
+            return  # made by __new__: acts on its original
         if context is None:
             from mqcore.context import Context
 
             context = Context.instance()
         super().__init__(context, socket_type)
+        register(self)
+
+    def __reduce__(self) -> Any:
+        raise TypeError(f"cannot pickle {type(self).__name__}: a socket belongs to its process")
 
     def __repr__(self) -> str:
-        state = "closed" if self._closed else "open"
-        return f"<mqcore.Socket({self.socket_type.name}) {state} at {id(self):#x}>"
+        closed = " closed" if self._closed else ""
+        module = "zmq" if type(self).__module__ in ("mqcore.socket", "mqcore") else "zmq.asyncio"
+        return f"<{module}.{type(self).__name__}(zmq.{self.socket_type.name}) at {id(self):#x}{closed}>"
+
+    def __dir__(self) -> list[str]:
+        return sorted({*super().__dir__(), *SocketOption.__members__})
 
     def __enter__(self) -> Socket:
         return self
@@ -49,6 +69,26 @@ class Socket(SocketBase):
         except Exception:
             pass
 
+    # -- endpoints ----------------------------------------------------------------------------------------
+    def bind(self, addr: str | bytes) -> _EndpointUse:  # type: ignore[override]
+        """Bind to ``addr``; the result, used with ``with``, unbinds at the end of the block.
+        ZMQError naming ``addr`` if it cannot be bound."""
+        addr = addr.decode() if isinstance(addr, bytes) else addr
+        _with_addr(super().bind, addr)
+        return _EndpointUse(self, "bind", self._resolved(addr))
+
+    def connect(self, addr: str | bytes) -> _EndpointUse:  # type: ignore[override]
+        """Connect to ``addr``; the result, used with ``with``, disconnects at the end of the block."""
+        addr = addr.decode() if isinstance(addr, bytes) else addr
+        _with_addr(super().connect, addr)
+        return _EndpointUse(self, "connect", addr)
+
+    def _resolved(self, addr: str) -> str:
+        # a wildcard port binds one real endpoint: unbind that one
+        if addr.endswith((":0", ":*")):
+            return self.getsockopt(Opt.LAST_ENDPOINT).decode()  # type: ignore[no-any-return]
+        return addr
+
     # -- options ---------------------------------------------------------------------------------------
     def set(self, option: int, value: Any) -> None:
         self.setsockopt(option, value)
@@ -59,12 +99,29 @@ class Socket(SocketBase):
     def setsockopt_string(self, option: int, value: str, encoding: str = "utf-8") -> None:
         self.setsockopt(option, value.encode(encoding))
 
+    def recv_into(self, buffer: Any, nbytes: int = 0, flags: int = 0) -> int:
+        """Receive one frame into ``buffer`` (at most ``nbytes``, default its size; the rest of the
+        frame is dropped); returns the frame's full length. BufferError for a read-only or
+        non-contiguous buffer, ValueError for a bad ``nbytes``, Again as ``recv``."""
+        view = memoryview(buffer)
+        if view.readonly or not view.c_contiguous:
+            raise BufferError("recv_into needs a writable, contiguous buffer")
+        if nbytes < 0 or nbytes > view.nbytes:
+            raise ValueError(f"nbytes={nbytes} is outside 0..{view.nbytes}, the buffer's size")
+        data = SocketBase.recv(self, flags)  # the blocking one, also for asyncio subclasses
+        n = min(len(data), nbytes or view.nbytes)
+        view.cast("B")[:n] = data[:n]
+        return len(data)
+
     def getsockopt_string(self, option: int, encoding: str = "utf-8") -> str:
+        """A bytes option as str; TypeError for a numeric option."""
+        if SocketOption(option)._opt_type.name != "bytes":  # type: ignore[attr-defined]
+            raise TypeError(f"option {SocketOption(option).name} is not a bytes option")
         value = self.getsockopt(option)
         return value.decode(encoding) if isinstance(value, bytes) else str(value)
 
-    set_string = setsockopt_string
-    get_string = getsockopt_string
+    set_string = setsockopt_unicode = setsockopt_string
+    get_string = getsockopt_unicode = getsockopt_string
 
     @property
     def type(self) -> int:
@@ -100,7 +157,7 @@ class Socket(SocketBase):
             self._out_parts = msg
             return None
         self._send_msg(msg, flags)
-        return None
+        return FINISHED_TRACKER if track else None
 
     def recv_multipart(self, flags: int = 0, copy: bool = True, track: bool = False) -> list[Any]:
         """Receive all frames of the next message (list of bytes, or Frames with copy=False)."""
@@ -230,7 +287,10 @@ class Socket(SocketBase):
         option = getattr(SocketOption, name.upper(), None) if name.isupper() else None
         if option is None:
             raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
-        return self.getsockopt(option)
+        try:
+            return self.getsockopt(option)
+        except ZMQError as exc:  # a write-only option, or one this socket type lacks
+            raise AttributeError(f"socket option {name} cannot be read here: {exc}") from None
 
 
 def _option_property(option: SocketOption) -> property:
@@ -251,3 +311,33 @@ for _name, _member in SocketOption.__members__.items():
     if _attr in ("type",) or hasattr(Socket, _attr):
         continue
     setattr(Socket, _attr, _option_property(_member))
+
+
+def _with_addr(op: Any, addr: str) -> None:
+    try:
+        op(addr)
+    except ZMQError as exc:
+        exc.strerror = f"{exc.strerror} (addr={addr!r})"
+        exc.args = (exc.strerror,)
+        raise
+
+
+class _EndpointUse:
+    """What ``bind``/``connect`` return: leaving a ``with`` block undoes the bind or connect."""
+
+    def __init__(self, socket: Socket, kind: str, addr: str) -> None:
+        self.socket, self.kind, self.addr = socket, kind, addr
+
+    def __repr__(self) -> str:
+        return f"<SocketContext({self.kind}={self.addr!r})>"
+
+    def __enter__(self) -> Socket:
+        return self.socket
+
+    def __exit__(self, *exc: object) -> None:
+        if self.socket.closed:
+            return
+        if self.kind == "bind":
+            self.socket.unbind(self.addr)
+        else:
+            self.socket.disconnect(self.addr)

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from mqcore.constants import Errno, PollEvent, SocketOption, SocketType
 from mqcore.error import Again, ContextTerminated, ZMQError
-from mqcore.frame import Frame
+from mqcore.frame import FINISHED_TRACKER, Frame
 from mqcore.mailbox import Mailbox
 from mqcore.options import Options
 from mqcore.pipe import Msg, Pipe
@@ -264,10 +264,9 @@ class SocketBase:
             # Fast path: one frame, blocking, nothing pending (the common case).
             if self._mailbox.queue:
                 self._mailbox.process()
-            if self._xsend([data]):
-                return None
-            self._send_msg([data], flags)
-            return None
+            if not self._xsend([data]):
+                self._send_msg([data], flags)
+            return FINISHED_TRACKER if track else None
         if flags & 2:
             if not parts:
                 self._impl.check_send_start()  # EFSM at the first frame, like libzmq
@@ -283,7 +282,7 @@ class SocketBase:
             self._out_parts = []
         else:
             self._send_msg([data], flags)
-        return None
+        return FINISHED_TRACKER if track else None
 
     def recv(self, flags: int = 0, copy: bool = True, track: bool = False) -> Any:
         """Receive one frame (bytes, or a Frame with copy=False); RCVMORE tells if more follow.
@@ -334,6 +333,10 @@ class SocketBase:
         """Set an option by number (see ``SocketOption``); ZMQError(EINVAL) if unknown or invalid."""
         if self._closed:
             raise ZMQError(Errno.ENOTSOCK)
+        if isinstance(value, str):
+            raise TypeError(f"option {option} takes bytes or int, not str; use setsockopt_string")
+        if option not in SocketOption._value2member_map_ and not isinstance(value, int):
+            raise TypeError(f"unknown socket option {option} takes an int, not {type(value).__name__}")
         if self._impl.setsockopt(option, value):
             return
         if option in (Opt.SUBSCRIBE, Opt.UNSUBSCRIBE):

@@ -1,1 +1,1 @@
-"""Small helpers with pyzmq's names (``zmq.utils``): ``mqcore.utils.z85``, ``mqcore.utils.monitor``."""
+"""Small helpers with pyzmq's names (``zmq.utils``): ``z85``, ``monitor``, ``jsonapi``."""

@@ -31,6 +31,12 @@ def parse_monitor_message(msg: list[bytes]) -> MonitorMessage:
     return {"event": event, "value": value, "endpoint": msg[1]}
 
 
-def recv_monitor_message(socket: Any, flags: int = 0) -> MonitorMessage:
-    """Receive and decode one event from a monitor socket (honours RCVTIMEO and NOBLOCK)."""
-    return parse_monitor_message(socket.recv_multipart(flags))
+def recv_monitor_message(socket: Any, flags: int = 0) -> Any:
+    """Receive and decode one event from a monitor socket (honours RCVTIMEO and NOBLOCK): a
+    MonitorMessage, or for an ``mqcore.asyncio`` socket a future of one."""
+    got = socket.recv_multipart(flags)
+    if isinstance(got, list):
+        return parse_monitor_message(got)
+    from mqcore.asyncio import _then
+
+    return _then(got, parse_monitor_message)
