@@ -22,8 +22,7 @@ import pandas as pd
 
 from harness.drivers import class_path
 from harness.drivers.base import BrokerEndpoint, Driver, Pattern, Role, Topology
-from harness.runner._records import finalize, read_errors
-from harness.runner._rows import assemble_rows
+from harness.runner._records import assemble_rows, finalize, read_errors
 from harness.runner._workers import CaseFailed, Workers
 from harness.runner.faults import FaultInjector, Sampler, WorkerHooks, depth_probe
 from harness.runner.worker import WorkerSpec
