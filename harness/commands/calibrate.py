@@ -1,5 +1,5 @@
 """``mqbench calibrate``: harness vs a bare pyzmq loop, in back-to-back pairs: is the harness what limits
-the numbers? The measuring is :mod:`harness.runner.calibrate`; this prints its pairs and their summary.
+the numbers? The measuring is :mod:`harness.calibrate`; this prints its pairs and their summary.
 Exit status: 0 measured, 1 a repetition could not be measured, 2 impossible arguments, 130 interrupted.
 """
 
@@ -17,7 +17,7 @@ from harness import units
 from harness.commands._terminal import EXIT_FAILED, EXIT_OK, Column, fail, numeric, table
 
 if TYPE_CHECKING:
-    from harness.runner.calibrate import Calibration
+    from harness.calibrate import Calibration
 
 NAME = "calibrate"
 _COLUMNS = (Column("repetition"),
@@ -35,7 +35,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace, console: Console) -> int:
-    from harness.runner.calibrate import CalibrationError, calibrate
+    from harness.calibrate import CalibrationError, calibrate
 
     if args.size < 1 or args.messages < 2 or args.repetitions < 1:
         return fail("calibrate needs --size >= 1, --messages >= 2 and --repetitions >= 1")

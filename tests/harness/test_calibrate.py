@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.runner.calibrate import Calibration, steal_ms
+from harness.calibrate import Calibration, steal_ms
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -72,8 +72,8 @@ def test_an_incomplete_harness_run_stops_calibration_with_its_reason(tmp_path: P
     import pandas as pd
     from rich.console import Console
 
+    import harness.calibrate as cal
     import harness.compare as cmp
-    import harness.runner.calibrate as cal
 
     monkeypatch.setattr(cal, "bare_receiver_throughput", lambda n, size: 1000.0)
     monkeypatch.setattr(cmp, "compare", lambda *a, **k: cmp.CompareOutcome(
