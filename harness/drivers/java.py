@@ -187,7 +187,7 @@ class TansuJavaDriver(KafkaJavaDriver):
 @dataclasses.dataclass(frozen=True)
 class RocketMQJavaOptions:
     client: str = "java"
-    queues: int = 4  # queues per topic
+    queues: int = 1  # queues per topic, as the Python driver (more queues: no order across them)
 
     def __post_init__(self) -> None:
         if self.queues < 1:

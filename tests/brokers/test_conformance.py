@@ -78,7 +78,8 @@ JVM_VARIANTS: dict[tuple[str, str | None], list[Variant]] = {
                                                  "manual_ack": True, "prefetch": 50})],
     ("kafka", "java"): [Variant("acks-all-2p", {"client": "java", "acks": "all", "partitions": 2, "linger_ms": 5},
                                 unordered=frozenset({Pattern.PUBSUB}))],
-    ("rocketmq", "java"): [],
+    ("rocketmq", "java"): [Variant("4q", {"client": "java", "queues": 4},
+                                   unordered=frozenset({Pattern.PUBSUB, Pattern.QUEUE}))],
 }
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.brokers import _jars, kafka, provision, rocketmq
+from harness.brokers import _base, _jars, kafka, provision, rocketmq
 from harness.brokers._process import _descendants
 from harness.brokers._registry import provisioner
 from harness.drivers import driver_class
@@ -132,8 +132,8 @@ def test_failed_start_leaves_no_java(tmp_path: Path, monkeypatch: pytest.MonkeyP
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
-        real = kafka.free_ports
-        monkeypatch.setattr(kafka, "free_ports", lambda n: [taken.getsockname()[1], *real(n - 1)])
+        real = _base.free_ports
+        monkeypatch.setattr(_base, "free_ports", lambda n: [taken.getsockname()[1], *real(n - 1)])
         with pytest.raises(DriverError, match="kafka broker failed to start") as failure:
             with provision("kafka", backend="process", logs_dir=tmp_path / "logs"):
                 pass
