@@ -29,6 +29,8 @@ from harness.drivers.options import NoOptions
 
 T = TypeVar("T")
 RETRY_PAUSE = 0.5  # seconds between connection attempts
+# A gap this long (ns) before a send means the producer is paced, not flat out (see SendBatch).
+IDLE_NS = 50_000
 
 
 def address(url: str) -> str:
@@ -125,6 +127,26 @@ class BrokerDriver(Driver):
             pass
         finally:
             close_quietly(admin)
+
+
+class SendBatch:
+    """When a producer that batches its writes (or commits) should end a batch: after ``size`` sends, or at
+    once when the send came after a gap (the producer is paced, not flat out), so that batching never holds
+    a message back to wait for the next send. The clock here decides, it never measures."""
+
+    def __init__(self, size: int) -> None:
+        self.size, self.count, self.last = size, 0, 0
+
+    def due(self) -> bool:
+        """Count one send; True when the batch ends with it (the caller then flushes and calls ``done``)."""
+        self.count += 1
+        now = time.monotonic_ns()
+        idle, self.last = now - self.last > IDLE_NS, now
+        return self.count >= self.size or idle
+
+    def done(self) -> None:
+        self.count = 0
+        self.last = time.monotonic_ns()  # time spent flushing is no gap between sends
 
 
 class Connection(Protocol):

@@ -31,14 +31,11 @@ from harness.drivers.base import (
     Topology,
     topology_from_plan,
 )
-from harness.drivers.broker import BrokerDriver, close_quietly, connect, guarantee, topic
+from harness.drivers.broker import BrokerDriver, SendBatch, close_quietly, connect, guarantee, topic
 from harness.drivers.options import option
 
 REPLY_TO = "amq.rabbitmq.reply-to"  # direct reply-to: no reply queue to declare
 RECEIPT_TIMEOUT = 30.0  # seconds a producer waits for the broker's confirms before giving up
-# A gap this long (ns) before a send means the producer is paced, not flat out: flush at once, so that
-# batching never holds a message back waiting for the next send.
-IDLE_NS = 50_000
 
 
 @dataclass(frozen=True)
@@ -158,11 +155,9 @@ class _RabbitProducer(Producer):
         self.properties = pika.BasicProperties(delivery_mode=2 if opts.persistent else 1)
         self.confirms = opts.confirms
         self.window = opts.confirm_window if opts.confirms else 0
-        self.batch = opts.write_batch if self.window != 1 else 1
+        self.batch = SendBatch(opts.write_batch if self.window != 1 else 1)
         self.published = self.confirmed = 0  # publish sequence numbers (the broker's delivery tags)
         self.singles: set[int] = set()  # confirmed one by one, above ``confirmed``
-        self.unflushed = 0
-        self.last_send = 0
         self.nacked: Any = None
         if opts.confirms:
             selected: list[Any] = []
@@ -210,20 +205,14 @@ class _RabbitProducer(Producer):
         except pika.exceptions.AMQPError as exc:
             raise DriverError(f"rabbitmq refused a message: {exc!r}") from None
         self.published += 1
-        self.unflushed += 1
-        now = time.monotonic_ns()  # decides when to flush, never measures
-        idle, self.last_send = now - self.last_send > IDLE_NS, now
-        if self.unflushed >= self.batch or idle:
-            self.unflushed = 0
-            if self.window and self.published - self.confirmed >= self.window:
-                target = self.published - self.window + 1
-                self._pump(lambda: self.confirmed >= target, RECEIPT_TIMEOUT, "a publish")
-            else:
-                self._pump(lambda: True, RECEIPT_TIMEOUT, "a publish")
-            self.last_send = time.monotonic_ns()
+        if self.batch.due():
+            # Never more than the window unconfirmed (0 when not confirming: only the socket flush).
+            target = self.published - self.window + 1 if self.window else 0
+            self._pump(lambda: self.confirmed >= target, RECEIPT_TIMEOUT, "a publish")
+            self.batch.done()
 
     def flush(self, timeout: float) -> None:
-        self.unflushed = 0
+        self.batch.done()
         target = self.published if self.confirms else 0
         self._pump(lambda: self.confirmed >= target, timeout, f"{self.published - self.confirmed} publishes")
 
