@@ -74,6 +74,70 @@ def test_report_label_names_tansu() -> None:
     assert _driver("kafka").label() == "kafka"
 
 
+def test_report_label_names_the_confluent_client() -> None:
+    assert _driver("kafka", client="confluent-kafka").label() == "kafka (confluent-kafka)"
+    assert _driver("kafka", "tansu", client="confluent-kafka").label() == "kafka (tansu, confluent-kafka)"
+    with pytest.raises(DriverError, match="'client' must be one of kafka-python, confluent-kafka"):
+        _driver("kafka", client="librdkafka")
+
+
+def test_throughput_options_have_the_clients_recommended_defaults() -> None:
+    assert _driver("kafka").opts.linger_ms == 5  # the Java client's default since Kafka 4.0
+    assert _driver("rabbitmq").opts.confirm_window == 1000  # PerfTest's -c
+    assert _driver("mqtt").opts.inflight == 1000
+    assert _driver("redis").opts.pipeline == 100
+    assert _driver("activemq").opts.ack_every <= _driver("activemq").opts.prefetch // 2
+
+
+@pytest.mark.parametrize("system", ["rabbitmq", "activemq"])
+def test_acking_less_often_than_the_prefetch_allows_is_refused(system: str) -> None:
+    with pytest.raises(DriverError, match=r"ack_every \(200\) must not exceed prefetch \(100\)"):
+        ack = "manual_ack" if system == "rabbitmq" else "client_ack"
+        driver_class(system)({"prefetch": 100, "ack_every": 200, ack: True}, BrokerEndpoint(system, BROKER[system], "external"))
+
+
+class _FakeWire:
+    def __init__(self) -> None:
+        self.log: list[str] = []
+
+    def send(self, *args: Any) -> None:
+        self.log.append(f"send {args[-1]!r}")
+
+    def read(self) -> None:
+        self.log.append("read")
+
+
+@pytest.mark.parametrize(("pipeline", "synchronous"), [(2, False), (1, True)])
+def test_redis_producer_reads_replies_behind_its_writes(pipeline: int, synchronous: bool) -> None:
+    from harness.drivers.redis_streams import _RedisProducer
+
+    wire = _FakeWire()
+    producer = _RedisProducer(wire, ("XADD", "k", "*", b"d"), pipeline)  # type: ignore[arg-type]
+    for i in range(3):
+        producer.send(bytearray([i]))
+    producer.flush(1.0)
+    # The runner stamps acks per message only when send returns after the server's reply.
+    assert producer.acks_synchronously is synchronous
+    if synchronous:
+        assert wire.log == ["send b'\\x00'", "read", "send b'\\x01'", "read", "send b'\\x02'", "read"]
+    else:
+        assert wire.log == ["send b'\\x00'", "send b'\\x01'", "read", "send b'\\x02'", "read", "read"]
+
+
+def test_send_batch_ends_on_size_or_after_a_gap(monkeypatch: pytest.MonkeyPatch) -> None:
+    now = [10**12]
+    monkeypatch.setattr(broker.time, "monotonic_ns", lambda: now[0])
+    batch = broker.SendBatch(3)
+    batch.done()
+    ends = []
+    for gap in [1000, 1000, 1000, 1000, broker.IDLE_NS + 1, 1000]:  # flat out, then one paced send
+        now[0] += gap
+        ends.append(batch.due())
+        if ends[-1]:
+            batch.done()
+    assert ends == [False, False, True, False, True, False]
+
+
 def test_acks_0_is_refused_on_tansu() -> None:
     with pytest.raises(DriverError, match="acks=0 does not work on Tansu"):
         _driver("kafka", "tansu", acks="0")
