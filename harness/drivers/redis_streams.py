@@ -7,8 +7,8 @@ every consumer XREADs the whole stream from the last entry id it saw at ``start(
 ``aof``: append-only file with fsync on every write; turned on by CONFIG SET on a provisioned broker, and
 required to be on already for an external one.
 
-Throughput as redis-py (with hiredis) allows it: producers pipeline, writing each XADD / PUBLISH at once and
-reading the replies behind, at most ``pipeline`` unanswered (redis-benchmark's ``-P``); group consumers read
+Throughput as redis-py (with hiredis) allows it: producers pipeline, writing XADD / PUBLISH commands in
+batches and reading the replies behind, at most ``pipeline`` unanswered (redis-benchmark's ``-P``); group consumers read
 ``batch`` entries per XREADGROUP and send the XACK of a batch in the same round trip as the next read.
 Workers speak through one connection of the client's pool (``_Wire``) and take replies as the hiredis
 parser gives them, without redis-py's per-entry conversion to dicts.
@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from harness.drivers.base import Consumer, DriverError, Guarantee, Pattern, Producer, Role, Topology
-from harness.drivers.broker import BrokerDriver, connect, guarantee, pattern, topic
+from harness.drivers.broker import BrokerDriver, SendBatch, connect, guarantee, pattern, topic
 from harness.drivers.options import option
 
 GROUP = "mqbench"
@@ -125,13 +125,21 @@ class _Wire:
         self.client = client
         self.conn = client.connection_pool.get_connection()
 
-    def send(self, *args: Any) -> None:
+    def pack(self, *args: Any) -> bytes:
+        """One command in the protocol (hiredis packs it when installed)."""
+        return b"".join(self.conn.pack_command(*args))
+
+    def write(self, data: bytes) -> None:
+        """Commands already packed, in one write."""
         import redis
 
         try:
-            self.conn.send_packed_command(self.conn.pack_command(*args), check_health=False)
+            self.conn.send_packed_command([data], check_health=False)
         except redis.RedisError as exc:
             raise DriverError(f"redis refused a command: {exc}") from None
+
+    def send(self, *args: Any) -> None:
+        self.write(self.pack(*args))
 
     def read(self) -> Any:
         import redis
@@ -151,20 +159,42 @@ class _Wire:
 
 
 class _RedisProducer(Producer):
+    """Commands are packed at ``send`` and written in batches (``SendBatch``: half the pipeline, or at once
+    when the producer is paced); before a batch is written, replies are read until at most ``pipeline``
+    commands will be unanswered."""
+
     def __init__(self, wire: _Wire, head: tuple[Any, ...], pipeline: int) -> None:
-        self.wire, self.head, self.window = wire, head, pipeline
+        self.wire, self.window = wire, pipeline
+        # The command without its last argument, packed by the client once; the payload goes after it as
+        # one bulk string ("$<length>\r\n<bytes>\r\n"), the only part that changes per message.
+        self.prefix = wire.pack(*head, b"")[: -len(b"$0\r\n\r\n")]
+        self.batch = SendBatch(max(1, pipeline // 2))
+        self.packed: list[bytes] = []  # commands not written yet
         self.unread = 0  # commands written whose reply is not read yet
         # XADD / PUBLISH are answered once the server took the message; with a pipeline, later.
         self.acks_synchronously = pipeline == 1
 
     def send(self, payload: bytearray) -> None:
-        self.wire.send(*self.head, bytes(payload))
-        self.unread += 1
-        if self.unread >= self.window:
-            self.wire.read()
+        self.packed.append(b"%b$%d\r\n%b\r\n" % (self.prefix, len(payload), payload))  # a copy of payload
+        if self.batch.due():
+            self._write()
+            self.batch.done()
+
+    def _write(self) -> None:
+        wire, count = self.wire, len(self.packed)
+        while self.unread and self.unread + count > self.window:
+            wire.read()
             self.unread -= 1
+        wire.write(b"".join(self.packed))
+        self.packed.clear()
+        self.unread += count
+        if self.window == 1:  # each send waits for its reply
+            wire.read()
+            self.unread = 0
 
     def flush(self, timeout: float) -> None:
+        if self.packed:
+            self._write()
         while self.unread:  # the socket timeout bounds each read
             self.wire.read()
             self.unread -= 1
