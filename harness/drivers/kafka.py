@@ -16,6 +16,8 @@ Java client does by default (``linger_ms`` 5, ``batch_size`` 16384) and hear of 
 from __future__ import annotations
 
 import threading
+import time
+from abc import abstractmethod
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -204,7 +206,27 @@ class _KafkaProducer(RoundRobinProducer):
             pass
 
 
-class _KafkaConsumer(Consumer):
+class AssignedConsumer(Consumer):
+    """What both clients' consumers share: ``poll`` passes what ``fetch`` gets to ``on_message``, and waits
+    out its timeout when this consumer has no partition."""
+
+    partitions: list[int]
+    on_message: Callable[[bytes], None] | None = None
+
+    def poll(self, timeout: float) -> None:
+        on_message = self.on_message
+        assert on_message is not None, "start() first"
+        if not self.partitions:  # more consumers than partitions: this one has nothing to read
+            time.sleep(timeout)
+            return
+        self.fetch(on_message, timeout)
+
+    @abstractmethod
+    def fetch(self, on_message: Callable[[bytes], None], timeout: float) -> None:
+        """Receive for at most about ``timeout`` seconds."""
+
+
+class _KafkaConsumer(AssignedConsumer):
     def __init__(self, driver: KafkaDriver, topic: str, partitions: list[int]) -> None:
         from kafka import KafkaConsumer
 
@@ -230,14 +252,7 @@ class _KafkaConsumer(Consumer):
             for tp, offset in self.consumer.end_offsets(assigned).items():
                 self.consumer.seek(tp, offset)
 
-    def poll(self, timeout: float) -> None:
-        on_message = self.on_message
-        assert on_message is not None, "start() first"
-        if not self.partitions:  # more consumers than partitions: this one has nothing to read
-            import time
-
-            time.sleep(timeout)
-            return
+    def fetch(self, on_message: Callable[[bytes], None], timeout: float) -> None:
         batches = self.consumer.poll(timeout_ms=max(1, int(timeout * 1000)))
         for records in batches.values():
             for record in records:

@@ -10,13 +10,18 @@ group: partitions are assigned at their end offsets as of ``start()``.
 
 from __future__ import annotations
 
-import time
 import uuid
 from collections.abc import Callable
 from typing import Any
 
-from harness.drivers.base import Consumer, DriverError
-from harness.drivers.kafka import ACKS, CONFLUENT_POLL_EVERY, KafkaDriver, RoundRobinProducer
+from harness.drivers.base import DriverError
+from harness.drivers.kafka import (
+    ACKS,
+    CONFLUENT_POLL_EVERY,
+    AssignedConsumer,
+    KafkaDriver,
+    RoundRobinProducer,
+)
 
 FETCH_BATCH = 1000  # messages per Consumer.consume call
 TIMEOUT = 30.0  # seconds for metadata and offset look-ups
@@ -100,7 +105,7 @@ class ConfluentProducer(RoundRobinProducer):
             pass
 
 
-class ConfluentConsumer(Consumer):
+class ConfluentConsumer(AssignedConsumer):
     def __init__(self, driver: KafkaDriver, topic: str, partitions: list[int]) -> None:
         ck = _module()
         self.ck = ck
@@ -129,12 +134,7 @@ class ConfluentConsumer(Consumer):
         if assigned:
             self.consumer.assign(assigned)
 
-    def poll(self, timeout: float) -> None:
-        on_message = self.on_message
-        assert on_message is not None, "start() first"
-        if not self.partitions:  # more consumers than partitions: this one has nothing to read
-            time.sleep(timeout)
-            return
+    def fetch(self, on_message: Callable[[bytes], None], timeout: float) -> None:
         for msg in self.consumer.consume(FETCH_BATCH, timeout):
             if msg.error() is None:
                 on_message(msg.value())
