@@ -197,6 +197,9 @@ class _StompProducer(Producer):
         if self.committing is not None:
             self.session.wait_receipt(self.committing)
         self.committing = receipt
+        if self.batch.paced:  # time to spare: confirmed before send returns
+            self.session.wait_receipt(receipt)
+            self.committing = None
 
     def flush(self, timeout: float) -> None:
         if self.tx is not None:

@@ -131,18 +131,22 @@ class BrokerDriver(Driver):
 
 class SendBatch:
     """When a producer that batches its writes (or commits) should end a batch: after ``size`` sends, or at
-    once when the send came after a gap (the producer is paced, not flat out), so that batching never holds
-    a message back to wait for the next send. The clock here decides, it never measures."""
+    once when the send came after a gap (the producer is ``paced``, not flat out), so that batching never
+    holds a message back to wait for the next send. A paced producer has time to spare: it then also waits
+    for the broker's answer to what it sent, so that each of its sends is confirmed when it returns, as
+    without a window (a broker crash cannot take messages the run counts as sent). The clock here decides,
+    it never measures."""
 
     def __init__(self, size: int) -> None:
         self.size, self.count, self.last = size, 0, 0
+        self.paced = False
 
     def due(self) -> bool:
         """Count one send; True when the batch ends with it (the caller then flushes and calls ``done``)."""
         self.count += 1
         now = time.monotonic_ns()
-        idle, self.last = now - self.last > IDLE_NS, now
-        return self.count >= self.size or idle
+        self.paced, self.last = now - self.last > IDLE_NS, now
+        return self.count >= self.size or self.paced
 
     def done(self) -> None:
         self.count = 0

@@ -206,8 +206,12 @@ class _RabbitProducer(Producer):
             raise DriverError(f"rabbitmq refused a message: {exc!r}") from None
         self.published += 1
         if self.batch.due():
-            # Never more than the window unconfirmed (0 when not confirming: only the socket flush).
-            target = self.published - self.window + 1 if self.window else 0
+            # Never more than the window unconfirmed (0 when not confirming: only the socket flush); a
+            # paced producer waits for every confirm.
+            if not self.window:
+                target = 0
+            else:
+                target = self.published if self.batch.paced else self.published - self.window + 1
             self._pump(lambda: self.confirmed >= target, RECEIPT_TIMEOUT, "a publish")
             self.batch.done()
 

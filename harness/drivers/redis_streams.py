@@ -159,9 +159,9 @@ class _Wire:
 
 
 class _RedisProducer(Producer):
-    """Commands are packed at ``send`` and written in batches (``SendBatch``: half the pipeline, or at once
-    when the producer is paced); before a batch is written, replies are read until at most ``pipeline``
-    commands will be unanswered."""
+    """Commands are packed at ``send`` and written in batches (``SendBatch``: half the pipeline; or at once,
+    reading every reply, when the producer is paced); before a batch is written, replies are read until at
+    most ``pipeline`` commands will be unanswered."""
 
     def __init__(self, wire: _Wire, head: tuple[Any, ...], pipeline: int) -> None:
         self.wire, self.window = wire, pipeline
@@ -188,9 +188,10 @@ class _RedisProducer(Producer):
         wire.write(b"".join(self.packed))
         self.packed.clear()
         self.unread += count
-        if self.window == 1:  # each send waits for its reply
-            wire.read()
-            self.unread = 0
+        if self.window == 1 or self.batch.paced:  # each send waits for its reply
+            while self.unread:
+                wire.read()
+                self.unread -= 1
 
     def flush(self, timeout: float) -> None:
         if self.packed:

@@ -110,20 +110,25 @@ class _FakeWire:
         self.log.append("read")
 
 
+ONE_BY_ONE = ["write 00", "read", "write 01", "read", "write 02", "read", "write 03", "read", "write 04", "read"]
+
+
 @pytest.mark.parametrize(
-    ("pipeline", "synchronous", "log"),
+    ("pipeline", "gap", "synchronous", "log"),
     [
         # Flat out: batches of half the pipeline; replies read so that at most 4 commands are unanswered.
-        (4, False, ["write 0001", "write 0203", "read", "write 04", "read", "read", "read", "read"]),
-        (1, True, ["write 00", "read", "write 01", "read", "write 02", "read", "write 03", "read", "write 04", "read"]),
+        (4, 0, False, ["write 0001", "write 0203", "read", "write 04", "read", "read", "read", "read"]),
+        (1, 0, True, ONE_BY_ONE),
+        (4, broker.IDLE_NS + 1, False, ONE_BY_ONE),  # paced: each send written and answered at once
     ],
 )
 def test_redis_producer_reads_replies_behind_its_writes(
-    monkeypatch: pytest.MonkeyPatch, pipeline: int, synchronous: bool, log: list[str]
+    monkeypatch: pytest.MonkeyPatch, pipeline: int, gap: int, synchronous: bool, log: list[str]
 ) -> None:
     from harness.drivers.redis_streams import _RedisProducer
 
-    monkeypatch.setattr(broker.time, "monotonic_ns", lambda: 10**12)  # no gap between sends
+    clock = iter(range(10**12, 10**13, gap or 1))
+    monkeypatch.setattr(broker.time, "monotonic_ns", lambda: next(clock) if gap else 10**12)
     wire = _FakeWire()
     producer = _RedisProducer(wire, ("XADD", "k", "*", b"d"), pipeline)  # type: ignore[arg-type]
     producer.batch.done()
