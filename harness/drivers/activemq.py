@@ -164,6 +164,7 @@ class _StompProducer(Producer):
         self.committing: str | None = None  # receipt of the last COMMIT, not yet received
 
     def send(self, payload: bytearray) -> None:
+        self.batch.begin()
         conn, headers = self.session.conn, self.headers
         try:
             if self.transactions:

@@ -141,16 +141,22 @@ class SendBatch:
         self.size, self.count, self.last = size, 0, 0
         self.paced = False
 
+    def begin(self) -> None:
+        """At the start of ``send``: whether the producer paused since its previous send returned (the
+        time a send itself takes is no pause: a slow client is not a paced producer)."""
+        self.paced = time.monotonic_ns() - self.last > IDLE_NS
+
     def due(self) -> bool:
-        """Count one send; True when the batch ends with it (the caller then flushes and calls ``done``)."""
+        """Count this send; True when the batch ends with it (the caller then flushes and calls ``done``)."""
         self.count += 1
-        now = time.monotonic_ns()
-        self.paced, self.last = now - self.last > IDLE_NS, now
-        return self.count >= self.size or self.paced
+        if self.count >= self.size or self.paced:
+            return True
+        self.last = time.monotonic_ns()
+        return False
 
     def done(self) -> None:
         self.count = 0
-        self.last = time.monotonic_ns()  # time spent flushing is no gap between sends
+        self.last = time.monotonic_ns()
 
 
 class Connection(Protocol):

@@ -200,6 +200,7 @@ class _RabbitProducer(Producer):
     def send(self, payload: bytearray) -> None:
         import pika
 
+        self.batch.begin()
         try:
             self.publish(self.exchange, self.routing_key, bytes(payload), self.properties)
         except pika.exceptions.AMQPError as exc:

@@ -175,6 +175,7 @@ class _RedisProducer(Producer):
         self.acks_synchronously = pipeline == 1
 
     def send(self, payload: bytearray) -> None:
+        self.batch.begin()
         self.packed.append(b"".join((self.prefix, b"$%d\r\n" % len(payload), payload, b"\r\n")))  # copies payload
         if self.batch.due():
             self._write()

@@ -140,18 +140,22 @@ def test_redis_producer_reads_replies_behind_its_writes(
     assert wire.log == log
 
 
-def test_send_batch_ends_on_size_or_after_a_gap(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_send_batch_ends_on_size_or_after_a_pause(monkeypatch: pytest.MonkeyPatch) -> None:
     now = [10**12]
     monkeypatch.setattr(broker.time, "monotonic_ns", lambda: now[0])
     batch = broker.SendBatch(3)
     batch.done()
     ends = []
-    for gap in [1000, 1000, 1000, 1000, broker.IDLE_NS + 1, 1000]:  # flat out, then one paced send
-        now[0] += gap
+    # (pause before the send, time the send itself takes): flat out, one slow send, then one paced send
+    for pause, busy in [(1000, 0), (1000, 0), (1000, 0), (1000, 0), (0, broker.IDLE_NS * 5), (broker.IDLE_NS + 1, 0)]:
+        now[0] += pause
+        batch.begin()
+        now[0] += busy
         ends.append(batch.due())
         if ends[-1]:
             batch.done()
-    assert ends == [False, False, True, False, True, False]
+    assert ends == [False, False, True, False, False, True]
+    assert batch.paced
 
 
 def test_acks_0_is_refused_on_tansu() -> None:
