@@ -16,6 +16,7 @@ parser gives them, without redis-py's per-entry conversion to dicts.
 
 from __future__ import annotations
 
+import collections
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -47,6 +48,10 @@ class RedisDriver(BrokerDriver):
     client_module = "redis"
     options_type = RedisOptions
     opts: RedisOptions
+
+    def __init__(self, options: Mapping[str, Any], broker: Any = None) -> None:
+        super().__init__(options, broker)
+        self.carry: list[bytes] = []  # commands a lost producer left unanswered (see _RedisProducer)
 
     def guarantee(self) -> Guarantee:
         # Stated for the pubsub pattern when mode is pubsub (queues always use streams).
@@ -90,7 +95,7 @@ class RedisDriver(BrokerDriver):
         else:
             cap = ("MAXLEN", "~", self.opts.maxlen) if self.opts.maxlen else ()
             head = ("XADD", key, *cap, "*", FIELD)
-        return _RedisProducer(_Wire(self._client()), head, self.opts.pipeline)
+        return _RedisProducer(_Wire(self._client()), head, self.opts.pipeline, self.carry)
 
     def create_consumer(self, plan: Mapping[str, Any], role: Role) -> Consumer:
         key = topic(plan, role)
@@ -161,45 +166,57 @@ class _Wire:
 class _RedisProducer(Producer):
     """Commands are packed at ``send`` and written in batches (``SendBatch``: half the pipeline; or at once,
     reading every reply, when the producer is paced); before a batch is written, replies are read until at
-    most ``pipeline`` commands will be unanswered."""
+    most ``pipeline`` commands will be unanswered.
 
-    def __init__(self, wire: _Wire, head: tuple[Any, ...], pipeline: int) -> None:
-        self.wire, self.window = wire, pipeline
+    At-least-once across a lost connection: commands whose reply never came are left in ``carry`` (the
+    driver's, so that the producer the runner creates next on this driver writes them again first); a
+    message may then arrive twice, never not at all."""
+
+    def __init__(self, wire: _Wire, head: tuple[Any, ...], pipeline: int, carry: list[bytes]) -> None:
+        self.wire, self.window, self.carry = wire, pipeline, carry
         # The command without its last argument, packed by the client once; the payload goes after it as
         # one bulk string ("$<length>\r\n<bytes>\r\n"), the only part that changes per message.
         self.prefix = wire.pack(*head, b"")[: -len(b"$0\r\n\r\n")]
         self.batch = SendBatch(max(1, pipeline // 2))
         self.packed: list[bytes] = []  # commands not written yet
-        self.unread = 0  # commands written whose reply is not read yet
+        self.unanswered: collections.deque[bytes] = collections.deque()  # written, reply not read yet
         # XADD / PUBLISH are answered once the server took the message; with a pipeline, later.
         self.acks_synchronously = pipeline == 1
+        if carry:  # a predecessor's unanswered commands first
+            self.packed.extend(carry)
+            self._write(answered=True)
+            carry.clear()
 
     def send(self, payload: bytearray) -> None:
         self.batch.begin()
         self.packed.append(b"".join((self.prefix, b"$%d\r\n" % len(payload), payload, b"\r\n")))  # copies payload
         if self.batch.due():
-            self._write()
+            self._write(answered=self.window == 1 or self.batch.paced)  # paced: each send waits for its reply
             self.batch.done()
 
-    def _write(self) -> None:
-        wire, count = self.wire, len(self.packed)
-        while self.unread and self.unread + count > self.window:
-            wire.read()
-            self.unread -= 1
-        wire.write(b"".join(self.packed))
-        self.packed.clear()
-        self.unread += count
-        if self.window == 1 or self.batch.paced:  # each send waits for its reply
-            while self.unread:
+    def _write(self, answered: bool) -> None:
+        """Write the packed commands, after reading replies down to the window; ``answered``: and read
+        every reply before returning."""
+        wire, packed, unanswered = self.wire, self.packed, self.unanswered
+        try:
+            while unanswered and len(unanswered) + len(packed) > self.window:
                 wire.read()
-                self.unread -= 1
+                unanswered.popleft()
+            if packed:
+                wire.write(b"".join(packed))
+                unanswered.extend(packed)
+                packed.clear()
+            while answered and unanswered:
+                wire.read()
+                unanswered.popleft()
+        except DriverError:
+            self.carry[:] = [*unanswered, *packed]
+            unanswered.clear()
+            packed.clear()
+            raise
 
     def flush(self, timeout: float) -> None:
-        if self.packed:
-            self._write()
-        while self.unread:  # the socket timeout bounds each read
-            self.wire.read()
-            self.unread -= 1
+        self._write(answered=True)  # the socket timeout bounds each read
 
     def close(self) -> None:
         self.wire.close()

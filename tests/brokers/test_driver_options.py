@@ -130,7 +130,7 @@ def test_redis_producer_reads_replies_behind_its_writes(
     clock = iter(range(10**12, 10**13, gap or 1))
     monkeypatch.setattr(broker.time, "monotonic_ns", lambda: next(clock) if gap else 10**12)
     wire = _FakeWire()
-    producer = _RedisProducer(wire, ("XADD", "k", "*", b"d"), pipeline)  # type: ignore[arg-type]
+    producer = _RedisProducer(wire, ("XADD", "k", "*", b"d"), pipeline, [])  # type: ignore[arg-type]
     producer.batch.done()
     for i in range(5):
         producer.send(bytearray([i]))
@@ -138,6 +138,23 @@ def test_redis_producer_reads_replies_behind_its_writes(
     # The runner stamps acks per message only when send returns after the server's reply.
     assert producer.acks_synchronously is synchronous
     assert wire.log == log
+
+
+def test_redis_producer_leaves_unanswered_commands_to_its_successor() -> None:
+    from harness.drivers.redis_streams import _RedisProducer
+
+    class _Lost(_FakeWire):
+        def read(self) -> None:
+            raise DriverError("redis refused a command: connection lost")
+
+    carry: list[bytes] = []
+    producer = _RedisProducer(_Lost(), ("XADD", "k", "*", b"d"), 4, carry)  # type: ignore[arg-type]
+    with pytest.raises(DriverError, match="connection lost"):
+        producer.send(bytearray([7]))  # the first send comes after a pause: written, then its reply read
+    assert carry and carry[-1].endswith(b"\x07\r\n")
+    wire = _FakeWire()
+    _RedisProducer(wire, ("XADD", "k", "*", b"d"), 4, carry)  # type: ignore[arg-type]
+    assert wire.log == ["write 07", "read"] and carry == []
 
 
 def test_send_batch_ends_on_size_or_after_a_pause(monkeypatch: pytest.MonkeyPatch) -> None:
