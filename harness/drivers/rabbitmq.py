@@ -14,6 +14,7 @@ Consumers are pull-style: ``on_message`` runs inside ``poll`` (pika dispatches i
 
 from __future__ import annotations
 
+import collections
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -60,6 +61,7 @@ class RabbitMQDriver(BrokerDriver):
 
     def __init__(self, options: Mapping[str, Any], broker: Any = None) -> None:
         super().__init__(options, broker)
+        self.carry: list[bytes] = []  # what a lost producer left unconfirmed (see _RabbitProducer)
         opts = self.opts
         if opts.manual_ack and opts.prefetch and opts.ack_every > opts.prefetch:
             # The broker stops delivering at prefetch unacked messages: an ack would never come.
@@ -109,9 +111,9 @@ class RabbitMQDriver(BrokerDriver):
         topology = topology_from_plan(plan)
         name = topology.topic_name(role.topic)
         if topology.pattern is Pattern.PUBSUB:
-            producer = _RabbitProducer(self._connect(), self.opts, exchange=name, routing_key="")
+            producer = _RabbitProducer(self._connect(), self.opts, name, "", self.carry)
         else:
-            producer = _RabbitProducer(self._connect(), self.opts, exchange="", routing_key=name)
+            producer = _RabbitProducer(self._connect(), self.opts, "", name, self.carry)
         self._declare(producer.channel, topology, role.topic)
         return producer
 
@@ -143,9 +145,14 @@ def _subscriber_queue(exchange: str, consumer: int) -> str:
 
 class _RabbitProducer(Producer):
     """Publishes through the channel's asynchronous core (``channel._impl``): BlockingChannel's own
-    ``basic_publish`` flushes the socket, and with confirms waits for the ack, on every message."""
+    ``basic_publish`` flushes the socket, and with confirms waits for the ack, on every message.
 
-    def __init__(self, conn: Any, opts: RabbitMQOptions, exchange: str, routing_key: str) -> None:
+    At-least-once across a lost connection (with confirms): the bodies not confirmed yet are left in
+    ``carry`` (the driver's), and the producer the runner creates next on this driver publishes them
+    again first; a message may then arrive twice, never not at all."""
+
+    def __init__(self, conn: Any, opts: RabbitMQOptions, exchange: str, routing_key: str,
+                 carry: list[bytes]) -> None:
         import pika
 
         self.conn = conn
@@ -158,12 +165,29 @@ class _RabbitProducer(Producer):
         self.batch = SendBatch(opts.write_batch if self.window != 1 else 1)
         self.published = self.confirmed = 0  # publish sequence numbers (the broker's delivery tags)
         self.singles: set[int] = set()  # confirmed one by one, above ``confirmed``
+        self.unconfirmed: collections.deque[bytes] = collections.deque()  # bodies from confirmed + 1 on
+        self.carry = carry
         self.nacked: Any = None
         if opts.confirms:
             selected: list[Any] = []
             self.channel._impl.confirm_delivery(self._on_confirm, selected.append)
             self._pump(lambda: bool(selected), RECEIPT_TIMEOUT, "confirm mode")
+            for body in carry:  # a predecessor's unconfirmed messages first; carry stays until confirmed
+                self._publish(body)
+            self._pump(lambda: self.confirmed >= self.published, RECEIPT_TIMEOUT, "the carried messages")
+            carry.clear()
         self.acks_synchronously = self.window == 1
+
+    def _publish(self, body: bytes) -> None:
+        import pika
+
+        try:
+            self.publish(self.exchange, self.routing_key, body, self.properties)
+        except pika.exceptions.AMQPError as exc:
+            raise DriverError(f"rabbitmq refused a message: {exc!r}") from None
+        self.published += 1
+        if self.window:
+            self.unconfirmed.append(body)
 
     def _on_confirm(self, frame: Any) -> None:
         import pika
@@ -171,7 +195,7 @@ class _RabbitProducer(Producer):
         method = frame.method
         if isinstance(method, pika.spec.Basic.Nack) and self.nacked is None:
             self.nacked = method
-        tag = method.delivery_tag
+        tag, before = method.delivery_tag, self.confirmed
         if method.multiple:
             self.confirmed = max(self.confirmed, tag)
             self.singles = {t for t in self.singles if t > tag}
@@ -180,6 +204,8 @@ class _RabbitProducer(Producer):
         while self.confirmed + 1 in self.singles:
             self.confirmed += 1
             self.singles.discard(self.confirmed)
+        for _ in range(self.confirmed - before):
+            self.unconfirmed.popleft()
 
     def _pump(self, done: Callable[[], bool], timeout: float, what: str) -> None:
         """Flush and process the connection's events until ``done()`` or ``timeout`` s have passed."""
@@ -198,28 +224,34 @@ class _RabbitProducer(Producer):
             raise DriverError(f"rabbitmq refused a message (basic.nack up to {self.nacked.delivery_tag})")
 
     def send(self, payload: bytearray) -> None:
-        import pika
-
         self.batch.begin()
         try:
-            self.publish(self.exchange, self.routing_key, bytes(payload), self.properties)
-        except pika.exceptions.AMQPError as exc:
-            raise DriverError(f"rabbitmq refused a message: {exc!r}") from None
-        self.published += 1
-        if self.batch.due():
-            # Never more than the window unconfirmed (0 when not confirming: only the socket flush); a
-            # paced producer waits for every confirm.
-            if not self.window:
-                target = 0
-            else:
-                target = self.published if self.batch.paced else self.published - self.window + 1
-            self._pump(lambda: self.confirmed >= target, RECEIPT_TIMEOUT, "a publish")
-            self.batch.done()
+            self._publish(bytes(payload))
+            if self.batch.due():
+                # Never more than the window unconfirmed (0 when not confirming: only the socket flush); a
+                # paced producer waits for every confirm.
+                if not self.window:
+                    target = 0
+                else:
+                    target = self.published if self.batch.paced else self.published - self.window + 1
+                self._pump(lambda: self.confirmed >= target, RECEIPT_TIMEOUT, "a publish")
+                self.batch.done()
+        except DriverError:
+            self._leave_unconfirmed()
+            raise
+
+    def _leave_unconfirmed(self) -> None:
+        self.carry[:] = self.unconfirmed
+        self.unconfirmed.clear()
 
     def flush(self, timeout: float) -> None:
         self.batch.done()
         target = self.published if self.confirms else 0
-        self._pump(lambda: self.confirmed >= target, timeout, f"{self.published - self.confirmed} publishes")
+        try:
+            self._pump(lambda: self.confirmed >= target, timeout, f"{self.published - self.confirmed} publishes")
+        except DriverError:
+            self._leave_unconfirmed()
+            raise
 
     def close(self) -> None:
         close_quietly(self.conn)
