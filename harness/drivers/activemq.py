@@ -49,6 +49,7 @@ class ActiveMQDriver(BrokerDriver):
 
     def __init__(self, options: Mapping[str, Any], broker: Any = None) -> None:
         super().__init__(options, broker)
+        self.carry: list[bytes] = []  # what a lost producer left unconfirmed (see _StompProducer)
         if self.opts.client_ack and self.opts.ack_every > self.opts.prefetch:
             # The broker stops delivering at prefetch unacked messages: an ack would never come.
             raise DriverError(
@@ -62,7 +63,7 @@ class ActiveMQDriver(BrokerDriver):
     # Destinations are created on first use, and a throwaway broker takes them with it: no admin().
 
     def create_producer(self, plan: Mapping[str, Any], role: Role) -> Producer:
-        return _StompProducer(_Session(self), _destination(plan, role), self.opts)
+        return _StompProducer(_Session(self), _destination(plan, role), self.opts, self.carry)
 
     def create_consumer(self, plan: Mapping[str, Any], role: Role) -> Consumer:
         return _StompConsumer(_Session(self), _destination(plan, role), self.opts)
@@ -153,7 +154,11 @@ def _listener(session: _Session) -> Any:
 
 
 class _StompProducer(Producer):
-    def __init__(self, session: _Session, destination: str, opts: ActiveMQOptions) -> None:
+    """With transactions, at-least-once across a lost connection: the bodies of the open transaction and
+    of the COMMIT in flight are left in ``carry`` (the driver's), and the producer the runner creates next
+    on this driver sends them again first; a message may then arrive twice, never not at all."""
+
+    def __init__(self, session: _Session, destination: str, opts: ActiveMQOptions, carry: list[bytes]) -> None:
         self.session, self.destination = session, destination
         self.headers = {"persistent": "true" if opts.persistent else "false"}
         self.receipts = opts.receipts
@@ -162,31 +167,50 @@ class _StompProducer(Producer):
         self.batch = SendBatch(opts.tx_batch)
         self.tx: str | None = None  # the open transaction
         self.committing: str | None = None  # receipt of the last COMMIT, not yet received
+        self.open: list[bytes] = []  # bodies sent in the open transaction
+        self.in_commit: list[bytes] = []  # bodies of the COMMIT in flight
+        self.carry = carry
+        if self.transactions and carry:  # carry stays until the broker confirmed it
+            for body in carry:
+                self._send_in_tx(body)
+            self.flush(RECEIPT_TIMEOUT)
+            carry.clear()
+
+    def _send_in_tx(self, body: bytes) -> None:
+        conn = self.session.conn
+        if self.tx is None:
+            self.tx = f"tx-{uuid.uuid4().hex[:8]}"
+            conn.begin(self.tx)
+        conn.send(self.destination, body, headers={**self.headers, "transaction": self.tx})
+        self.open.append(body)
 
     def send(self, payload: bytearray) -> None:
         self.batch.begin()
         conn, headers = self.session.conn, self.headers
         try:
             if self.transactions:
-                if self.tx is None:
-                    self.tx = f"tx-{uuid.uuid4().hex[:8]}"
-                    conn.begin(self.tx)
-                conn.send(self.destination, bytes(payload), headers={**headers, "transaction": self.tx})
+                self._send_in_tx(bytes(payload))
+                if self.batch.due():
+                    self._commit()
+                    self.batch.done()
             elif self.receipts:
                 receipt = self.session.receipt_id()
                 conn.send(self.destination, bytes(payload), headers={**headers, "receipt": receipt})
                 self.session.wait_receipt(receipt)
             else:
                 conn.send(self.destination, bytes(payload), headers=headers)
+            self.session.check()
         except DriverError:
+            self._leave_unconfirmed()
             raise
         except Exception as exc:
+            self._leave_unconfirmed()
             raise DriverError(f"activemq refused a message: {exc!r}") from None
-        if self.tx is not None and self.batch.due():
-            self._commit()
-            self.batch.done()
-        else:
-            self.session.check()
+
+    def _leave_unconfirmed(self) -> None:
+        if self.transactions:
+            self.carry[:] = [*self.in_commit, *self.open]
+            self.in_commit, self.open, self.tx, self.committing = [], [], None, None
 
     def _commit(self) -> None:
         """COMMIT the open transaction with a receipt, after the previous COMMIT's receipt came (one in
@@ -197,18 +221,22 @@ class _StompProducer(Producer):
         self.tx = None
         if self.committing is not None:
             self.session.wait_receipt(self.committing)
-        self.committing = receipt
+        self.committing, self.in_commit, self.open = receipt, self.open, []
         if self.batch.paced:  # time to spare: confirmed before send returns
             self.session.wait_receipt(receipt)
-            self.committing = None
+            self.committing, self.in_commit = None, []
 
     def flush(self, timeout: float) -> None:
-        if self.tx is not None:
-            self._commit()
-        if self.committing is not None:
-            receipt, self.committing = self.committing, None
-            self.session.wait_receipt(receipt, timeout)
-            return
+        try:
+            if self.tx is not None:
+                self._commit()
+            if self.committing is not None:
+                self.session.wait_receipt(self.committing, timeout)
+                self.committing, self.in_commit = None, []
+                return
+        except DriverError:
+            self._leave_unconfirmed()
+            raise
         # The broker handles a connection's frames in order: a receipt for an empty transaction's
         # ABORT comes after every SEND before it was processed.
         tx = f"flush-{uuid.uuid4().hex[:8]}"
