@@ -25,8 +25,9 @@ SYSTEMS: dict[str, str] = {
 #: Further clients of a system, chosen by a variant's option ``client`` (without it: the Python client).
 CLIENTS: dict[str, dict[str, str]] = {
     "rabbitmq": {"java": "java:RabbitMQJavaDriver"},
-    "kafka": {"java": "java:KafkaJavaDriver"},
-    "tansu": {"java": "java:TansuJavaDriver"},
+    # kafka-python and confluent-kafka share one driver (its option ``client`` picks the library)
+    "kafka": {"java": "java:KafkaJavaDriver", "kafka-python": "kafka:KafkaDriver", "confluent-kafka": "kafka:KafkaDriver"},
+    "tansu": {"java": "java:TansuJavaDriver", "kafka-python": "kafka:TansuDriver", "confluent-kafka": "kafka:TansuDriver"},
     "rocketmq": {"java": "java:RocketMQJavaDriver"},
 }
 

@@ -3,8 +3,12 @@
 queue: ``/queue/<topic>`` with competing consumers; pubsub: ``/topic/<topic>`` with one (non-durable)
 subscription per consumer. Each producer/consumer is one STOMP connection whose receiver thread calls
 ``on_message`` (callback-style). Subscriptions are confirmed by a receipt before ``start`` returns.
-Options: ``persistent`` (the STOMP ``persistent`` header), ``client_ack`` (ack mode client-individual,
-acked after ``on_message`` returns), ``receipts`` (each send waits for the broker's receipt), ``prefetch``.
+Options: ``persistent`` (the STOMP ``persistent`` header); ``client_ack`` (ack mode client: one cumulative
+ACK per ``ack_every`` messages, sent after ``on_message`` returned for them, and for the rest whenever the
+worker polls); ``receipts`` (sends are confirmed: in transactions of ``tx_batch`` sends, each COMMIT
+carrying a receipt that is awaited before the next COMMIT goes out; ``tx_batch: 1`` is a receipt per send
+without transactions); ``prefetch``. A transaction ends early when the producer is paced (``SendBatch``):
+its messages reach consumers only once committed.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from harness.drivers.base import Consumer, DriverError, Guarantee, Pattern, Producer, Role, topology_from_plan
-from harness.drivers.broker import BrokerDriver, CallbackConsumer, address, connect, guarantee
+from harness.drivers.broker import BrokerDriver, CallbackConsumer, SendBatch, address, connect, guarantee
 from harness.drivers.options import option
 
 RECEIPT_TIMEOUT = 30.0
@@ -30,6 +34,9 @@ class ActiveMQOptions:
     client_ack: bool = False
     receipts: bool = False
     prefetch: int = option(1000, minimum=1)
+    tx_batch: int = option(100, minimum=1)  # sends per transaction (one receipt each) with receipts
+    # client_ack: one cumulative ACK per this many messages (ActiveMQ's own consumers ack at half the prefetch)
+    ack_every: int = option(500, minimum=1)
 
 
 class ActiveMQDriver(BrokerDriver):
@@ -41,6 +48,15 @@ class ActiveMQDriver(BrokerDriver):
     options_type = ActiveMQOptions
     opts: ActiveMQOptions
 
+    def __init__(self, options: Mapping[str, Any], broker: Any = None) -> None:
+        super().__init__(options, broker)
+        self.carry: list[bytes] = []  # what a lost producer left unconfirmed (see _StompProducer)
+        if self.opts.client_ack and self.opts.ack_every > self.opts.prefetch:
+            # The broker stops delivering at prefetch unacked messages: an ack would never come.
+            raise DriverError(
+                f"activemq option ack_every ({self.opts.ack_every}) must not exceed prefetch ({self.opts.prefetch})"
+            )
+
     def guarantee(self) -> Guarantee:
         # Durable holds for queues; topic subscriptions here are non-durable.
         return guarantee(self.opts.client_ack and self.opts.receipts, self.opts.persistent)
@@ -48,7 +64,7 @@ class ActiveMQDriver(BrokerDriver):
     # Destinations are created on first use, and a throwaway broker takes them with it: no admin().
 
     def create_producer(self, plan: Mapping[str, Any], role: Role) -> Producer:
-        return _StompProducer(_Session(self), _destination(plan, role), self.opts)
+        return _StompProducer(_Session(self), _destination(plan, role), self.opts, self.carry)
 
     def create_consumer(self, plan: Mapping[str, Any], role: Role) -> Consumer:
         return _StompConsumer(_Session(self), _destination(plan, role), self.opts)
@@ -139,27 +155,89 @@ def _listener(session: _Session) -> Any:
 
 
 class _StompProducer(Producer):
-    def __init__(self, session: _Session, destination: str, opts: ActiveMQOptions) -> None:
+    """With transactions, at-least-once across a lost connection: the bodies of the open transaction and
+    of the COMMIT in flight are left in ``carry`` (the driver's), and the producer the runner creates next
+    on this driver sends them again first; a message may then arrive twice, never not at all."""
+
+    def __init__(self, session: _Session, destination: str, opts: ActiveMQOptions, carry: list[bytes]) -> None:
         self.session, self.destination = session, destination
         self.headers = {"persistent": "true" if opts.persistent else "false"}
         self.receipts = opts.receipts
-        self.acks_synchronously = opts.receipts
+        self.transactions = opts.receipts and opts.tx_batch > 1
+        self.acks_synchronously = opts.receipts and not self.transactions
+        self.batch = SendBatch(opts.tx_batch)
+        self.tx: str | None = None  # the open transaction
+        self.committing: str | None = None  # receipt of the last COMMIT, not yet received
+        self.open: list[bytes] = []  # bodies sent in the open transaction
+        self.in_commit: list[bytes] = []  # bodies of the COMMIT in flight
+        self.carry = carry
+        if self.transactions and carry:  # carry stays until the broker confirmed it
+            for body in carry:
+                self._send_in_tx(body)
+            self.flush(RECEIPT_TIMEOUT)
+            carry.clear()
+
+    def _send_in_tx(self, body: bytes) -> None:
+        conn = self.session.conn
+        if self.tx is None:
+            self.tx = f"tx-{uuid.uuid4().hex[:8]}"
+            conn.begin(self.tx)
+        conn.send(self.destination, body, headers={**self.headers, "transaction": self.tx})
+        self.open.append(body)
 
     def send(self, payload: bytearray) -> None:
-        headers = dict(self.headers)
-        receipt = self.session.receipt_id() if self.receipts else None
-        if receipt is not None:
-            headers["receipt"] = receipt
+        self.batch.begin()
+        conn, headers = self.session.conn, self.headers
         try:
-            self.session.conn.send(self.destination, bytes(payload), headers=headers)
-        except Exception as exc:
-            raise DriverError(f"activemq refused a message: {exc!r}") from None
-        if receipt is not None:
-            self.session.wait_receipt(receipt)
-        else:
+            if self.transactions:
+                self._send_in_tx(bytes(payload))
+                if self.batch.due():
+                    self._commit()
+                    self.batch.done()
+            elif self.receipts:
+                receipt = self.session.receipt_id()
+                conn.send(self.destination, bytes(payload), headers={**headers, "receipt": receipt})
+                self.session.wait_receipt(receipt)
+            else:
+                conn.send(self.destination, bytes(payload), headers=headers)
             self.session.check()
+        except DriverError:
+            self._leave_unconfirmed()
+            raise
+        except Exception as exc:
+            self._leave_unconfirmed()
+            raise DriverError(f"activemq refused a message: {exc!r}") from None
+
+    def _leave_unconfirmed(self) -> None:
+        if self.transactions:
+            self.carry[:] = [*self.in_commit, *self.open]
+            self.in_commit, self.open, self.tx, self.committing = [], [], None, None
+
+    def _commit(self) -> None:
+        """COMMIT the open transaction with a receipt, after the previous COMMIT's receipt came (one in
+        flight: the broker works on this batch while the next one is sent)."""
+        assert self.tx is not None
+        receipt = self.session.receipt_id()
+        self.session.conn.commit(self.tx, headers={"receipt": receipt})
+        self.tx = None
+        if self.committing is not None:
+            self.session.wait_receipt(self.committing)
+        self.committing, self.in_commit, self.open = receipt, self.open, []
+        if self.batch.paced:  # time to spare: confirmed before send returns
+            self.session.wait_receipt(receipt)
+            self.committing, self.in_commit = None, []
 
     def flush(self, timeout: float) -> None:
+        try:
+            if self.tx is not None:
+                self._commit()
+            if self.committing is not None:
+                self.session.wait_receipt(self.committing, timeout)
+                self.committing, self.in_commit = None, []
+                return
+        except DriverError:
+            self._leave_unconfirmed()
+            raise
         # The broker handles a connection's frames in order: a receipt for an empty transaction's
         # ABORT comes after every SEND before it was processed.
         tx = f"flush-{uuid.uuid4().hex[:8]}"
@@ -176,22 +254,42 @@ class _StompConsumer(CallbackConsumer):
     def __init__(self, session: _Session, destination: str, opts: ActiveMQOptions) -> None:
         super().__init__(session)  # frames arrive in stomp.py's receiver thread
         self.session, self.destination, self.opts = session, destination, opts
+        self.sub_id = f"sub-{uuid.uuid4().hex[:8]}"
+        self.lock = threading.Lock()  # the receiver thread acks as messages come, the worker what is left
+        self.last: str | None = None  # message-id of the last message handled and not acked
+        self.pending = 0
 
     def start(self, on_message: Callable[[bytes], None]) -> None:
-        conn, sub_id = self.session.conn, f"sub-{uuid.uuid4().hex[:8]}"
-        client_ack = self.opts.client_ack
+        conn, sub_id = self.session.conn, self.sub_id
+        client_ack, every, lock = self.opts.client_ack, self.opts.ack_every, self.lock
 
         def deliver(frame: Any) -> None:
             on_message(frame.body)
             if client_ack:
-                conn.ack(frame.headers["message-id"], sub_id)
+                with lock:
+                    self.last = frame.headers["message-id"]
+                    self.pending += 1
+                    if self.pending >= every:
+                        self._ack()
 
         self.session.deliver = deliver
         receipt = self.session.receipt_id()
         conn.subscribe(
             self.destination,
             id=sub_id,
-            ack="client-individual" if client_ack else "auto",
+            ack="client" if client_ack else "auto",  # client: an ACK covers every message before it
             headers={"activemq.prefetchSize": str(self.opts.prefetch), "receipt": receipt},
         )
         self.session.wait_receipt(receipt)
+
+    def _ack(self) -> None:
+        """With ``lock`` held: acknowledge everything up to the last handled message."""
+        if self.last is not None:
+            self.session.conn.ack(self.last, self.sub_id)
+            self.last, self.pending = None, 0
+
+    def poll(self, timeout: float) -> None:
+        super().poll(timeout)
+        if self.pending:  # unlocked peek; the ack itself is taken under the lock
+            with self.lock:
+                self._ack()

@@ -205,9 +205,13 @@ class Driver(ABC):
         """Name shown in reports: the system and the client that drove it (``rabbitmq (pika)``,
         ``kafka (java)``), and the broker implementation when it is not the system's reference broker."""
         parts = [self.broker.implementation] if self.broker is not None and self.broker.implementation else []
-        if self.client:
-            parts.append(self.client)
+        if self.client_name():
+            parts.append(self.client_name())
         return f"{self.name} ({', '.join(parts)})" if parts else self.name
+
+    def client_name(self) -> str:
+        """The client of this variant: ``client``, unless the driver's options choose among clients."""
+        return self.client
 
     @classmethod
     def ready_detail(cls) -> str:

@@ -30,6 +30,8 @@ from harness.drivers.options import NoOptions
 
 T = TypeVar("T")
 RETRY_PAUSE = 0.5  # seconds between connection attempts
+# A gap this long (ns) before a send means the producer is paced, not flat out (see SendBatch).
+IDLE_NS = 50_000
 
 
 def address(url: str) -> str:
@@ -127,6 +129,36 @@ class BrokerDriver(Driver):
             pass
         finally:
             close_quietly(admin)
+
+
+class SendBatch:
+    """When a producer that batches its writes (or commits) should end a batch: after ``size`` sends, or at
+    once when the send came after a gap (the producer is ``paced``, not flat out), so that batching never
+    holds a message back to wait for the next send. A paced producer has time to spare: it then also waits
+    for the broker's answer to what it sent, so that each of its sends is confirmed when it returns, as
+    without a window (a broker crash cannot take messages the run counts as sent). The clock here decides,
+    it never measures."""
+
+    def __init__(self, size: int) -> None:
+        self.size, self.count, self.last = size, 0, 0
+        self.paced = False
+
+    def begin(self) -> None:
+        """At the start of ``send``: whether the producer paused since its previous send returned (the
+        time a send itself takes is no pause: a slow client is not a paced producer)."""
+        self.paced = time.monotonic_ns() - self.last > IDLE_NS
+
+    def due(self) -> bool:
+        """Count this send; True when the batch ends with it (the caller then flushes and calls ``done``)."""
+        self.count += 1
+        if self.count >= self.size or self.paced:
+            return True
+        self.last = time.monotonic_ns()
+        return False
+
+    def done(self) -> None:
+        self.count = 0
+        self.last = time.monotonic_ns()
 
 
 class Connection(Protocol):

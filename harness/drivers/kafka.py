@@ -6,11 +6,18 @@ on Tansu, see BROKERS.md): they ``assign()`` partitions and start at the partiti
 ``start()``, so every message produced after ``start`` returns is read. pubsub: each consumer reads every
 partition of its topic; queue: a topic's partitions are split among its consumers, consumer ``i`` being
 on topic ``i % topics`` (the runner's round-robin). Pull-style: ``on_message`` runs inside ``poll``.
+
+Two Python clients (option ``client``): kafka-python (pure Python; CRC32C through the ``crc32c`` package)
+and confluent-kafka (librdkafka), named in the label (``kafka (confluent-kafka)``). Producers batch as the
+Java client does by default (``linger_ms`` 5, ``batch_size`` 16384) and hear of each failed message only
+(kafka-python: an errback unless acks=0; librdkafka: ``delivery.report.only.error``).
 """
 
 from __future__ import annotations
 
 import threading
+import time
+from abc import abstractmethod
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -29,14 +36,17 @@ from harness.drivers.broker import BrokerDriver, connect, guarantee, topic
 from harness.drivers.options import option
 
 ACKS = {"0": 0, "1": 1, "all": "all", "-1": "all"}
+CLIENTS = ("kafka-python", "confluent-kafka")
+CONFLUENT_POLL_EVERY = 1000  # confluent-kafka producer: serve librdkafka's events once per this many sends
 
 
 @dataclass(frozen=True)
 class KafkaOptions:
     acks: str = option("1", choices=ACKS)  # 0, 1 or all
-    linger_ms: int = option(0, minimum=0)
+    linger_ms: int = option(5, minimum=0)  # the Java client's default since Kafka 4.0
     batch_size: int = option(16384, minimum=1)
     partitions: int = option(1, minimum=1)
+    client: str = option("kafka-python", choices=CLIENTS)
 
 
 class KafkaDriver(BrokerDriver):
@@ -58,6 +68,18 @@ class KafkaDriver(BrokerDriver):
                 "tansu option acks=0 does not work on Tansu; use acks 1 or all, or Apache Kafka"
             )
         self.bootstrap = self.url.split("://", 1)[-1].rstrip("/").split(",")
+
+    def client_name(self) -> str:
+        return str(self.opts.client)  # kafka-python or confluent-kafka
+
+    def versions(self) -> dict[str, str]:
+        out = super().versions()
+        if self.opts.client == "confluent-kafka":
+            import confluent_kafka
+
+            out["confluent-kafka"] = confluent_kafka.version()[0]
+            out["librdkafka"] = confluent_kafka.libversion()[0]
+        return out
 
     def guarantee(self) -> Guarantee:
         acks = ACKS[self.opts.acks]
@@ -91,10 +113,18 @@ class KafkaDriver(BrokerDriver):
     # -- workers ---------------------------------------------------------------------------------
 
     def create_producer(self, plan: Mapping[str, Any], role: Role) -> Producer:
+        if self.opts.client == "confluent-kafka":
+            from harness.drivers.kafka_confluent import ConfluentProducer
+
+            return ConfluentProducer(self, topic(plan, role), int(plan["partitions"]), role.index)
         return _KafkaProducer(self, topic(plan, role), int(plan["partitions"]), role.index)
 
     def create_consumer(self, plan: Mapping[str, Any], role: Role) -> Consumer:
         partitions = consumer_partitions(topology_from_plan(plan), role, int(plan["partitions"]))
+        if self.opts.client == "confluent-kafka":
+            from harness.drivers.kafka_confluent import ConfluentConsumer
+
+            return ConfluentConsumer(self, topic(plan, role), partitions)
         return _KafkaConsumer(self, topic(plan, role), partitions)
 
 
@@ -113,19 +143,11 @@ def consumer_partitions(topology: Topology, role: Role, partitions: int) -> list
     return [p for p in range(partitions) if p % len(peers) == rank]
 
 
-class _KafkaProducer(Producer):
-    def __init__(self, driver: KafkaDriver, topic: str, partitions: int, index: int) -> None:
-        from kafka import KafkaProducer
+class RoundRobinProducer(Producer):
+    """What both clients' producers share: partitions in turn, and the first failure a client reported
+    (possibly on its own thread), raised by the next send or flush."""
 
-        opts = driver.opts
-        self.producer = connect("kafka", driver.url, lambda: KafkaProducer(
-            bootstrap_servers=driver.bootstrap,
-            acks=ACKS[opts.acks],
-            linger_ms=opts.linger_ms,
-            batch_size=opts.batch_size,
-            enable_idempotence=False,  # needs acks=all and InitProducerId, which Tansu may lack
-            max_request_size=8 * 1024 * 1024,
-        ), what="a producer ")
+    def __init__(self, topic: str, partitions: int, index: int) -> None:
         self.topic, self.partitions = topic, partitions
         self.next_partition = index % partitions  # producers start on different partitions
         self.error: BaseException | None = None
@@ -136,17 +158,40 @@ class _KafkaProducer(Producer):
             if self.error is None:
                 self.error = exc
 
-    def send(self, payload: bytearray) -> None:
+    def _partition(self) -> int:
+        """The partition of the next message; raises DriverError once a message failed."""
         if self.error is not None:
             raise DriverError(f"kafka failed to deliver a message: {self.error!r}")
         partition = self.next_partition
         self.next_partition = (partition + 1) % self.partitions
+        return partition
+
+
+class _KafkaProducer(RoundRobinProducer):
+    def __init__(self, driver: KafkaDriver, topic: str, partitions: int, index: int) -> None:
+        from kafka import KafkaProducer
+
+        super().__init__(topic, partitions, index)
+        opts = driver.opts
+        self.producer = connect("kafka", driver.url, lambda: KafkaProducer(
+            bootstrap_servers=driver.bootstrap,
+            acks=ACKS[opts.acks],
+            linger_ms=opts.linger_ms,
+            batch_size=opts.batch_size,
+            enable_idempotence=False,  # needs acks=all and InitProducerId, which Tansu may lack
+            max_request_size=8 * 1024 * 1024,
+        ), what="a producer ")
+        self.confirmed = ACKS[opts.acks] != 0  # with acks=0 there is no answer to hear a failure from
+
+    def send(self, payload: bytearray) -> None:
+        partition = self._partition()
         try:
             # The client batches asynchronously, so it gets its own copy of the reused buffer.
             future = self.producer.send(self.topic, value=bytes(payload), partition=partition)
         except Exception as exc:  # buffer full for max_block_ms, message too large, ...
             raise DriverError(f"kafka refused a message: {exc!r}") from None
-        future.add_errback(self._failed)
+        if self.confirmed:
+            future.add_errback(self._failed)
 
     def flush(self, timeout: float) -> None:
         try:
@@ -163,7 +208,27 @@ class _KafkaProducer(Producer):
             pass
 
 
-class _KafkaConsumer(Consumer):
+class AssignedConsumer(Consumer):
+    """What both clients' consumers share: ``poll`` passes what ``fetch`` gets to ``on_message``, and waits
+    out its timeout when this consumer has no partition."""
+
+    partitions: list[int]
+    on_message: Callable[[bytes], None] | None = None
+
+    def poll(self, timeout: float) -> None:
+        on_message = self.on_message
+        assert on_message is not None, "start() first"
+        if not self.partitions:  # more consumers than partitions: this one has nothing to read
+            time.sleep(timeout)
+            return
+        self.fetch(on_message, timeout)
+
+    @abstractmethod
+    def fetch(self, on_message: Callable[[bytes], None], timeout: float) -> None:
+        """Receive for at most about ``timeout`` seconds."""
+
+
+class _KafkaConsumer(AssignedConsumer):
     def __init__(self, driver: KafkaDriver, topic: str, partitions: list[int]) -> None:
         from kafka import KafkaConsumer
 
@@ -189,14 +254,7 @@ class _KafkaConsumer(Consumer):
             for tp, offset in self.consumer.end_offsets(assigned).items():
                 self.consumer.seek(tp, offset)
 
-    def poll(self, timeout: float) -> None:
-        on_message = self.on_message
-        assert on_message is not None, "start() first"
-        if not self.partitions:  # more consumers than partitions: this one has nothing to read
-            import time
-
-            time.sleep(timeout)
-            return
+    def fetch(self, on_message: Callable[[bytes], None], timeout: float) -> None:
         batches = self.consumer.poll(timeout_ms=max(1, int(timeout * 1000)))
         for records in batches.values():
             for record in records:

@@ -1,7 +1,11 @@
 """MQTT 3.1.1 through paho-mqtt (v2 callback API), written against Mosquitto 2.
 
-Each producer/consumer is one client with paho's network thread (``loop_start``); consumers receive in that
-thread (callback-style). pubsub: every consumer subscribes to the topic; queue: consumers share the
+A consumer is one client with paho's network thread (``loop_start``) and receives in that thread
+(callback-style). A producer's client has no network thread: paho then writes each publish to the socket
+inside ``publish`` (with a thread, every publish would wake it through a socket pair), and the producer
+reads the broker's acknowledgements itself whenever its window is full (``_Connection.pump``). A producer
+connects with keepalive 0 (no PINGREQs to send): it does not service the connection while it waits for the
+start, which could take longer than a keepalive interval. pubsub: every consumer subscribes to the topic; queue: consumers share the
 subscription ``$share/mqbench/<topic>`` (MQTT 5 shared subscriptions, which Mosquitto 2 also offers to 3.1.1
 clients). QoS 1/2 consumers ack after ``on_message`` returns (paho's manual ack). Producers keep a window
 of unfinished publishes: QoS 0 counts as finished when written to the socket, QoS 1/2 when acknowledged.
@@ -10,7 +14,9 @@ of unfinished publishes: QoS 0 counts as finished when written to the socket, Qo
 from __future__ import annotations
 
 import collections
+import select
 import threading
+import time
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -21,7 +27,6 @@ from harness.drivers.base import Consumer, DriverError, Guarantee, Pattern, Prod
 from harness.drivers.broker import BrokerDriver, CallbackConsumer, address, connect, guarantee, pattern, topic
 from harness.drivers.options import option
 
-WINDOW = 1000  # unfinished publishes per producer
 SHARE_GROUP = "mqbench"
 CONNECT_TIMEOUT = 15.0
 
@@ -29,7 +34,9 @@ CONNECT_TIMEOUT = 15.0
 @dataclass(frozen=True)
 class MqttOptions:
     qos: int = option(0, choices=(0, 1, 2))  # for publishing and subscribing
-    inflight: int = option(100, minimum=1)  # paho's window of unacknowledged QoS 1/2 publishes
+    # Unfinished publishes per producer (paho's max_inflight for QoS 1/2; unwritten ones for QoS 0); the
+    # provisioned Mosquitto takes 1000 in flight (max_inflight_messages).
+    inflight: int = option(1000, minimum=1)
 
 
 class MqttDriver(BrokerDriver):
@@ -48,21 +55,22 @@ class MqttDriver(BrokerDriver):
     # Topics exist as soon as someone publishes or subscribes: no admin().
 
     def create_producer(self, plan: Mapping[str, Any], role: Role) -> Producer:
-        conn = _Connection(self, f"p{role.index}", manual_ack=False)
-        return _MqttProducer(conn, topic(plan, role), self.opts.qos)
+        conn = _Connection(self, f"p{role.index}", manual_ack=False, threaded=False)
+        return _MqttProducer(conn, topic(plan, role), self.opts.qos, self.opts.inflight)
 
     def create_consumer(self, plan: Mapping[str, Any], role: Role) -> Consumer:
         name = topic(plan, role)
         if pattern(plan) is Pattern.QUEUE:
             name = f"$share/{SHARE_GROUP}/{name}"
-        conn = _Connection(self, f"c{role.index}", manual_ack=self.opts.qos > 0)
+        conn = _Connection(self, f"c{role.index}", manual_ack=self.opts.qos > 0, threaded=True)
         return _MqttConsumer(conn, name, self.opts.qos)
 
 
 class _Connection:
-    """A connected paho client with its network thread running."""
+    """A connected paho client, with its network thread running when ``threaded``; otherwise whoever uses
+    it drives the network with ``pump``."""
 
-    def __init__(self, driver: MqttDriver, label: str, manual_ack: bool) -> None:
+    def __init__(self, driver: MqttDriver, label: str, manual_ack: bool, threaded: bool) -> None:
         import paho.mqtt.client as mqtt
 
         url = urlsplit(driver.url)
@@ -82,9 +90,16 @@ class _Connection:
         self.client.on_connect = self._on_connect
         self.client.on_disconnect = self._on_disconnect
         host, port = url.hostname or "localhost", url.port or 1883
-        connect("mqtt", driver.url, lambda: self.client.connect(host, port, keepalive=60))
-        self.client.loop_start()
-        if not self.connected.wait(CONNECT_TIMEOUT) or self.refused:
+        keepalive = 60 if threaded else 0
+        connect("mqtt", driver.url, lambda: self.client.connect(host, port, keepalive=keepalive))
+        self.threaded = threaded
+        if threaded:
+            self.client.loop_start()
+        else:
+            deadline = time.monotonic() + CONNECT_TIMEOUT  # bounds the wait only
+            while not self.connected.is_set() and time.monotonic() < deadline and not self.lost:
+                self.pump(0.05)
+        if not self.connected.wait(CONNECT_TIMEOUT if threaded else 0) or self.refused:
             self.close()
             raise DriverError(
                 f"the mqtt broker at {address(driver.url)} refused the connection: {self.refused or 'no CONNACK'}"
@@ -103,23 +118,53 @@ class _Connection:
         if self.lost:
             raise DriverError(f"the mqtt connection was lost: {self.lost}")
 
+    def pump(self, timeout: float) -> None:
+        """Without a network thread: wait up to ``timeout`` s for the socket, then read what came (paho calls
+        the callbacks here), write what paho still holds and run its housekeeping."""
+        import paho.mqtt.client as mqtt
+
+        client = self.client
+        sock = client.socket()
+        if sock is None:
+            self.lost = self.lost or "the socket is closed"
+            return
+        readable, writable, _ = select.select([sock], [sock] if client.want_write() else [], [], timeout)
+        rc = client.loop_read() if readable else mqtt.MQTT_ERR_SUCCESS
+        if writable and rc == mqtt.MQTT_ERR_SUCCESS:
+            rc = client.loop_write()
+        if rc == mqtt.MQTT_ERR_SUCCESS:
+            rc = client.loop_misc()
+        if rc != mqtt.MQTT_ERR_SUCCESS:
+            self.lost = self.lost or mqtt.error_string(rc)
+
     def close(self) -> None:
         try:
             self.client.disconnect()
         finally:
-            self.client.loop_stop()
+            if self.threaded:
+                self.client.loop_stop()
 
 
 class _MqttProducer(Producer):
-    def __init__(self, conn: _Connection, topic: str, qos: int) -> None:
-        self.conn, self.topic, self.qos = conn, topic, qos
-        self.unfinished: collections.deque[Any] = collections.deque()
+    def __init__(self, conn: _Connection, topic: str, qos: int, window: int) -> None:
+        self.conn, self.topic, self.qos, self.window = conn, topic, qos, window
+        self.unfinished: collections.deque[Any] = collections.deque()  # oldest first
 
-    def _finish_oldest(self, timeout: float) -> None:
-        info = self.unfinished.popleft()
-        info.wait_for_publish(timeout)
-        if not info.is_published():
-            raise DriverError(f"mqtt publish {info.mid} did not complete within {timeout:.0f} s")
+    def _finish(self, count: int, timeout: float) -> None:
+        """Drive the network until the oldest ``count`` unfinished publishes are done."""
+        unfinished, conn = self.unfinished, self.conn
+        deadline = time.monotonic() + timeout  # bounds the wait only
+        done = 0
+        while done < count:
+            while unfinished and unfinished[0].is_published():
+                unfinished.popleft()
+                done += 1
+            if done >= count or not unfinished:
+                return
+            conn.check()
+            if time.monotonic() > deadline:
+                raise DriverError(f"mqtt publish {unfinished[0].mid} did not complete within {timeout:.0f} s")
+            conn.pump(0.05)
 
     def send(self, payload: bytearray) -> None:
         import paho.mqtt.client as mqtt
@@ -128,13 +173,13 @@ class _MqttProducer(Producer):
         info = self.conn.client.publish(self.topic, bytes(payload), qos=self.qos)
         if info.rc != mqtt.MQTT_ERR_SUCCESS:
             raise DriverError(f"mqtt publish failed: {mqtt.error_string(info.rc)}")
-        self.unfinished.append(info)
-        if len(self.unfinished) >= WINDOW:
-            self._finish_oldest(60.0)
+        if self.qos or not info.is_published():  # QoS 0 written in publish: nothing left to wait for
+            self.unfinished.append(info)
+            if len(self.unfinished) >= self.window:
+                self._finish(max(1, self.window // 2), 60.0)
 
     def flush(self, timeout: float) -> None:
-        while self.unfinished:
-            self._finish_oldest(timeout)
+        self._finish(len(self.unfinished), timeout)
 
     def close(self) -> None:
         self.conn.close()

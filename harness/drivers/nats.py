@@ -1,8 +1,11 @@
 """Core NATS through nats-py, whose asyncio loop runs in a background thread of the worker.
 
-Threads: each producer/consumer/requester/replier owns one ``_LoopThread``; only that thread touches the
-nats client. Producers submit publishes to it with a bounded window of outstanding publishes (back-pressure
-without a round trip per message); consumers get messages in the loop thread (callback-style). queue:
+Threads: each producer/consumer/requester/replier owns one ``_Session`` (a client in its own event-loop
+thread); only that thread touches the nats client. A producer's ``send`` only appends the message to a
+queue; the publishing runs in the loop, a batch at a time (one thread hop per batch, not per message: the
+hop is scheduled when the queue was idle), and the client's flusher writes what a batch published in one
+go. The queue holds at most ``WINDOW`` messages (back-pressure); consumers get messages in the loop thread
+(callback-style). queue:
 subscribers share a queue group per topic; pubsub: plain subscriptions; reqrep: request/reply with the
 client's shared reply inbox, repliers in a queue group. Core NATS keeps nothing: at-most-once.
 """
@@ -10,6 +13,7 @@ client's shared reply inbox, repliers in a queue group. Core NATS keeps nothing:
 from __future__ import annotations
 
 import asyncio
+import collections
 import threading
 from collections.abc import Callable, Coroutine, Mapping
 from concurrent.futures import Future
@@ -107,21 +111,42 @@ class _Session:
 class _NatsProducer(Producer):
     def __init__(self, session: _Session, subject: str) -> None:
         self.session, self.subject = session, subject
-        self.window = threading.BoundedSemaphore(WINDOW)
+        self.queue: collections.deque[bytes] = collections.deque()
+        self.scheduled = False  # a drain is due in the loop and has not begun
+        self.room = threading.Condition()
 
-    def _done(self, future: Future[None]) -> None:
-        self.window.release()
-        if not future.cancelled() and future.exception() is not None:
-            self.session.errors.append(future.exception())  # type: ignore[arg-type]
+    async def _drain(self) -> None:
+        """In the loop: publish what is queued now; later messages have scheduled the next drain."""
+        self.scheduled = False  # before counting: a message appended after this schedules its own drain
+        queue, publish, subject = self.queue, self.session.nc.publish, self.subject
+        try:
+            for _ in range(len(queue)):
+                await publish(subject, queue.popleft())
+        except Exception as exc:  # noqa: BLE001 - reported by the next send or flush
+            self.session.errors.append(exc)
+            queue.clear()
+        with self.room:
+            self.room.notify_all()
 
     def send(self, payload: bytearray) -> None:
         self.session.check()
-        self.window.acquire()  # blocks while WINDOW publishes are outstanding
-        future = self.session.submit(self.session.nc.publish(self.subject, bytes(payload)))
-        future.add_done_callback(self._done)
+        queue = self.queue
+        queue.append(bytes(payload))
+        if not self.scheduled:
+            self.scheduled = True
+            self.session.submit(self._drain())
+        if len(queue) >= WINDOW:
+            self._wait_room(lambda: len(queue) < WINDOW, 60.0)
+
+    def _wait_room(self, ready: Callable[[], bool], timeout: float) -> None:
+        with self.room:
+            if not self.room.wait_for(lambda: ready() or bool(self.session.errors), timeout):
+                raise DriverError(f"nats did not take {len(self.queue)} queued publishes within {timeout:.0f} s")
+        self.session.check()
 
     def flush(self, timeout: float) -> None:
-        # Publishes run in submission order; once this round trip (PING/PONG) is done, so are they.
+        self._wait_room(lambda: not self.queue, timeout)
+        # Publishes are in the client's buffer in order; once this round trip (PING/PONG) is done, so are they.
         try:
             self.session.call(self.session.nc.flush(timeout=max(1, int(timeout))), timeout + 1)
         except Exception as exc:

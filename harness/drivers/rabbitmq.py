@@ -1,5 +1,11 @@
 """RabbitMQ through pika's BlockingConnection (one connection per worker, used by one thread).
 
+Throughput as pika allows it: producers queue publishes on the channel without a socket flush each and
+flush in batches (``write_batch``, and at once when the producer is not sending flat out); with
+``confirms`` they keep a window of ``confirm_window`` unconfirmed publishes, as PerfTest's ``-c``, the
+broker confirming with ``multiple``. Manual-ack consumers ack every ``ack_every`` deliveries with
+``multiple=True`` (and what is left whenever a poll returns), within a prefetch of ``prefetch``.
+
 queue: one queue per topic, producers publish to it through the default exchange, consumers compete.
 pubsub: one fanout exchange per topic; each consumer binds its own queue (exclusive, or durable and named
 per consumer when ``persistent``). reqrep: requests on a queue per topic, replies through direct reply-to.
@@ -8,6 +14,7 @@ Consumers are pull-style: ``on_message`` runs inside ``poll`` (pika dispatches i
 
 from __future__ import annotations
 
+import collections
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -25,18 +32,23 @@ from harness.drivers.base import (
     Topology,
     topology_from_plan,
 )
-from harness.drivers.broker import BrokerDriver, close_quietly, connect, guarantee, topic
+from harness.drivers.broker import BrokerDriver, SendBatch, close_quietly, connect, guarantee, topic
 from harness.drivers.options import option
 
 REPLY_TO = "amq.rabbitmq.reply-to"  # direct reply-to: no reply queue to declare
+RECEIPT_TIMEOUT = 30.0  # seconds a producer waits for the broker's confirms before giving up
 
 
 @dataclass(frozen=True)
 class RabbitMQOptions:
     persistent: bool = False  # durable queues/exchanges + delivery_mode 2
-    confirms: bool = False  # publisher confirms; send returns after the broker's ack
+    confirms: bool = False  # publisher confirms, kept in a window of confirm_window unconfirmed publishes
     prefetch: int = option(100, minimum=0)  # basic.qos prefetch count (manual ack only); 0: unlimited
     manual_ack: bool = False  # consumers ack after on_message; otherwise auto-ack
+    # Unconfirmed publishes in flight (PerfTest's -c); 1: each send waits for its own confirm.
+    confirm_window: int = option(1000, minimum=1)
+    ack_every: int = option(50, minimum=1)  # manual acks: one basic.ack (multiple) per this many deliveries
+    write_batch: int = option(100, minimum=1)  # publishes queued in pika before one socket flush
 
 
 class RabbitMQDriver(BrokerDriver):
@@ -47,6 +59,16 @@ class RabbitMQDriver(BrokerDriver):
     client_module = "pika"
     options_type = RabbitMQOptions
     opts: RabbitMQOptions
+
+    def __init__(self, options: Mapping[str, Any], broker: Any = None) -> None:
+        super().__init__(options, broker)
+        self.carry: list[bytes] = []  # what a lost producer left unconfirmed (see _RabbitProducer)
+        opts = self.opts
+        if opts.manual_ack and opts.prefetch and opts.ack_every > opts.prefetch:
+            # The broker stops delivering at prefetch unacked messages: an ack would never come.
+            raise DriverError(
+                f"rabbitmq option ack_every ({opts.ack_every}) must not exceed prefetch ({opts.prefetch})"
+            )
 
     def guarantee(self) -> Guarantee:
         return guarantee(self.opts.manual_ack and self.opts.confirms, self.opts.persistent)
@@ -90,9 +112,9 @@ class RabbitMQDriver(BrokerDriver):
         topology = topology_from_plan(plan)
         name = topology.topic_name(role.topic)
         if topology.pattern is Pattern.PUBSUB:
-            producer = _RabbitProducer(self._connect(), self.opts, exchange=name, routing_key="")
+            producer = _RabbitProducer(self._connect(), self.opts, name, "", self.carry)
         else:
-            producer = _RabbitProducer(self._connect(), self.opts, exchange="", routing_key=name)
+            producer = _RabbitProducer(self._connect(), self.opts, "", name, self.carry)
         self._declare(producer.channel, topology, role.topic)
         return producer
 
@@ -123,30 +145,114 @@ def _subscriber_queue(exchange: str, consumer: int) -> str:
 
 
 class _RabbitProducer(Producer):
-    def __init__(self, conn: Any, opts: RabbitMQOptions, exchange: str, routing_key: str) -> None:
+    """Publishes through the channel's asynchronous core (``channel._impl``): BlockingChannel's own
+    ``basic_publish`` flushes the socket, and with confirms waits for the ack, on every message.
+
+    At-least-once across a lost connection (with confirms): the bodies not confirmed yet are left in
+    ``carry`` (the driver's), and the producer the runner creates next on this driver publishes them
+    again first; a message may then arrive twice, never not at all."""
+
+    def __init__(self, conn: Any, opts: RabbitMQOptions, exchange: str, routing_key: str,
+                 carry: list[bytes]) -> None:
         import pika
 
         self.conn = conn
         self.channel = conn.channel()
+        self.publish = self.channel._impl.basic_publish
         self.exchange, self.routing_key = exchange, routing_key
         self.properties = pika.BasicProperties(delivery_mode=2 if opts.persistent else 1)
+        self.confirms = opts.confirms
+        self.window = opts.confirm_window if opts.confirms else 0
+        self.batch = SendBatch(opts.write_batch if self.window != 1 else 1)
+        self.published = self.confirmed = 0  # publish sequence numbers (the broker's delivery tags)
+        self.singles: set[int] = set()  # confirmed one by one, above ``confirmed``
+        self.unconfirmed: collections.deque[bytes] = collections.deque()  # bodies from confirmed + 1 on
+        self.carry = carry
+        self.nacked: Any = None
         if opts.confirms:
-            self.channel.confirm_delivery()
-        self.acks_synchronously = opts.confirms
+            selected: list[Any] = []
+            self.channel._impl.confirm_delivery(self._on_confirm, selected.append)
+            self._pump(lambda: bool(selected), RECEIPT_TIMEOUT, "confirm mode")
+            for body in carry:  # a predecessor's unconfirmed messages first; carry stays until confirmed
+                self._publish(body)
+            self._pump(lambda: self.confirmed >= self.published, RECEIPT_TIMEOUT, "the carried messages")
+            carry.clear()
+        self.acks_synchronously = self.window == 1
 
-    def send(self, payload: bytearray) -> None:
+    def _publish(self, body: bytes) -> None:
         import pika
 
         try:
-            # With confirms on, basic_publish returns only after the broker's basic.ack.
-            self.channel.basic_publish(self.exchange, self.routing_key, bytes(payload), self.properties)
-        except (pika.exceptions.AMQPError, pika.exceptions.NackError) as exc:
+            self.publish(self.exchange, self.routing_key, body, self.properties)
+        except pika.exceptions.AMQPError as exc:
             raise DriverError(f"rabbitmq refused a message: {exc!r}") from None
+        self.published += 1
+        if self.window:
+            self.unconfirmed.append(body)
+
+    def _on_confirm(self, frame: Any) -> None:
+        import pika
+
+        method = frame.method
+        if isinstance(method, pika.spec.Basic.Nack) and self.nacked is None:
+            self.nacked = method
+        tag, before = method.delivery_tag, self.confirmed
+        if method.multiple:
+            self.confirmed = max(self.confirmed, tag)
+            self.singles = {t for t in self.singles if t > tag}
+        else:  # a confirm of one message: count it once those before it are confirmed too
+            self.singles.add(tag)
+        while self.confirmed + 1 in self.singles:
+            self.confirmed += 1
+            self.singles.discard(self.confirmed)
+        for _ in range(self.confirmed - before):
+            self.unconfirmed.popleft()
+
+    def _pump(self, done: Callable[[], bool], timeout: float, what: str) -> None:
+        """Flush and process the connection's events until ``done()`` or ``timeout`` s have passed."""
+        import pika
+
+        deadline = time.monotonic() + timeout  # bounds the wait only
+        try:
+            self.conn.process_data_events(time_limit=0)
+            while not done():
+                if time.monotonic() > deadline:
+                    raise DriverError(f"rabbitmq did not confirm {what} within {timeout:.0f} s")
+                self.conn.process_data_events(time_limit=0.01)
+        except pika.exceptions.AMQPError as exc:
+            raise DriverError(f"rabbitmq refused a message: {exc!r}") from None
+        if self.nacked is not None:
+            raise DriverError(f"rabbitmq refused a message (basic.nack up to {self.nacked.delivery_tag})")
+
+    def send(self, payload: bytearray) -> None:
+        self.batch.begin()
+        try:
+            self._publish(bytes(payload))
+            if self.batch.due():
+                # Never more than the window unconfirmed (0 when not confirming: only the socket flush); a
+                # paced producer waits for every confirm.
+                if not self.window:
+                    target = 0
+                else:
+                    target = self.published if self.batch.paced else self.published - self.window + 1
+                self._pump(lambda: self.confirmed >= target, RECEIPT_TIMEOUT, "a publish")
+                self.batch.done()
+        except DriverError:
+            self._leave_unconfirmed()
+            raise
+
+    def _leave_unconfirmed(self) -> None:
+        self.carry[:] = self.unconfirmed
+        self.unconfirmed.clear()
 
     def flush(self, timeout: float) -> None:
-        # basic_publish writes each message to the socket (and with confirms waits for its ack) before it
-        # returns, so nothing is left in pika; this only services events that arrived meanwhile.
-        self.conn.process_data_events(time_limit=0)
+        self.batch.done()
+        target = self.published if self.confirms else 0
+        try:
+            self._pump(lambda: self.confirmed >= target, timeout, f"{self.published - self.confirmed} publishes")
+        except DriverError:
+            self._leave_unconfirmed()
+            raise
 
     def close(self) -> None:
         close_quietly(self.conn)
@@ -157,6 +263,7 @@ class _RabbitConsumer(Consumer):
         self.conn, self.opts = conn, opts
         self.channel = conn.channel()
         self.topology, self.role = topology, role
+        self.unacked = self.pending = 0  # last delivery tag not yet acked, deliveries since the last ack
 
     def start(self, on_message: Callable[[bytes], None]) -> None:
         ch, name = self.channel, self.topology.topic_name(self.role.topic)
@@ -171,19 +278,29 @@ class _RabbitConsumer(Consumer):
         manual = self.opts.manual_ack
         if manual:
             ch.basic_qos(prefetch_count=self.opts.prefetch)
+        every = self.opts.ack_every
 
         def deliver(channel: Any, method: Any, _props: Any, body: bytes) -> None:
             on_message(body)
             if manual:
-                channel.basic_ack(method.delivery_tag)
+                self.unacked = method.delivery_tag
+                self.pending += 1
+                if self.pending >= every:  # acks everything delivered up to this one
+                    self._ack()
 
         ch.basic_consume(queue, deliver, auto_ack=not manual)  # waits for basic.consume-ok
+
+    def _ack(self) -> None:
+        self.channel.basic_ack(self.unacked, multiple=True)
+        self.pending = 0
 
     def poll(self, timeout: float) -> None:
         import pika
 
         try:
             self.conn.process_data_events(time_limit=timeout)
+            if self.pending:  # nothing more came for now: ack the rest
+                self._ack()
         except pika.exceptions.AMQPError as exc:
             raise DriverError(f"rabbitmq consumer lost its connection: {exc!r}") from None
 

@@ -6,17 +6,24 @@ every consumer XREADs the whole stream from the last entry id it saw at ``start(
 ``mode: pubsub``: PUBLISH/SUBSCRIBE (fire and forget). Pull-style: ``on_message`` runs inside ``poll``.
 ``aof``: append-only file with fsync on every write; turned on by CONFIG SET on a provisioned broker, and
 required to be on already for an external one.
+
+Throughput as redis-py (with hiredis) allows it: producers pipeline, writing XADD / PUBLISH commands in
+batches and reading the replies behind, at most ``pipeline`` unanswered (redis-benchmark's ``-P``); group consumers read
+``batch`` entries per XREADGROUP and send the XACK of a batch in the same round trip as the next read.
+Workers speak through one connection of the client's pool (``_Wire``) and take replies as the hiredis
+parser gives them, without redis-py's per-entry conversion to dicts.
 """
 
 from __future__ import annotations
 
+import collections
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from harness.drivers.base import Consumer, DriverError, Guarantee, Pattern, Producer, Role, Topology
-from harness.drivers.broker import BrokerDriver, connect, guarantee, pattern, topic
+from harness.drivers.broker import BrokerDriver, SendBatch, connect, guarantee, pattern, topic
 from harness.drivers.options import option
 
 GROUP = "mqbench"
@@ -31,6 +38,7 @@ class RedisOptions:
     aof: bool = False  # appendonly yes + appendfsync always
     maxlen: int = option(0, minimum=0)  # approximate stream length cap (XADD MAXLEN ~); 0 keeps everything
     batch: int = option(100, minimum=1)  # entries per XREAD/XREADGROUP
+    pipeline: int = option(100, minimum=1)  # unanswered XADD/PUBLISH per producer; 1: each waits for its reply
 
 
 class RedisDriver(BrokerDriver):
@@ -41,6 +49,10 @@ class RedisDriver(BrokerDriver):
     client_module = "redis"
     options_type = RedisOptions
     opts: RedisOptions
+
+    def __init__(self, options: Mapping[str, Any], broker: Any = None) -> None:
+        super().__init__(options, broker)
+        self.carry: list[bytes] = []  # commands a lost producer left unanswered (see _RedisProducer)
 
     def guarantee(self) -> Guarantee:
         # Stated for the pubsub pattern when mode is pubsub (queues always use streams).
@@ -78,16 +90,21 @@ class RedisDriver(BrokerDriver):
     # -- workers ---------------------------------------------------------------------------------
 
     def create_producer(self, plan: Mapping[str, Any], role: Role) -> Producer:
-        use_pubsub = self._channels(plan)
-        return _RedisProducer(self._client(), topic(plan, role), use_pubsub, self.opts.maxlen)
+        key = topic(plan, role)
+        if self._channels(plan):
+            head: tuple[Any, ...] = ("PUBLISH", key)
+        else:
+            cap = ("MAXLEN", "~", self.opts.maxlen) if self.opts.maxlen else ()
+            head = ("XADD", key, *cap, "*", FIELD)
+        return _RedisProducer(_Wire(self._client()), head, self.opts.pipeline, self.carry)
 
     def create_consumer(self, plan: Mapping[str, Any], role: Role) -> Consumer:
         key = topic(plan, role)
         if pattern(plan) is Pattern.QUEUE:
-            return _GroupConsumer(self._client(), key, f"c{role.index}", self.opts.batch)
+            return _GroupConsumer(_Wire(self._client()), key, f"c{role.index}", self.opts.batch)
         if self._channels(plan):
             return _ChannelConsumer(self._client(), key)
-        return _StreamConsumer(self._client(), key, self.opts.batch)
+        return _StreamConsumer(_Wire(self._client()), key, self.opts.batch)
 
     def _channels(self, plan: Mapping[str, Any]) -> bool:
         """Whether this run goes through Redis Pub/Sub channels instead of streams."""
@@ -106,92 +123,195 @@ class RedisDriver(BrokerDriver):
         return connect("redis", self.url, ping)
 
 
-class _RedisProducer(Producer):
-    acks_synchronously = True  # XADD / PUBLISH return after the server took the message
+class _Wire:
+    """One connection taken from a client's pool, for commands written and answered in order: ``send``
+    writes, ``read`` takes the oldest unread reply (raw, as hiredis parses it). Errors become DriverError."""
 
-    def __init__(self, client: Any, key: str, use_pubsub: bool, maxlen: int) -> None:
-        self.client, self.key, self.use_pubsub = client, key, use_pubsub
-        self.maxlen = maxlen or None
+    def __init__(self, client: Any) -> None:
+        self.client = client
+        self.conn = client.connection_pool.get_connection()
 
-    def send(self, payload: bytearray) -> None:
+    def pack(self, *args: Any) -> bytes:
+        """One command in the protocol (hiredis packs it when installed)."""
+        return b"".join(self.conn.pack_command(*args))
+
+    def write(self, data: bytes) -> None:
+        """Commands already packed, in one write."""
         import redis
 
         try:
-            if self.use_pubsub:
-                self.client.publish(self.key, bytes(payload))
-            else:
-                self.client.xadd(self.key, {FIELD: bytes(payload)}, maxlen=self.maxlen, approximate=True)
+            self.conn.send_packed_command([data], check_health=False)
         except redis.RedisError as exc:
-            raise DriverError(f"redis refused a message: {exc}") from None
+            raise DriverError(f"redis refused a command: {exc}") from None
+
+    def send(self, *args: Any) -> None:
+        self.write(self.pack(*args))
+
+    def read(self) -> Any:
+        import redis
+
+        try:
+            return self.conn.read_response()
+        except redis.RedisError as exc:
+            raise DriverError(f"redis refused a command: {exc}") from None
+
+    def call(self, *args: Any) -> Any:
+        self.send(*args)
+        return self.read()
 
     def close(self) -> None:
+        self.client.connection_pool.release(self.conn)
         self.client.close()
+
+
+class _RedisProducer(Producer):
+    """Commands are packed at ``send`` and written in batches (``SendBatch``: half the pipeline; or at once,
+    reading every reply, when the producer is paced); before a batch is written, replies are read until at
+    most ``pipeline`` commands will be unanswered.
+
+    At-least-once across a lost connection: commands whose reply never came are left in ``carry`` (the
+    driver's, so that the producer the runner creates next on this driver writes them again first); a
+    message may then arrive twice, never not at all."""
+
+    def __init__(self, wire: _Wire, head: tuple[Any, ...], pipeline: int, carry: list[bytes]) -> None:
+        self.wire, self.window, self.carry = wire, pipeline, carry
+        # The command without its last argument, packed by the client once; the payload goes after it as
+        # one bulk string ("$<length>\r\n<bytes>\r\n"), the only part that changes per message.
+        self.prefix = wire.pack(*head, b"")[: -len(b"$0\r\n\r\n")]
+        self.batch = SendBatch(max(1, pipeline // 2))
+        self.packed: list[bytes] = []  # commands not written yet
+        self.unanswered: collections.deque[bytes] = collections.deque()  # written, reply not read yet
+        # XADD / PUBLISH are answered once the server took the message; with a pipeline, later.
+        self.acks_synchronously = pipeline == 1
+        if carry:  # a predecessor's unanswered commands first
+            self.packed.extend(carry)
+            self._write(answered=True)
+            carry.clear()
+
+    def send(self, payload: bytearray) -> None:
+        self.batch.begin()
+        self.packed.append(b"".join((self.prefix, b"$%d\r\n" % len(payload), payload, b"\r\n")))  # copies payload
+        if self.batch.due():
+            self._write(answered=self.window == 1 or self.batch.paced)  # paced: each send waits for its reply
+            self.batch.done()
+
+    def _write(self, answered: bool) -> None:
+        """Write the packed commands, after reading replies down to the window; ``answered``: and read
+        every reply before returning."""
+        wire, packed, unanswered = self.wire, self.packed, self.unanswered
+        try:
+            while unanswered and len(unanswered) + len(packed) > self.window:
+                wire.read()
+                unanswered.popleft()
+            if packed:
+                wire.write(b"".join(packed))
+                unanswered.extend(packed)
+                packed.clear()
+            while answered and unanswered:
+                wire.read()
+                unanswered.popleft()
+        except DriverError:
+            self.carry[:] = [*unanswered, *packed]
+            unanswered.clear()
+            packed.clear()
+            raise
+
+    def flush(self, timeout: float) -> None:
+        self._write(answered=True)  # the socket timeout bounds each read
+
+    def close(self) -> None:
+        self.wire.close()
 
 
 def _block_ms(timeout: float) -> int:
     return max(1, int(timeout * 1000))  # BLOCK 0 would wait forever
 
 
+def _streams(answer: Any) -> Any:
+    """The (key, entries) pairs of an XREAD/XREADGROUP reply: a list of pairs in RESP2, a map in RESP3."""
+    return answer.items() if isinstance(answer, dict) else answer or ()
+
+
+def _deliver(answer: Any, on_message: Callable[[bytes], None]) -> Any:
+    """Pass on the payloads of an XREAD/XREADGROUP reply (entries ``[id, [field, value]]``); return the
+    id of the last entry (None for an empty reply)."""
+    last = None
+    for _key, entries in _streams(answer):
+        for entry_id, fields in entries:
+            on_message(fields[1])  # one field, FIELD, per entry
+            last = entry_id
+    return last
+
+
+def _entry_ids(answer: Any) -> list[Any]:
+    return [entry[0] for _key, entries in _streams(answer) for entry in entries]
+
+
 class _GroupConsumer(Consumer):
-    def __init__(self, client: Any, key: str, name: str, batch: int) -> None:
-        self.client, self.key, self.name, self.batch = client, key, name, batch
+    def __init__(self, wire: _Wire, key: str, name: str, batch: int) -> None:
+        self.wire, self.key, self.name, self.batch = wire, key, name, batch
         self.on_message: Callable[[bytes], None] | None = None
         # A consumer (re)starting first reads its own pending entries: delivered to it earlier but never
         # acknowledged (e.g. the connection died before the reply arrived). At-least-once: maybe twice.
         self.cursor = "0"
+        self.unacked: list[Any] = []  # ids handed to on_message, acked with the next read
 
     def start(self, on_message: Callable[[bytes], None]) -> None:
-        import redis
-
         self.on_message = on_message  # the group's cursor lives in the server since plan()
         try:  # as applications do: make sure the group exists (a restarted broker without AOF lost it)
-            self.client.xgroup_create(self.key, GROUP, id="0", mkstream=True)
-        except redis.ResponseError as exc:
+            self.wire.call("XGROUP", "CREATE", self.key, GROUP, "0", "MKSTREAM")
+        except DriverError as exc:
             if "BUSYGROUP" not in str(exc):
                 raise
 
     def poll(self, timeout: float) -> None:
         assert self.on_message is not None, "start() first"
-        answer = self.client.xreadgroup(
-            GROUP, self.name, {self.key: self.cursor}, count=self.batch,
-            block=None if self.cursor != ">" else _block_ms(timeout),
-        )
-        if self.cursor != ">" and not any(entries for _key, entries in answer or []):
+        wire, acks = self.wire, self.unacked
+        if acks:  # written ahead of the read: one round trip for both
+            wire.send("XACK", self.key, GROUP, *acks)
+        block = ("BLOCK", _block_ms(timeout)) if self.cursor == ">" else ()
+        wire.send("XREADGROUP", "GROUP", GROUP, self.name, "COUNT", self.batch, *block,
+                  "STREAMS", self.key, self.cursor)
+        if acks:
+            wire.read()
+            acks.clear()
+        answer = wire.read()
+        if self.cursor != ">" and not any(entries for _key, entries in _streams(answer)):
             self.cursor = ">"  # own pending entries done: new ones from now on
             return
-        for _key, entries in answer or []:
-            ids = []
-            for entry_id, fields in entries:
-                self.on_message(fields[FIELD])
-                ids.append(entry_id)
-            if ids:
-                self.client.xack(self.key, GROUP, *ids)
+        _deliver(answer, self.on_message)
+        acks.extend(_entry_ids(answer))  # after on_message returned for each
 
     def close(self) -> None:
-        self.client.close()
+        if self.unacked:
+            try:
+                self.wire.call("XACK", self.key, GROUP, *self.unacked)
+            except DriverError:  # the broker is gone: the entries stay pending, at-least-once
+                pass
+        self.wire.close()
 
 
 class _StreamConsumer(Consumer):
-    def __init__(self, client: Any, key: str, batch: int) -> None:
-        self.client, self.key, self.batch = client, key, batch
+    def __init__(self, wire: _Wire, key: str, batch: int) -> None:
+        self.wire, self.key, self.batch = wire, key, batch
         self.cursor: bytes | str = "0-0"
         self.on_message: Callable[[bytes], None] | None = None
 
     def start(self, on_message: Callable[[bytes], None]) -> None:
         self.on_message = on_message
-        last = self.client.xrevrange(self.key, count=1)
+        last = self.wire.call("XREVRANGE", self.key, "+", "-", "COUNT", 1)
         self.cursor = last[0][0] if last else "0-0"  # everything added after start() will be read
 
     def poll(self, timeout: float) -> None:
         assert self.on_message is not None, "start() first"
-        answer = self.client.xread({self.key: self.cursor}, count=self.batch, block=_block_ms(timeout))
-        for _key, entries in answer or []:
-            for entry_id, fields in entries:
-                self.on_message(fields[FIELD])
-                self.cursor = entry_id
+        answer = self.wire.call("XREAD", "COUNT", self.batch, "BLOCK", _block_ms(timeout),
+                                "STREAMS", self.key, self.cursor)
+        last = _deliver(answer, self.on_message)
+        if last is not None:
+            self.cursor = last
 
     def close(self) -> None:
-        self.client.close()
+        self.wire.close()
 
 
 class _ChannelConsumer(Consumer):

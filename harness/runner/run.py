@@ -119,7 +119,7 @@ def _record_variant(run: RunFolder, variant: Variant, driver: Driver, backend: s
         "variant": variant.name,
         "label": driver.label(),
         "guarantee": driver.guarantee().value,
-        "client": driver.client or driver.name,
+        "client": driver.client_name() or driver.name,
         "backend": backend,
     }
     run.manifest.setdefault("variants", {})[f"{variant.system}/{variant.name}"] = labels

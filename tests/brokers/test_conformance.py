@@ -52,7 +52,9 @@ class Variant:
 #: Variants beyond the defaults, per system. Every variant runs every pattern the driver declares.
 VARIANTS: dict[str, list[Variant]] = {
     "rabbitmq": [
-        Variant("reliable", {"persistent": True, "confirms": True, "manual_ack": True, "prefetch": 50})
+        Variant("reliable", {"persistent": True, "confirms": True, "manual_ack": True, "prefetch": 50,
+                             "ack_every": 20, "confirm_window": 200}),
+        Variant("confirm-each", {"confirms": True, "manual_ack": True, "confirm_window": 1, "ack_every": 1}),
     ],
     "kafka": [
         Variant(
@@ -60,14 +62,27 @@ VARIANTS: dict[str, list[Variant]] = {
             {"acks": "all", "partitions": 2, "linger_ms": 5},
             unordered=frozenset({Pattern.PUBSUB}),
         ),
+        Variant("confluent", {"client": "confluent-kafka"}),
+        Variant(
+            "confluent-acks-all-2p",
+            {"client": "confluent-kafka", "acks": "all", "partitions": 2},
+            unordered=frozenset({Pattern.PUBSUB}),
+        ),
+    ],
+    "mqtt": [Variant("qos1", {"qos": 1}), Variant("qos2", {"qos": 2}), Variant("qos1-window", {"qos": 1, "inflight": 16})],
+    "redis": [
+        Variant("pubsub-mode", {"mode": "pubsub"}),
+        Variant("aof", {"aof": True}),
+        Variant("unpipelined", {"pipeline": 1, "batch": 7}),
     ],
     "rocketmq": [Variant("2q", {"queues": 2}, unordered=frozenset({Pattern.PUBSUB}))],
-    "mqtt": [Variant("qos1", {"qos": 1}), Variant("qos2", {"qos": 2})],
-    "redis": [Variant("pubsub-mode", {"mode": "pubsub"}), Variant("aof", {"aof": True})],
     # Brokerless defaults drop at the high-water mark under a burst (at-most-once); without HWMs they must not.
     "zmq": [Variant("no-hwm", {"sndhwm": 0, "rcvhwm": 0})],
     "mqcore": [Variant("no-hwm", {"sndhwm": 0, "rcvhwm": 0})],
-    "activemq": [Variant("reliable", {"persistent": True, "client_ack": True, "receipts": True})],
+    "activemq": [
+        Variant("reliable", {"persistent": True, "client_ack": True, "receipts": True, "ack_every": 64}),
+        Variant("receipt-each", {"client_ack": True, "receipts": True, "tx_batch": 1}),
+    ],
 }
 
 #: Clients that run in the JVM worker (system, client or None for the system's own): they run through the

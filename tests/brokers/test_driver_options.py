@@ -90,6 +90,107 @@ def test_every_row_names_its_client() -> None:
             assert cls.client, system
 
 
+def test_report_label_names_the_confluent_client() -> None:
+    assert _driver("kafka", client="confluent-kafka").label() == "kafka (confluent-kafka)"
+    assert _driver("kafka", "tansu", client="confluent-kafka").label() == "kafka (tansu, confluent-kafka)"
+    with pytest.raises(DriverError, match="'client' must be one of kafka-python, confluent-kafka"):
+        _driver("kafka", client="librdkafka")
+
+
+def test_throughput_options_have_the_clients_recommended_defaults() -> None:
+    assert _driver("kafka").opts.linger_ms == 5  # the Java client's default since Kafka 4.0
+    assert _driver("rabbitmq").opts.confirm_window == 1000  # PerfTest's -c
+    assert _driver("mqtt").opts.inflight == 1000
+    assert _driver("redis").opts.pipeline == 100
+    assert _driver("activemq").opts.ack_every <= _driver("activemq").opts.prefetch // 2
+
+
+@pytest.mark.parametrize("system", ["rabbitmq", "activemq"])
+def test_acking_less_often_than_the_prefetch_allows_is_refused(system: str) -> None:
+    with pytest.raises(DriverError, match=r"ack_every \(200\) must not exceed prefetch \(100\)"):
+        ack = "manual_ack" if system == "rabbitmq" else "client_ack"
+        driver_class(system)({"prefetch": 100, "ack_every": 200, ack: True}, BrokerEndpoint(system, BROKER[system], "external"))
+
+
+class _FakeWire:
+    def __init__(self) -> None:
+        self.log: list[str] = []
+
+    def pack(self, *args: Any) -> bytes:
+        return b"CMD" + b"$%d\r\n%b\r\n" % (len(args[-1]), args[-1])
+
+    def write(self, data: bytes) -> None:
+        self.log.append("write " + data.replace(b"CMD$1\r\n", b"").replace(b"\r\n", b"").hex())
+
+    def read(self) -> None:
+        self.log.append("read")
+
+
+ONE_BY_ONE = ["write 00", "read", "write 01", "read", "write 02", "read", "write 03", "read", "write 04", "read"]
+
+
+@pytest.mark.parametrize(
+    ("pipeline", "gap", "synchronous", "log"),
+    [
+        # Flat out: batches of half the pipeline; replies read so that at most 4 commands are unanswered.
+        (4, 0, False, ["write 0001", "write 0203", "read", "write 04", "read", "read", "read", "read"]),
+        (1, 0, True, ONE_BY_ONE),
+        (4, broker.IDLE_NS + 1, False, ONE_BY_ONE),  # paced: each send written and answered at once
+    ],
+)
+def test_redis_producer_reads_replies_behind_its_writes(
+    monkeypatch: pytest.MonkeyPatch, pipeline: int, gap: int, synchronous: bool, log: list[str]
+) -> None:
+    from harness.drivers.redis_streams import _RedisProducer
+
+    clock = iter(range(10**12, 10**13, gap or 1))
+    monkeypatch.setattr(broker.time, "monotonic_ns", lambda: next(clock) if gap else 10**12)
+    wire = _FakeWire()
+    producer = _RedisProducer(wire, ("XADD", "k", "*", b"d"), pipeline, [])  # type: ignore[arg-type]
+    producer.batch.done()
+    for i in range(5):
+        producer.send(bytearray([i]))
+    producer.flush(1.0)
+    # The runner stamps acks per message only when send returns after the server's reply.
+    assert producer.acks_synchronously is synchronous
+    assert wire.log == log
+
+
+def test_redis_producer_leaves_unanswered_commands_to_its_successor() -> None:
+    from harness.drivers.redis_streams import _RedisProducer
+
+    class _Lost(_FakeWire):
+        def read(self) -> None:
+            raise DriverError("redis refused a command: connection lost")
+
+    carry: list[bytes] = []
+    producer = _RedisProducer(_Lost(), ("XADD", "k", "*", b"d"), 4, carry)  # type: ignore[arg-type]
+    with pytest.raises(DriverError, match="connection lost"):
+        producer.send(bytearray([7]))  # the first send comes after a pause: written, then its reply read
+    assert carry and carry[-1].endswith(b"\x07\r\n")
+    wire = _FakeWire()
+    _RedisProducer(wire, ("XADD", "k", "*", b"d"), 4, carry)  # type: ignore[arg-type]
+    assert wire.log == ["write 07", "read"] and carry == []
+
+
+def test_send_batch_ends_on_size_or_after_a_pause(monkeypatch: pytest.MonkeyPatch) -> None:
+    now = [10**12]
+    monkeypatch.setattr(broker.time, "monotonic_ns", lambda: now[0])
+    batch = broker.SendBatch(3)
+    batch.done()
+    ends = []
+    # (pause before the send, time the send itself takes): flat out, one slow send, then one paced send
+    for pause, busy in [(1000, 0), (1000, 0), (1000, 0), (1000, 0), (0, broker.IDLE_NS * 5), (broker.IDLE_NS + 1, 0)]:
+        now[0] += pause
+        batch.begin()
+        now[0] += busy
+        ends.append(batch.due())
+        if ends[-1]:
+            batch.done()
+    assert ends == [False, False, True, False, False, True]
+    assert batch.paced
+
+
 def test_acks_0_is_refused_on_tansu() -> None:
     with pytest.raises(DriverError, match="acks=0 does not work on Tansu"):
         _driver("tansu", acks="0")

@@ -1,0 +1,148 @@
+"""The Kafka driver's producer and consumer through confluent-kafka (librdkafka), option
+``client: confluent-kafka``. Same topics, partitioning and offsets as the kafka-python path
+(``harness.drivers.kafka``); librdkafka batches and sends on its own threads.
+
+The producer asks for delivery reports of failed messages only (``delivery.report.only.error``), served by
+``poll(0)`` every ``CONFLUENT_POLL_EVERY`` sends, when librdkafka's queue is full, and in ``flush``. The
+consumer takes up to ``FETCH_BATCH`` messages per ``consume`` call; it never joins its (unique, unused)
+group: partitions are assigned at their end offsets as of ``start()``.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from harness.drivers.base import DriverError
+from harness.drivers.kafka import (
+    ACKS,
+    CONFLUENT_POLL_EVERY,
+    AssignedConsumer,
+    KafkaDriver,
+    RoundRobinProducer,
+)
+
+FETCH_BATCH = 1000  # messages per Consumer.consume call
+TIMEOUT = 30.0  # seconds for metadata and offset look-ups
+
+
+def _module() -> Any:
+    try:
+        import confluent_kafka
+    except ImportError:
+        raise DriverError(
+            "kafka option client=confluent-kafka needs the Python package confluent-kafka "
+            "(pip install confluent-kafka)"
+        ) from None
+    return confluent_kafka
+
+
+def _common(driver: KafkaDriver) -> dict[str, Any]:
+    return {"bootstrap.servers": ",".join(driver.bootstrap), "client.id": f"mqbench-{uuid.uuid4().hex[:8]}"}
+
+
+class ConfluentProducer(RoundRobinProducer):
+    def __init__(self, driver: KafkaDriver, topic: str, partitions: int, index: int) -> None:
+        super().__init__(topic, partitions, index)
+        ck = _module()
+        opts = driver.opts
+        acks = ACKS[opts.acks]
+        config = {
+            **_common(driver),
+            "acks": str(acks) if acks != "all" else "all",
+            "linger.ms": opts.linger_ms,
+            "batch.size": opts.batch_size,
+            "enable.idempotence": False,  # needs InitProducerId, which Tansu may lack (as kafka-python)
+            "message.max.bytes": 8 * 1024 * 1024,
+            "delivery.report.only.error": True,
+            "on_delivery": self._report,
+            "error_cb": self._client_error,
+        }
+        self.producer = ck.Producer(config)
+        self.kafka_error = ck.KafkaError
+        self.sent = 0
+        # librdkafka connects lazily: ask for the topic now, so that a broker that is not there says so here.
+        try:
+            self.producer.list_topics(topic, timeout=TIMEOUT)
+        except ck.KafkaException as exc:
+            raise DriverError(f"cannot connect a producer to kafka at {driver.url} ({exc}); check that the "
+                              "broker runs") from None
+
+    def _report(self, err: Any, _msg: Any) -> None:
+        if err is not None:
+            self._failed(RuntimeError(str(err)))
+
+    def _client_error(self, err: Any) -> None:
+        if err.fatal():
+            self._failed(RuntimeError(str(err)))
+
+    def send(self, payload: bytearray) -> None:
+        partition = self._partition()
+        while True:
+            try:
+                self.producer.produce(self.topic, bytes(payload), partition=partition)
+                break
+            except BufferError:  # librdkafka's queue is full: let it send, then try again
+                self.producer.poll(0.05)
+            except Exception as exc:  # message too large, unknown partition, ...
+                raise DriverError(f"kafka refused a message: {exc!r}") from None
+        self.sent += 1
+        if not self.sent % CONFLUENT_POLL_EVERY:
+            self.producer.poll(0)
+
+    def flush(self, timeout: float) -> None:
+        left = self.producer.flush(timeout)  # waits for every delivery report, serving callbacks
+        if self.error is not None:
+            raise DriverError(f"kafka failed to deliver a message: {self.error!r}")
+        if left:
+            raise DriverError(f"kafka did not confirm {left} messages within {timeout:.0f} s")
+
+    def close(self) -> None:
+        try:
+            self.producer.flush(10)
+        except Exception:
+            pass
+
+
+class ConfluentConsumer(AssignedConsumer):
+    def __init__(self, driver: KafkaDriver, topic: str, partitions: list[int]) -> None:
+        ck = _module()
+        self.ck = ck
+        self.consumer = ck.Consumer({
+            **_common(driver),
+            "group.id": f"mqbench-{uuid.uuid4().hex[:8]}",  # required by the client; never joined (assign)
+            "enable.auto.commit": False,
+            "enable.partition.eof": False,
+            "fetch.max.bytes": 64 * 1024 * 1024,
+            "max.partition.fetch.bytes": 16 * 1024 * 1024,
+        })
+        self.topic, self.partitions, self.url = topic, partitions, driver.url
+        self.on_message: Callable[[bytes], None] | None = None
+
+    def start(self, on_message: Callable[[bytes], None]) -> None:
+        self.on_message = on_message
+        assigned = []
+        try:
+            for p in self.partitions:
+                # Start at the current end: knowable now, so nothing produced after start() is missed.
+                _low, high = self.consumer.get_watermark_offsets(self.ck.TopicPartition(self.topic, p), TIMEOUT)
+                assigned.append(self.ck.TopicPartition(self.topic, p, high))
+        except self.ck.KafkaException as exc:
+            raise DriverError(f"cannot connect a consumer to kafka at {self.url} ({exc}); check that the "
+                              "broker runs") from None
+        if assigned:
+            self.consumer.assign(assigned)
+
+    def fetch(self, on_message: Callable[[bytes], None], timeout: float) -> None:
+        for msg in self.consumer.consume(FETCH_BATCH, timeout):
+            if msg.error() is None:
+                on_message(msg.value())
+            elif msg.error().fatal():
+                raise DriverError(f"kafka consumer failed: {msg.error()}")
+
+    def close(self) -> None:
+        try:
+            self.consumer.close()
+        except Exception:
+            pass
