@@ -34,6 +34,8 @@ class RocketMQProvisioner(_jars.JarsBroker, Provisioner):
     system = "rocketmq"
     schemes = ("rocketmq",)
     jars, display = "rocketmq", "Apache RocketMQ"
+    ready_timeout = 150.0  # two JVMs on two cores: the broker registers 30-55 s after launch
+    stop_grace = 20.0  # its SIGTERM shutdown takes 10 s or more
     depth_note = "the consumer group's lag is not sampled (one admin request per sample); sent - received stands in"
 
     def container_spec(self, host_port: int, advertised_host: str = "localhost") -> ContainerSpec:
@@ -91,8 +93,8 @@ class RocketMQProvisioner(_jars.JarsBroker, Provisioner):
             ),
             url=f"rocketmq://{namesrv}",
             workdir=workdir,
-            ready_timeout=150.0,
-            stop_grace=20.0,
+            ready_timeout=self.ready_timeout,
+            stop_grace=self.stop_grace,
             version=_jars.pinned_version("rocketmq"),
         )
 

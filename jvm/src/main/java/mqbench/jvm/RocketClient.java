@@ -21,6 +21,7 @@ final class RocketClient implements Client {
     private final Spec spec;
     private final String topic;
     private final int queues;
+    private boolean idle;
     private DefaultMQProducer producer;
     private DefaultLitePullConsumer consumer;
     private Sink sink;
@@ -98,12 +99,18 @@ final class RocketClient implements Client {
         for (int i = 0; i < all.size(); i++) {
             if (!spec.pattern().equals("queue") || i % peers.size() == rank) mine.add(all.get(i));
         }
+        idle = mine.isEmpty();  // more consumers than queues: this one has no queue, as in a consumer group
+        if (idle) return;
         consumer.assign(mine);
         for (MessageQueue q : mine) consumer.seekToEnd(q);
     }
 
     @Override
-    public int poll(long timeoutMs) {
+    public int poll(long timeoutMs) throws InterruptedException {
+        if (idle) {
+            Thread.sleep(timeoutMs);
+            return 0;
+        }
         for (MessageExt m : consumer.poll(timeoutMs)) {
             sink.accept(m.getBody());
         }
