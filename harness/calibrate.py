@@ -14,6 +14,7 @@ spread between repetitions.
 from __future__ import annotations
 
 import csv
+import io
 import multiprocessing as mp
 import os
 import statistics
@@ -24,6 +25,7 @@ from pathlib import Path
 from rich.console import Console
 
 from harness.drivers.zmq_driver import free_tcp_port
+from harness.runfolder import atomic_write
 from harness.scenario import parse_scenario
 
 _CTX = mp.get_context("forkserver")
@@ -116,13 +118,12 @@ class Calibration:
         return statistics.median(self.harness) / statistics.median(self.bare)
 
     def write_csv(self, path: Path) -> None:
-        tmp = path.with_name(path.name + ".tmp")
-        with open(tmp, "w", newline="") as f:
-            w = csv.writer(f)
-            w.writerow(["repetition", "bare_msgs_per_s", "harness_msgs_per_s", "harness_over_bare", "steal_ms"])
-            for i, (b, h, s) in enumerate(zip(self.bare, self.harness, self.steal, strict=True)):
-                w.writerow([i + 1, f"{b:.0f}", f"{h:.0f}", f"{h / b:.4f}", "" if s is None else f"{s:.0f}"])
-        os.replace(tmp, path)
+        text = io.StringIO()
+        w = csv.writer(text)
+        w.writerow(["repetition", "bare_msgs_per_s", "harness_msgs_per_s", "harness_over_bare", "steal_ms"])
+        for i, (b, h, s) in enumerate(zip(self.bare, self.harness, self.steal, strict=True)):
+            w.writerow([i + 1, f"{b:.0f}", f"{h:.0f}", f"{h / b:.4f}", "" if s is None else f"{s:.0f}"])
+        atomic_write(path, text.getvalue().encode())
 
 
 def calibrate(size: int, messages: int, repetitions: int, out: Path | None, console: Console) -> Calibration:

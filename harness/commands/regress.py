@@ -27,7 +27,7 @@ from harness.regression import (
     Verdict,
     check,
     read_baseline,
-    read_run,
+    read_run_data,
     regressions,
 )
 
@@ -137,7 +137,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
         alpha = _fraction(str(args.alpha), "--alpha")
         metric_thresholds = _metric_thresholds(args.metric_threshold)
         baseline_systems = _pairs(args.baseline_system, "--baseline-system")
-        run_data = read_run(Path(args.run_dir))
+        run_data = read_run_data(Path(args.run_dir))
         baseline = read_baseline(Path(args.baseline))
         results, notes = check(
             run_data,

@@ -9,7 +9,7 @@ Layers (statistics are pure functions; only ``_files`` touches the disk; the sub
     _compare   compare_runs(baseline_ratios, current_ratios, ...) -> [MetricResult]        (pandas)
     _check     check(run, baseline, ...) -> ([MetricResult], notes)                         (pandas)
     _baseline  record_baseline(sources, out, reference): pool runs, write the folder        (via _files)
-    _files     read_run, read_source, read_baseline, write_baseline                         (IO)
+    _files     read_run_data, read_source, read_baseline, write_baseline                         (IO)
 
 See docs/regression.md for use in CI.
 """
@@ -18,7 +18,7 @@ from harness.regression._baseline import RecordedBaseline, pool, prepare, record
 from harness.regression._check import check
 from harness.regression._compare import MetricResult, compare_runs, regressions, scenario_differences
 from harness.regression._errors import RegressionInputError
-from harness.regression._files import Baseline, RunData, read_baseline, read_run, write_baseline
+from harness.regression._files import Baseline, RunData, read_baseline, read_run_data, write_baseline
 from harness.regression._ratios import (
     DEFAULT_REFERENCE,
     METRIC_KEY,
@@ -55,7 +55,7 @@ __all__ = [
     "pool",
     "prepare",
     "read_baseline",
-    "read_run",
+    "read_run_data",
     "record_baseline",
     "regressions",
     "repetition_ratios",

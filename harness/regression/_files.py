@@ -59,7 +59,7 @@ def _read_json(path: Path, what: str) -> dict[str, Any]:
         raise RegressionInputError(str(exc)) from None
 
 
-def read_run(path: Path) -> RunData:
+def read_run_data(path: Path) -> RunData:
     """Read a run folder's summary and manifest; :class:`RegressionInputError` if unusable."""
     try:
         run = RunFolder.open(path)
@@ -87,7 +87,7 @@ def read_source(path: Path) -> RunData:
         manifest.update(complete=True, pooled_runs=list(env.get("runs") or [env.get("run_id", path.name)]),
                         baseline_reference=env.get("reference"))
         return RunData(path=path, summary=found.summary, manifest=manifest)
-    return read_run(path)
+    return read_run_data(path)
 
 
 def read_baseline(path: Path) -> Baseline:

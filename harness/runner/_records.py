@@ -21,6 +21,7 @@ record are null.
 
 from __future__ import annotations
 
+import io
 import mmap
 import os
 import struct
@@ -34,6 +35,7 @@ import numpy as np
 import pandas as pd
 
 from harness.drivers.base import Pattern
+from harness.runfolder import atomic_write
 from harness.runner._context import WorkerSpec
 
 if TYPE_CHECKING:
@@ -65,10 +67,10 @@ def leading_count(path: str) -> int:
 
 
 def save(path: str, **arrays: Any) -> None:
-    """``<path>.npz``, written under a temporary name and renamed."""
-    tmp = f"{path}.tmp.npz"
-    np.savez(tmp, **{k: np.asarray(v) for k, v in arrays.items()})  # type: ignore[arg-type]
-    os.replace(tmp, f"{path}.npz")
+    """``<path>.npz``, written under a temporary name and renamed (a killed worker never leaves half a file)."""
+    buffer = io.BytesIO()
+    np.savez(buffer, **{k: np.asarray(v) for k, v in arrays.items()})  # type: ignore[arg-type]
+    atomic_write(Path(f"{path}.npz"), buffer.getvalue())
 
 
 def mapped(path: str, nbytes: int) -> mmap.mmap:

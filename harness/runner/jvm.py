@@ -29,6 +29,7 @@ import numpy as np
 from harness.drivers.base import DriverError
 from harness.drivers.java import MAIN, command, unavailable_reason
 from harness.runner._context import Interrupted, WorkerContext, WorkerSpec
+from harness.runner._records import save
 
 HELLO_TIMEOUT = 30.0  # seconds for the JVM to start and answer
 STOP_GRACE = 5.0  # seconds the JVM gets to save its records after ``stop`` before it is killed
@@ -243,7 +244,5 @@ def _convert(spec: Any) -> None:
             continue
         arrays[name] = np.fromfile(path, dtype="<i8", count=count).astype(dtype)
         os.unlink(path)
-    tmp = f"{spec.out}.tmp.npz"
-    np.savez(tmp, **arrays)  # type: ignore[arg-type]
-    os.replace(tmp, f"{spec.out}.npz")
+    save(spec.out, **arrays)
     index_path.unlink()

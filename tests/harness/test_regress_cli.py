@@ -11,7 +11,7 @@ import pytest
 from harness.cli import build_parser
 from harness.cli import main as mqbench
 from harness.commands import baseline, regress
-from harness.regression import prepare, read_run
+from harness.regression import prepare, read_run_data
 from tests.harness.test_regress_synthetic import manifest, scenario_dicts, summary_frame, write_run
 
 
@@ -90,7 +90,7 @@ def test_baseline_pools_several_runs(tmp_path: Path, capsys: pytest.CaptureFixtu
     # Every run's repetitions kept, renumbered: 8 metrics x 3 runs x 6 repetitions, none paired across runs.
     assert len(ratios) == 8 * 18 and sorted(ratios["repetition"].unique()) == list(range(18))
     direct = pd.concat(
-        [prepare(read_run(r), "zmq") for r in runs], ignore_index=True
+        [prepare(read_run_data(r), "zmq") for r in runs], ignore_index=True
     )["ratio"].sort_values(ignore_index=True)
     assert ratios["ratio"].sort_values(ignore_index=True).to_numpy() == pytest.approx(direct.to_numpy())
     # The check reads a pooled baseline like any other: unchanged code passes, a 2x slowdown fails.
@@ -117,7 +117,7 @@ def test_a_baseline_is_extended_with_new_runs(tmp_path: Path, capsys: pytest.Cap
     kept = after[after["repetition"] < 12].reset_index(drop=True)
     pd.testing.assert_frame_equal(kept, before, check_like=True)  # the old repetitions, unchanged
     ratios = pd.read_csv(out / "ratios.csv")
-    direct = pd.concat([prepare(read_run(r), "zmq") for r in (first, second, third)])
+    direct = pd.concat([prepare(read_run_data(r), "zmq") for r in (first, second, third)])
     assert ratios["ratio"].sort_values(ignore_index=True).to_numpy() == pytest.approx(
         direct["ratio"].sort_values(ignore_index=True).to_numpy())
     assert regress_run(tmp_path / "same", out, summary_frame(23, run_id="run-23")) == 0
