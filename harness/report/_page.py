@@ -9,10 +9,11 @@ from collections.abc import Mapping, Sequence
 
 import pandas as pd
 
+from harness.metrics.search import KEEP_UP
 from harness.pipeline import Summary
 from harness.report.headline import Headline, caption, sentence
 from harness.report.manifest import run_table, scenarios_table, systems_table, variants_table
-from harness.report.tables import delivery_table, results_table, to_html, to_markdown
+from harness.report.tables import delivery_table, results_table, search_results_table, to_html, to_markdown
 
 DEFINITIONS = (
     (
@@ -47,6 +48,12 @@ DEFINITIONS = (
         "percentiles are computed from raw rows (never averaged); the table's p50..max pool all "
         "repetitions of a case; ± is the half-width of the 95% Student-t interval of the per-repetition values.",
     ),
+)
+
+SEARCH_NOTE = (
+    "A rate search runs short open-loop trials per system, bisecting the offered rate: a trial is sustained "
+    f"when the receiver gets at least {KEEP_UP:.0%} of the offered rate, nothing is lost, and p99 from the intended "
+    "send time stays under the scenario's bound. The knee is where the p99-vs-load curve bends upward."
 )
 
 _CSS = """
@@ -124,6 +131,10 @@ def render_html(
         out.append("</section>")
     for heading, table in manifest_tables(summary):
         out.append(f"<h2>{esc(heading)}</h2><div class='scroll'>{to_html(table)}</div>")
+    search = search_results_table(summary)
+    if not search.empty:
+        out.append(f"<h2>Maximum sustainable rate</h2><p>{esc(SEARCH_NOTE)}</p>")
+        out.append(f"<div class='scroll'>{to_html(search)}</div>")
     out.append("<h2>Results</h2>")
     out.append(f"<div class='scroll'>{to_html(results_table(summary), highlight='lost')}</div>")
     out += [_figure_html(name, png, captions.get(name, name)) for name, png in pngs.items() if name not in lead]
@@ -155,6 +166,9 @@ def render_markdown(
         lines += ["## Headline", ""]
         lines += [f"- {sentence(head)}" for head in heads]
         lines += [""] + [f"![{caption(head)}](figures/{figure_name(head)}.png)" for head in heads] + [""]
+    search = search_results_table(summary)
+    if not search.empty:
+        lines += ["## Maximum sustainable rate", "", SEARCH_NOTE, "", to_markdown(search), ""]
     for heading, table in manifest_tables(summary):
         lines += [f"## {heading}", "", to_markdown(table), ""]
     lines += [

@@ -17,6 +17,8 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.ticker import FixedLocator, FuncFormatter, LogFormatter, NullFormatter, NullLocator
 
+from harness import units
+from harness.metrics.search import knee
 from harness.pipeline import Summary
 from harness.report._context import case_text, footnote, size_text
 
@@ -224,7 +226,8 @@ def _swept(agg: pd.DataFrame) -> pd.DataFrame:
 
 
 def latency_vs_rate(summary: Summary) -> Figure | None:
-    """p50 (solid) and p99 (dashed) latency against offered rate, for scenarios that sweep the rate.
+    """p50 (solid) and p99 (dashed) latency against offered rate, for scenarios that sweep or search the
+    rate; a star marks the knee of each p99 curve (``harness.metrics.search.knee``).
 
     Latency is from the intended send time when the schedule recorded one (coordinated-omission corrected),
     else from the actual send; mean of per-repetition percentiles with 95 % intervals.
@@ -247,6 +250,13 @@ def latency_vs_rate(summary: Summary) -> Figure | None:
         for _, line in lines:
             line = line.sort_values("rate")
             key = case_text(line.iloc[0], omit=("rate",))
+            p99 = line[f"{prefix}_p99_us_mean"]
+            bend = knee(list(line["rate"]), list(p99))
+            if bend is not None:
+                at = float(p99[line["rate"] == bend].iloc[0])
+                ax.plot([bend], [at], "*", color=colors[key], ms=14, mec="black", zorder=5)
+                ax.annotate(f"knee {units.count(bend)}/s", (bend, at), textcoords="offset points", xytext=(6, -12),
+                            fontsize=7)
             for p, style in (("p50", "-o"), ("p99", "--s")):
                 col = f"{prefix}_{p}_us"
                 ax.errorbar(
@@ -332,8 +342,9 @@ def captions(summary: Summary) -> dict[str, str]:
         f"({names(sized)}): means of {_repetitions(sized)} with 95% intervals.",
         "latency_nines": f"Latency percentiles of each system ({names(agg)}), pooled over "
         f"{_repetitions(agg)} from raw rows; markers are the maxima.",
-        "latency_vs_rate": f"p50 and p99 latency of each system against offered rate ({names(swept)}): "
-        f"means of per-repetition percentiles over {_repetitions(swept)} with 95% intervals.",
+        "latency_vs_rate": f"p50 and p99 latency of each system against offered load ({names(swept)}), open "
+        f"loop: means of per-repetition percentiles over {_repetitions(swept)} with 95% intervals; stars "
+        "mark each p99 curve's knee.",
         "receiver_throughput_over_time": f"Receipts per second of each system over time ({names(agg)}), "
         f"one line per repetition of {_repetitions(agg)}.",
     }

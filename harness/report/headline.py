@@ -51,14 +51,21 @@ class Headline:
     latency: str  # "one-way latency from the intended send time", ...
     rows: tuple[Row, ...]  # ranked, best first
     reference: str  # name of the reference row
+    bound_us: float = math.nan  # rate search: the p99 bound; rows' msgs are their max sustained rates
 
     @property
     def by_latency(self) -> bool:
         return not math.isnan(self.rate)
 
     @property
+    def by_search(self) -> bool:
+        return not math.isnan(self.bound_us)
+
+    @property
     def case_text(self) -> str:
         rate = "full speed" if math.isnan(self.rate) else f"{units.count(self.rate)} msgs/s offered"
+        if self.by_search:
+            rate = f"highest rate sustained with p99 under {units.duration_us(self.bound_us)}"
         return f"{self.pattern}, {units.size(self.size)}, {rate}"
 
     @property
@@ -111,6 +118,37 @@ def _with_ratios(rows: list[Row], order: list[str]) -> tuple[list[Row], str]:
     return out, reference.name
 
 
+def _row(summary: Summary, r: pd.Series, many_runs: bool, prefix: str, msgs: float | None = None) -> Row:
+    return Row(
+        system=str(r["system"]),
+        name=_name(r, many_runs),
+        guarantee=str(r.get("guarantee") or ""),
+        msgs=float(r["receiver_msgs_per_s_mean"]) if msgs is None else msgs,
+        low=math.nan if msgs is not None else float(r["receiver_msgs_per_s_ci95_low"]),
+        high=math.nan if msgs is not None else float(r["receiver_msgs_per_s_ci95_high"]),
+        p50_us=float(r[f"{prefix}_p50_us_mean"]),
+        p99_us=float(r[f"{prefix}_p99_us_mean"]),
+        repetitions=int(r["repetitions"]),
+        lost=int(r["lost"]),
+        approximate=_approximate(summary, r),
+    )
+
+
+def _searched(summary: Summary, group: pd.DataFrame, many_runs: bool) -> tuple[list[Row], float]:
+    """Rows of a ``rate: search`` scenario: each variant's max sustained rate, with the latency measured at
+    it (at its lowest trial when no trial was sustained), and the p99 bound."""
+    search = summary.search[summary.search["scenario"] == group["scenario"].iloc[0]]
+    search = search[search["size"] == search["size"].min()]
+    rows = []
+    for _, found in search.iterrows():
+        trials = group[(group["run_id"] == found["run_id"]) & (group["system"] == found["system"])
+                       & (group["variant"] == found["variant"]) & (group["size"] == found["size"])]
+        best = float(found["max_sustained_rate"])
+        at = trials[trials["rate"] == best] if not math.isnan(best) else trials[trials["rate"] == trials["rate"].min()]
+        rows.append(_row(summary, at.iloc[0], many_runs, "lat_intended", _nan_zero(best)))
+    return rows, float(search["p99_bound_us"].iloc[0])
+
+
 def headlines(summary: Summary) -> list[Headline]:
     """One :class:`Headline` per scenario that has results, in scenario order."""
     agg = summary.aggregate
@@ -118,35 +156,25 @@ def headlines(summary: Summary) -> list[Headline]:
         return []
     many_runs = agg["run_id"].nunique() > 1
     order = _system_order(summary)
+    searched = set(summary.search["scenario"]) if not summary.search.empty else set()
     out = []
     for scenario, group in agg.groupby("scenario", sort=True):
-        case = _headline_case(group)
-        intended = case["lat_intended_p99_us_mean"].notna().all()
-        prefix = "lat_intended" if intended else "lat"
-        rows = [
-            Row(
-                system=str(r["system"]),
-                name=_name(r, many_runs),
-                guarantee=str(r.get("guarantee") or ""),
-                msgs=float(r["receiver_msgs_per_s_mean"]),
-                low=float(r["receiver_msgs_per_s_ci95_low"]),
-                high=float(r["receiver_msgs_per_s_ci95_high"]),
-                p50_us=float(r[f"{prefix}_p50_us_mean"]),
-                p99_us=float(r[f"{prefix}_p99_us_mean"]),
-                repetitions=int(r["repetitions"]),
-                lost=int(r["lost"]),
-                approximate=_approximate(summary, r),
-            )
-            for _, r in case.iterrows()
-        ]
-        first = case.iloc[0]
-        rate = float(first["rate"]) if pd.notna(first["rate"]) else math.nan
+        if scenario in searched:
+            rows, bound = _searched(summary, group, many_runs)
+            first = group[group["size"] == group["size"].min()].iloc[0]
+            intended, rate = True, math.nan
+        else:
+            case = _headline_case(group)
+            intended = bool(case["lat_intended_p99_us_mean"].notna().all())
+            rows = [_row(summary, r, many_runs, "lat_intended" if intended else "lat") for _, r in case.iterrows()]
+            first, bound = case.iloc[0], math.nan
+            rate = float(first["rate"]) if pd.notna(first["rate"]) else math.nan
         key = (lambda row: _nan_last(row.p99_us)) if not math.isnan(rate) else (lambda row: -_nan_zero(row.msgs))
         ranked, reference = _with_ratios(sorted(rows, key=key), order)
         kind = str(first["latency_kind"])
         latency = f"{kind} latency from the {'intended' if intended else 'actual'} send time"
         out.append(Headline(str(scenario), str(first["pattern"]), int(first["size"]), rate, latency,
-                            tuple(ranked), reference))
+                            tuple(ranked), reference, bound))
     return out
 
 
@@ -181,6 +209,10 @@ def sentence(head: Headline) -> str:
         return (start + f"only {_who(best)} ran: {units.count(best.msgs)} msgs/s received, "
                 f"p99 {units.duration_us(best.p99_us)}.")
     worst = rest[-1]
+    if head.by_search:
+        return start + (f"{_who(best)} sustains the most, {units.count(best.msgs)} msgs/s"
+                        f"{_ratio(best, head.reference)} (p99 there {units.duration_us(best.p99_us)}); the least is "
+                        f"{_who(worst)}, {units.count(worst.msgs)} msgs/s{_ratio(worst, head.reference)}.")
     if head.by_latency:
         text = (f"{_who(best)} has the lowest p99, {units.duration_us(best.p99_us)} (p50 "
                 f"{units.duration_us(best.p50_us)}), receiving {units.count(best.msgs)} msgs/s; the highest is "
@@ -215,7 +247,7 @@ def figure(summary: Summary, head: Headline) -> Figure:
     from harness.report.figures import _figure
 
     n = len(head.rows)
-    order = "lowest p99 first" if head.by_latency else "fastest first"
+    order = _ranking(head)
     fig, (bars, lat) = _figure(
         summary, 2, f"{head.scenario} — {head.case_text}, {order} (mean of {head.repetitions})",
         cols=2, panel_size=(5.6, 0.36 * n + 0.9),
@@ -233,7 +265,8 @@ def figure(summary: Summary, head: Headline) -> Figure:
         text = "reference" if row.name == head.reference else f"{row.ratio:.2g}×"
         bars.text(width, yi, f" {units.count(row.msgs)}  {text}", va="center", fontsize=8)
     bars.xaxis.set_major_formatter(FuncFormatter(lambda v, _p: units.count(v)))
-    bars.set_xlabel("receiver msgs/s (95% interval; ≈ approximate or incomplete)")
+    bars.set_xlabel(("max sustained msgs/s" if head.by_search else "receiver msgs/s (95% interval)")
+                    + "; ≈ approximate or incomplete")
     for attr, style, name in (("p50_us", "o", "p50"), ("p99_us", "s", "p99")):
         values = [getattr(row, attr) for row in head.rows]
         lat.plot(values, y, style, color="#c0504d" if name == "p99" else "#4f81bd", label=name, ms=6)
@@ -250,7 +283,13 @@ def figure(summary: Summary, head: Headline) -> Figure:
     return fig
 
 
+def _ranking(head: Headline) -> str:
+    if head.by_search:
+        return "highest sustained rate first"
+    return "lowest p99 first" if head.by_latency else "highest receiver msgs/s first"
+
+
 def caption(head: Headline) -> str:
-    ranking = "lowest p99 first" if head.by_latency else "highest receiver msgs/s first"
+    ranking = _ranking(head)
     return (f"{head.scenario}: {len(head.rows)} system variants compared at {head.case_text}, "
             f"{ranking}; means of {head.repetitions} with 95% intervals; ratios to {head.reference}.")
