@@ -59,7 +59,7 @@ SEARCH_NOTE = (
 _CSS = """
 body{font-family:system-ui,sans-serif;margin:16px 24px;color:#222;max-width:1400px}
 h1{margin-top:0} .verdicts{margin:6px 0 4px;padding-left:20px;font-size:15px;line-height:1.35}
-.verdicts li{margin:2px 0} .scroll{max-width:100%;overflow-x:auto}
+.verdicts li{margin:2px 0} .scroll{max-width:100%;overflow-x:auto} .text td{text-align:left}
 table{max-width:100%} td{overflow-wrap:anywhere}
 h1{font-size:1.5em;margin-bottom:4px} h2{font-size:1.2em;margin-top:28px;border-bottom:1px solid #ddd}
 table{border-collapse:collapse;font-size:13px;margin:8px 0}
@@ -130,7 +130,7 @@ def render_html(
         out += [_figure_html(name, pngs[name], captions.get(name, name)) for name in lead if name in pngs]
         out.append("</section>")
     for heading, table in manifest_tables(summary):
-        out.append(f"<h2>{esc(heading)}</h2><div class='scroll'>{to_html(table)}</div>")
+        out.append(f"<h2>{esc(heading)}</h2><div class='scroll text'>{to_html(table)}</div>")
     search = search_results_table(summary)
     if not search.empty:
         out.append(f"<h2>Maximum sustainable rate</h2><p>{esc(SEARCH_NOTE)}</p>")

@@ -210,9 +210,14 @@ def sentence(head: Headline) -> str:
                 f"p99 {units.duration_us(best.p99_us)}.")
     worst = rest[-1]
     if head.by_search:
-        return start + (f"{_who(best)} sustains the most, {units.count(best.msgs)} msgs/s"
-                        f"{_ratio(best, head.reference)} (p99 there {units.duration_us(best.p99_us)}); the least is "
-                        f"{_who(worst)}, {units.count(worst.msgs)} msgs/s{_ratio(worst, head.reference)}.")
+        none = [row.name for row in head.rows if row.msgs <= 0]
+        text = (f"{_who(best)} sustains the most, {units.count(best.msgs)} msgs/s"
+                f"{_ratio(best, head.reference)} (p99 there {units.duration_us(best.p99_us)})")
+        if worst.msgs > 0:
+            text += f"; the least is {_who(worst)}, {units.count(worst.msgs)} msgs/s{_ratio(worst, head.reference)}"
+        if none:
+            text += f"; {', '.join(none)} sustained none of the rates tried"
+        return start + text + "."
     if head.by_latency:
         text = (f"{_who(best)} has the lowest p99, {units.duration_us(best.p99_us)} (p50 "
                 f"{units.duration_us(best.p50_us)}), receiving {units.count(best.msgs)} msgs/s; the highest is "
@@ -274,6 +279,7 @@ def figure(summary: Summary, head: Headline) -> Figure:
     lat.set_yticks(y, [""] * n)
     lat.set_ylim(bars.get_ylim())
     lat.set_xscale("log")
+    lat.margins(x=0.08)
     lat.xaxis.set_major_formatter(FuncFormatter(lambda v, _p: units.duration_us(v)))
     lat.xaxis.set_minor_formatter(_MinorDurations(labelOnlyBase=False, minor_thresholds=(1, 0.5)))
     lat.set_xlabel(head.latency)

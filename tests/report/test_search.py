@@ -92,3 +92,26 @@ def test_search_table_from_the_trials(tmp_path: Path) -> None:
     assert row["knee_rate"] == 4000.0
     no_search = RunInfo(path=tmp_path, run_id="r", complete=True, scenarios=({"name": "search-queue"},))
     assert search_table(_trials(), [no_search]).empty
+
+
+def test_a_searched_scenario_heads_with_its_max_sustained_rates(report_run: Path) -> None:
+    from dataclasses import replace
+
+    from harness.pipeline import summarize
+    from harness.report.headline import headlines, sentence
+    from harness.report.tables import search_results_table
+
+    summary = summarize(report_run, engine="pandas")
+    bound = {"pubsub-rates": 1.0}  # 1 s: every trial that kept up is sustained
+    runs = tuple(replace(run, scenarios=tuple({**sc, "p99_bound": bound.get(str(sc["name"]))}
+                                              for sc in run.scenarios)) for run in summary.runs)
+    summary = replace(summary, runs=runs, search=search_table(summary.per_repetition, runs))
+    assert set(summary.search["scenario"]) == {"pubsub-rates"}
+    head = next(h for h in headlines(summary) if h.scenario == "pubsub-rates")
+    assert head.by_search and head.bound_us == 1e6
+    expected = dict(zip(summary.search["system"], summary.search["max_sustained_rate"], strict=True))
+    assert {row.system: row.msgs for row in head.rows} == {s: (0.0 if math.isnan(r) else r)
+                                                           for s, r in expected.items()}
+    assert "sustains the most" in sentence(head)
+    table = search_results_table(summary)
+    assert list(table["scenario"]) == ["pubsub-rates", "pubsub-rates"] and "1s" in set(table["p99 bound"])
