@@ -1,9 +1,10 @@
 """Latency under load: the knee of a latency-vs-offered-rate curve, whether a trial was sustained, and the
 bisection that finds the highest sustainable rate. Pure functions, no IO.
 
-* **Knee**: the offered rate after which latency bends upward. On the curve (rate, log p99) scaled to the unit
-  square it is the point farthest below the chord from the first to the last point (the "Kneedle" idea for
-  a convex increasing curve). A curve that stays within ``KNEE_MIN_RISE`` of its lowest p99 has no knee.
+* **Knee**: the offered rate after which latency bends upward. On the curve (rate, running maximum of log
+  p99) scaled to the unit square it is the point farthest below the chord from the first to the last point
+  (the "Kneedle" idea for a convex increasing curve). A curve that stays within ``KNEE_MIN_RISE`` of its
+  lowest p99 has no knee, nor one that rises at once (no point below the chord).
 * **Sustained**: the receiver kept up with the offered rate (received at least ``KEEP_UP`` of it, nothing
   lost; a growing backlog shows as a shortfall) and p99 from the intended send time stayed under the bound.
 * **Bisection**: between the highest sustained and the lowest unsustained rate tried, halving (geometric
@@ -12,6 +13,7 @@ bisection that finds the highest sustainable rate. Pure functions, no IO.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Sequence
 
@@ -29,7 +31,8 @@ def knee(rates: Sequence[float], p99_us: Sequence[float]) -> float | None:
     if len(points) < 3:
         return None
     xs = [r for r, _ in points]
-    ys = [math.log(p) for _, p in points]
+    # latency does not fall as load rises: a dip is noise, so the curve is its running maximum
+    ys = list(itertools.accumulate((math.log(p) for _, p in points), max))
     if max(ys) - min(ys) < math.log(KNEE_MIN_RISE):
         return None
     x0, x1, y0, y1 = xs[0], xs[-1], min(ys), max(ys)

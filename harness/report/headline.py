@@ -213,8 +213,10 @@ def sentence(head: Headline) -> str:
         none = [row.name for row in head.rows if row.msgs <= 0]
         text = (f"{_who(best)} sustains the most, {units.count(best.msgs)} msgs/s"
                 f"{_ratio(best, head.reference)} (p99 there {units.duration_us(best.p99_us)})")
-        if worst.msgs > 0:
-            text += f"; the least is {_who(worst)}, {units.count(worst.msgs)} msgs/s{_ratio(worst, head.reference)}"
+        least = [row for row in rest if row.msgs > 0]
+        if least:
+            text += (f"; the least is {_who(least[-1])}, {units.count(least[-1].msgs)} msgs/s"
+                     f"{_ratio(least[-1], head.reference)}")
         if none:
             text += f"; {', '.join(none)} sustained none of the rates tried"
         return start + text + "."
@@ -283,7 +285,7 @@ def figure(summary: Summary, head: Headline) -> Figure:
     lat.xaxis.set_major_formatter(FuncFormatter(lambda v, _p: units.duration_us(v)))
     lat.xaxis.set_minor_formatter(_MinorDurations(labelOnlyBase=False, minor_thresholds=(1, 0.5)))
     lat.set_xlabel(head.latency)
-    lat.legend(fontsize=7, loc="lower right")
+    lat.legend(fontsize=7, loc="best")
     for ax in (bars, lat):
         ax.grid(True, axis="x", alpha=0.3)
     return fig
