@@ -23,6 +23,8 @@ def test_knee_is_where_latency_bends_upward() -> None:
     assert knee(rates, p99) == 8000
     assert knee(rates, [100, 101, 102, 103, 104, 105]) is None  # never rises: no knee
     assert knee([1000, 2000], [100, 1000]) is None  # two points cannot bend
+    assert knee([1000, 2000, 4000, 8000], [100, 1000, 1100, 1200]) is None  # past the knee from the start
+    assert knee(rates, [100, 105, 90, 120, 900, 5000]) == 8000  # a dip is noise
 
 
 def test_sustained_needs_keeping_up_no_loss_and_p99_under_bound() -> None:
