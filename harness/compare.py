@@ -24,6 +24,7 @@ from harness.pipeline import PipelineError, summarise_run
 from harness.report import write_report_from_summary
 from harness.runfolder import RunFolder
 from harness.runner.run import System, cases, run_cases, supports
+from harness.runner.search import run_searches, searches
 from harness.runner.worker import HOT_LOOPS
 from harness.scenario import Scenario
 
@@ -122,13 +123,14 @@ def compare(
             if unsupported and len(unsupported) == len(listed):
                 raise CompareError(f"scenario {sc.name}: no chosen system supports the {sc.pattern.value} pattern")
     specs = list(cases(scenarios, order))
+    searched = list(searches(scenarios, order))
     skipped = sorted({f"{s} ({sc.pattern.value})" for sc in scenarios for s in order
                       if (sc.systems is None or s in sc.systems) and not supports(s, sc)})
-    if not specs:
+    if not specs and not searched:
         raise CompareError("the scenarios and systems chosen leave nothing to run")
     run = RunFolder.create(out_root, label or "-".join(sc.name for sc in scenarios[:2]), {"hot_loops": HOT_LOOPS})
     run.manifest["scenarios"] = [sc.as_dict() for sc in scenarios]
-    console.print(f"[bold]mqbench compare[/] → {run.path}  ({len(specs)} cases; systems: {', '.join(order)})")
+    console.print(f"[bold]mqbench compare[/] → {run.path}  ({len(specs)} cases, {len(searched)} rate searches; systems: {', '.join(order)})")
     if skipped:
         console.print(f"not run, the driver lacks the pattern: {', '.join(skipped)}")
         run.manifest["not_supported"] = skipped
@@ -142,6 +144,7 @@ def compare(
         with contextlib.ExitStack() as stack:
             provisioned = _provision(stack, order, ready, brokers, backend, run, console)
             complete = run_cases(specs, provisioned, run, console, problems) and complete
+            complete = run_searches(scenarios, provisioned, run, console, problems) and complete
     except KeyboardInterrupt:
         problems.append("interrupted by the user (Ctrl-C / SIGTERM)")
         run.finish(False, problems)

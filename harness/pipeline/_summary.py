@@ -27,9 +27,10 @@ from harness.pipeline._finish import (
     sort_cases,
 )
 from harness.pipeline._recovery import run_recovery
+from harness.pipeline._search import search_table
 from harness.runfolder import RunFolder, RunFolderError, RunInfo, count_raw_rows
 from harness.runfolder import newest_run as _newest_run
-from harness.runfolder.schema import CASE_KEYS, RECOVERY, SUMMARY_TABLES
+from harness.runfolder.schema import CASE_KEYS, RECOVERY, SEARCH, SUMMARY_TABLES
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -54,6 +55,7 @@ class Summary:
     * ``distribution``: latency percentiles of each case pooled over repetitions, from raw rows
       (``latency_from`` = "actual send" or "intended"; percentile 100 is the maximum);
     * ``recovery``: one row per fault of the cases with faults (``RECOVERY_TABLE_COLUMNS``);
+    * ``search``: per ``rate: search`` system variant, the max sustained rate and the knee (``SEARCH_COLUMNS``);
     * ``runs``: the manifests read; ``engine``: which engine computed it.
     """
 
@@ -64,16 +66,19 @@ class Summary:
     runs: tuple[RunInfo, ...]
     engine: str
     recovery: pd.DataFrame = field(default_factory=pd.DataFrame)
+    search: pd.DataFrame = field(default_factory=pd.DataFrame)
 
     def tables(self) -> dict[str, pd.DataFrame]:
-        """The tables as a run folder stores them (``SUMMARY_TABLES`` + ``recovery``)."""
+        """The tables as a run folder stores them (``SUMMARY_TABLES`` + ``recovery`` and ``search`` when
+        they have rows)."""
         tables = {
             "summary": self.per_repetition,
             "aggregate": self.aggregate,
             "series": self.series,
             "distribution": self.distribution,
         }
-        return {**tables, RECOVERY: self.recovery} if not self.recovery.empty else tables
+        optional = {RECOVERY: self.recovery, SEARCH: self.search}
+        return {**tables, **{name: frame for name, frame in optional.items() if not frame.empty}}
 
 
 @contextmanager
@@ -134,6 +139,7 @@ def summarize(
         runs=tuple(runs),
         engine=engine,
         recovery=pd.concat(recovery, ignore_index=True),
+        search=search_table(per_repetition, runs),
     )
 
 
@@ -170,7 +176,7 @@ def load_summary(
     joined = {
         name: pd.concat([t[name] for _, t, _ in parts if not t[name].empty] or [parts[0][1][name]],
                         ignore_index=True)
-        for name in (*SUMMARY_TABLES, RECOVERY)
+        for name in (*SUMMARY_TABLES, RECOVERY, SEARCH)
     }
     order = {"summary": GROUP_KEYS, "aggregate": CASE_KEYS, "series": (*GROUP_KEYS, "second"),
              "distribution": (*CASE_KEYS, "latency_from", "percentile")}
@@ -185,6 +191,7 @@ def load_summary(
         runs=tuple(info for info, _, _ in parts),
         engine=", ".join(dict.fromkeys(used for _, _, used in parts)),
         recovery=joined[RECOVERY],
+        search=joined[SEARCH],
     )
 
 

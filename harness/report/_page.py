@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import base64
 import html
-import json
-from collections.abc import Mapping
+import re
+from collections.abc import Mapping, Sequence
 
-from harness.pipeline import RunInfo, Summary
-from harness.report._context import clock_text, host_text
-from harness.report.tables import delivery_table, results_table, to_html, to_markdown
+import pandas as pd
+
+from harness.metrics.search import KEEP_UP
+from harness.pipeline import Summary
+from harness.report.headline import Headline, caption, sentence
+from harness.report.manifest import run_table, scenarios_table, systems_table, variants_table
+from harness.report.tables import delivery_table, results_table, search_results_table, to_html, to_markdown
 
 DEFINITIONS = (
     (
@@ -46,64 +50,46 @@ DEFINITIONS = (
     ),
 )
 
+SEARCH_NOTE = (
+    "A rate search runs short open-loop trials per system, bisecting the offered rate: a trial is sustained "
+    f"when the receiver gets at least {KEEP_UP:.0%} of the offered rate, nothing is lost, and p99 from the intended "
+    "send time stays under the scenario's bound. The knee is where the p99-vs-load curve bends upward."
+)
+
 _CSS = """
-body{font-family:system-ui,sans-serif;margin:24px;color:#222;max-width:1400px}
+body{font-family:system-ui,sans-serif;margin:16px 24px;color:#222;max-width:1400px}
+h1{margin-top:0} .verdicts{margin:6px 0 4px;padding-left:20px;font-size:15px;line-height:1.35}
+.verdicts li{margin:2px 0} .scroll{max-width:100%;overflow-x:auto} .text td{text-align:left}
+table{max-width:100%} td{overflow-wrap:anywhere}
 h1{font-size:1.5em;margin-bottom:4px} h2{font-size:1.2em;margin-top:28px;border-bottom:1px solid #ddd}
 table{border-collapse:collapse;font-size:13px;margin:8px 0}
 th,td{border:1px solid #ccc;padding:3px 8px;text-align:right} th{background:#f3f3f3}
 td:first-child,th:first-child{text-align:left}
 tr.problem td{background:#fde8e8}
 .banner{background:#b00020;color:#fff;padding:10px 14px;font-weight:bold;margin:10px 0}
-.meta td{text-align:left;border:none;padding:2px 10px 2px 0} .meta td:first-child{color:#666}
-figure{margin:16px 0} img{max-width:100%;border:1px solid #eee}
+figure{margin:10px 0} figcaption{font-size:13px;color:#444} img{max-width:100%;border:1px solid #eee}
 dl dt{font-weight:bold;margin-top:6px} dl dd{margin-left:18px}
 code{background:#f5f5f5;padding:1px 4px}
 """
 
 
-def _scenario_text(run: RunInfo) -> str:
-    parts = []
-    for scenario in run.scenarios:
-        rest = {k: v for k, v in scenario.items() if k not in ("name", "pattern")}
-        parts.append(f"{scenario.get('name', '?')} ({scenario.get('pattern', '?')}) {json.dumps(rest)}")
-    return "; ".join(parts) or "(not recorded)"
+def manifest_tables(summary: Summary) -> list[tuple[str, pd.DataFrame]]:
+    """(title, table) of the runs, systems, variants and scenarios the summary covers."""
+    runs = summary.runs
+    out = [(f"Run {run.run_id}", run_table(run, summary.engine)) for run in runs]
+    out += [("Systems", systems_table(runs)), ("Variants: client, guarantee, backend", variants_table(runs)),
+            ("Scenarios", scenarios_table(runs))]
+    return [(title, table) for title, table in out if not table.empty]
 
 
-def _systems_rows(run: RunInfo) -> list[tuple[str, str]]:
-    rows = []
-    for system, info in run.systems.items():
-        versions = run.versions(system)
-        # guarantees are per variant; runs recorded before that have one per system
-        guarantees = [f"{v['variant']} {v['guarantee']}" for v in run.variants.values() if v.get("system") == system]
-        guarantee = ", ".join(guarantees) or str(info.get("guarantee") or "")
-        details = ", ".join(f"{k}: {v}" for k, v in (("backend", info.get("backend")), ("guarantee", guarantee)) if v)
-        rows.append((run.label(system), "; ".join(x for x in (versions, details) if x)))
-    return rows
+def figure_name(head: Headline) -> str:
+    """``headline_<scenario>``: the PNG's file stem (only letters, digits, ``-`` and ``_``)."""
+    return "headline_" + re.sub(r"[^A-Za-z0-9_-]", "_", head.scenario)
 
 
-def header_rows(run: RunInfo, engine: str) -> list[tuple[str, str]]:
-    """(field, value) pairs describing one run, for the HTML header and the Markdown summary."""
-    rows = [
-        ("run", run.run_id),
-        (
-            "status",
-            "complete" if run.complete else "INCOMPLETE (interrupted; results cover what was recorded)",
-        ),
-        ("started / finished", f"{run.started or '?'} / {run.finished or '?'}"),
-        ("scenarios", _scenario_text(run)),
-        ("host", host_text(run)),
-        ("clock", clock_text([run])),
-        ("git revision", run.git_revision or "(unknown)"),
-        ("folder", str(run.path)),
-        ("computed by", f"harness.pipeline ({engine} engine)"),
-    ]
-    rows += [(f"system {label}", text) for label, text in _systems_rows(run)]
-    return rows
-
-
-def _figure_html(name: str, png: bytes, caption: str) -> str:
+def _figure_html(name: str, png: bytes, text: str) -> str:
     data = base64.b64encode(png).decode("ascii")
-    cap = html.escape(caption)
+    cap = html.escape(text)
     return (f"<figure><img id='fig-{html.escape(name)}' alt='{cap}' src='data:image/png;base64,{data}'>"
             f"<figcaption>{cap}</figcaption></figure>")
 
@@ -115,14 +101,18 @@ def render_html(
     extra: str = "",
     extra_pngs: Mapping[str, bytes] | None = None,
     extra_captions: Mapping[str, str] | None = None,
+    heads: Sequence[Headline] = (),
 ) -> str:
     """The whole report as one HTML document; figures are embedded as base64 PNG ``data:`` URLs.
 
-    ``extra`` (HTML) and ``extra_pngs`` form the evaluation section, placed after the delivery table."""
+    The headline comes first (one sentence per scenario in ``heads``, then their charts, found in ``pngs``
+    under :func:`figure_name`); then the manifest tables, results, other figures and delivery. ``extra``
+    (HTML) and ``extra_pngs`` form the evaluation section, placed after the delivery table."""
     esc = html.escape
     title = "mqbench report — " + ", ".join(run.run_id for run in summary.runs)
     out = [
-        f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>{esc(title)}</title>",
+        f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
+        f"<meta name='viewport' content='width=device-width'><title>{esc(title)}</title>",
         f"<style>{_CSS}</style></head><body>",
         f"<h1>{esc(title)}</h1>",
     ]
@@ -132,22 +122,24 @@ def render_html(
                 f"<div class='banner'>Run {esc(run.run_id)} is INCOMPLETE: it was interrupted or is "
                 "still running; numbers cover only what was recorded.</div>"
             )
-    for run in summary.runs:
-        cells = "".join(
-            f"<tr><td>{esc(k)}</td><td>{esc(v)}</td></tr>" for k, v in header_rows(run, summary.engine)
-        )
-        out.append(f"<table class='meta'>{cells}</table>")
+    lead = [figure_name(head) for head in heads]
+    if heads:
+        out.append("<section id='headline'><ul class='verdicts'>")
+        out += [f"<li>{esc(sentence(head))}</li>" for head in heads]
+        out.append("</ul>")
+        out += [_figure_html(name, pngs[name], captions.get(name, name)) for name in lead if name in pngs]
+        out.append("</section>")
+    for heading, table in manifest_tables(summary):
+        out.append(f"<h2>{esc(heading)}</h2><div class='scroll text'>{to_html(table)}</div>")
+    search = search_results_table(summary)
+    if not search.empty:
+        out.append(f"<h2>Maximum sustainable rate</h2><p>{esc(SEARCH_NOTE)}</p>")
+        out.append(f"<div class='scroll'>{to_html(search)}</div>")
     out.append("<h2>Results</h2>")
-    out.append(to_html(results_table(summary), highlight="lost"))
-    for name, png in pngs.items():
-        data = base64.b64encode(png).decode("ascii")
-        caption = esc(captions.get(name, name))
-        out.append(
-            f"<figure><img id='fig-{esc(name)}' alt='{caption}' src='data:image/png;base64,{data}'>"
-            f"<figcaption>{caption}</figcaption></figure>"
-        )
+    out.append(f"<div class='scroll'>{to_html(results_table(summary), highlight='lost')}</div>")
+    out += [_figure_html(name, png, captions.get(name, name)) for name, png in pngs.items() if name not in lead]
     out.append("<h2>Delivery</h2>")
-    out.append(to_html(delivery_table(summary), highlight="lost"))
+    out.append(f"<div class='scroll'>{to_html(delivery_table(summary), highlight='lost')}</div>")
     if extra:
         out.append(extra)
     for name, png in (extra_pngs or {}).items():
@@ -162,14 +154,23 @@ def render_html(
     return "\n".join(out)
 
 
-def render_markdown(summary: Summary, figure_names: list[str], extra: str = "") -> str:
-    """``summary.md``: run header, results table, delivery table, links to the figures."""
+def render_markdown(
+    summary: Summary, figure_names: list[str], extra: str = "", heads: Sequence[Headline] = ()
+) -> str:
+    """``summary.md``: headline sentences and charts, manifest tables, results, delivery, figure links."""
     lines = ["# mqbench summary", ""]
     for run in summary.runs:
         if not run.complete:
             lines += [f"> **Run {run.run_id} is INCOMPLETE**: numbers cover only what was recorded.", ""]
-        lines += [f"- **{k}**: {v}" for k, v in header_rows(run, summary.engine)]
-        lines.append("")
+    if heads:
+        lines += ["## Headline", ""]
+        lines += [f"- {sentence(head)}" for head in heads]
+        lines += [""] + [f"![{caption(head)}](figures/{figure_name(head)}.png)" for head in heads] + [""]
+    search = search_results_table(summary)
+    if not search.empty:
+        lines += ["## Maximum sustainable rate", "", SEARCH_NOTE, "", to_markdown(search), ""]
+    for heading, table in manifest_tables(summary):
+        lines += [f"## {heading}", "", to_markdown(table), ""]
     lines += [
         "## Results",
         "",

@@ -9,8 +9,11 @@ from typing import TYPE_CHECKING
 
 from harness.pipeline import Summary, load_summary, write_summary
 from harness.report import evaluation
-from harness.report._page import render_html, render_markdown
-from harness.report.figures import FIGURES, png_bytes, render_figures
+from harness.report._page import figure_name, render_html, render_markdown
+from harness.report.figures import captions as figure_captions
+from harness.report.figures import png_bytes, render_figures
+from harness.report.headline import caption, headlines
+from harness.report.headline import figure as headline_figure
 from harness.runfolder import RunFolder
 from harness.runfolder.schema import FEATURE_MATRIX, FIGURES_DIR, REPORT_HTML, REPORT_MD
 
@@ -29,11 +32,13 @@ def default_out_dir(run_dirs: list[Path]) -> Path:
 def write_report_from_summary(summary: Summary, out_dir: Path) -> Path:
     """Write ``figures/*.png``, ``report.html`` and ``summary.md`` for ``summary`` into ``out_dir``."""
     out = RunFolder.open(out_dir) if out_dir.is_dir() else _new_folder(out_dir)
-    figures = render_figures(summary)
+    heads = headlines(summary)
+    figures = {figure_name(head): headline_figure(summary, head) for head in heads}
+    figures.update(render_figures(summary))
     pngs = {name: png_bytes(fig) for name, fig in figures.items()}
     for name, png in pngs.items():
         out.write_file(f"{FIGURES_DIR}/{name}.png", png)
-    captions = {name: (FIGURES[name].__doc__ or name).strip().splitlines()[0] for name in pngs}
+    captions = {**figure_captions(summary), **{figure_name(head): caption(head) for head in heads}}
     extra_html = extra_md = ""
     extra_pngs: dict[str, bytes] = {}
     extra_captions: dict[str, str] = {}
@@ -47,8 +52,9 @@ def write_report_from_summary(summary: Summary, out_dir: Path) -> Path:
         matrix = evaluation.load_evaluation(summary).matrix
         if not matrix.empty:
             out.write_file(FEATURE_MATRIX, matrix.to_csv(index=False).encode())
-    out.write_file(REPORT_MD, render_markdown(summary, [*pngs, *extra_pngs], extra=extra_md).encode())
-    page = render_html(summary, pngs, captions, extra=extra_html, extra_pngs=extra_pngs, extra_captions=extra_captions)
+    out.write_file(REPORT_MD, render_markdown(summary, [*pngs, *extra_pngs], extra=extra_md, heads=heads).encode())
+    page = render_html(summary, pngs, captions, extra=extra_html, extra_pngs=extra_pngs, extra_captions=extra_captions,
+                       heads=heads)
     return out.write_file(REPORT_HTML, page.encode())
 
 

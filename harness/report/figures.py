@@ -17,6 +17,8 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.ticker import FixedLocator, FuncFormatter, LogFormatter, NullFormatter, NullLocator
 
+from harness import units
+from harness.metrics.search import knee
 from harness.pipeline import Summary
 from harness.report._context import case_text, footnote, size_text
 
@@ -85,12 +87,39 @@ def _error(mean: pd.Series, low: pd.Series, high: pd.Series) -> np.ndarray | Non
     return np.vstack([(mean - low).clip(lower=0).fillna(0), (high - mean).clip(lower=0).fillna(0)])
 
 
-def throughput_vs_size(summary: Summary) -> Figure | None:
-    """Sender (solid) and receiver (dashed) throughput against message size, msgs/s and MB/s, log-log.
+#: A rate axis goes logarithmic only when its values span more than this factor; else it starts at zero.
+LOG_SPAN = 30.0
 
-    Points are means over repetitions with 95 % Student-t intervals as error bars.
+
+def _rate_axis(ax: Axes, values: pd.Series, axis: str = "y") -> None:
+    """Linear from zero (so noise never looks like a cliff) unless the values span more than ``LOG_SPAN``."""
+    positive = values[values > 0]
+    if not positive.empty and positive.max() / positive.min() > LOG_SPAN:
+        if axis == "y":
+            _log_axes(ax, x=False)
+        else:
+            ax.set_xscale("log")
+            ax.xaxis.set_major_formatter(FuncFormatter(_tick))
+        return
+    top = float(values.max()) if values.notna().any() else 1.0
+    (ax.set_ylim if axis == "y" else ax.set_xlim)(0, top * 1.1 if top > 0 else 1.0)
+    (ax.yaxis if axis == "y" else ax.xaxis).set_major_formatter(FuncFormatter(_tick))
+
+
+def _sized(agg: pd.DataFrame) -> pd.DataFrame:
+    """The cases of scenarios that measured at least two message sizes (one size makes no size chart)."""
+    if agg.empty:
+        return agg
+    return agg[agg.groupby("scenario")["size"].transform("nunique") >= 2]
+
+
+def throughput_vs_size(summary: Summary) -> Figure | None:
+    """Sender (solid) and receiver (dashed) throughput against message size, msgs/s and MB/s.
+
+    Points are means over repetitions with 95 % Student-t intervals as error bars; only scenarios that
+    measured two sizes or more.
     """
-    agg = summary.aggregate
+    agg = _sized(summary.aggregate)
     if agg.empty:
         return None
     scenarios = list(_by_scenario(agg))
@@ -113,7 +142,8 @@ def throughput_vs_size(summary: Summary) -> Figure | None:
                         ms=4,
                         label=f"{key} {side}",
                     )
-            _log_axes(ax, x=False)
+            _rate_axis(ax, pd.concat([group[f"{side}_{unit}_ci95_high"].fillna(group[f"{side}_{unit}_mean"])
+                                      for side in ("sender", "receiver")]))
             ax.set_xscale("log", base=2)
             sizes = sorted(group["size"].unique())
             ax.xaxis.set_major_locator(FixedLocator(sizes))
@@ -157,13 +187,14 @@ def latency_nines(summary: Summary) -> Figure | None:
                 with np.errstate(divide="ignore"):
                     x = 1 / (1 - q)
                 shown = x <= samples
-                suffix = "" if source == "actual send" else " (from intended)"
+                # many cases: name each once (solid), a legend twice as long would hide the plot
+                label = key if source == "actual send" else None if len(cases) > 6 else f"{key} (from intended)"
                 ax.plot(
                     x[shown],
                     part["latency_us"].to_numpy()[shown],
                     style,
                     color=colors[key],
-                    label=f"{key}{suffix}",
+                    label=label,
                 )
                 ax.plot(
                     [samples],
@@ -183,7 +214,7 @@ def latency_nines(summary: Summary) -> Figure | None:
         ax.set_ylabel(f"{kind} latency (µs)")
         ax.set_title(f"{scenario} — {kind} latency", fontsize=10)
         ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=7)
+        ax.legend(fontsize=6 if len(cases) > 6 else 7, ncol=2 if len(cases) > 10 else 1)
     return fig
 
 
@@ -196,7 +227,8 @@ def _swept(agg: pd.DataFrame) -> pd.DataFrame:
 
 
 def latency_vs_rate(summary: Summary) -> Figure | None:
-    """p50 (solid) and p99 (dashed) latency against offered rate, for scenarios that sweep the rate.
+    """p50 (solid) and p99 (dashed) latency against offered rate, for scenarios that sweep or search the
+    rate; a star marks the knee of each p99 curve (``harness.metrics.search.knee``).
 
     Latency is from the intended send time when the schedule recorded one (coordinated-omission corrected),
     else from the actual send; mean of per-repetition percentiles with 95 % intervals.
@@ -219,6 +251,13 @@ def latency_vs_rate(summary: Summary) -> Figure | None:
         for _, line in lines:
             line = line.sort_values("rate")
             key = case_text(line.iloc[0], omit=("rate",))
+            p99 = line[f"{prefix}_p99_us_mean"]
+            bend = knee(list(line["rate"]), list(p99))
+            if bend is not None:
+                at = float(p99[line["rate"] == bend].iloc[0])
+                ax.plot([bend], [at], "*", color=colors[key], ms=14, mec="black", zorder=5)
+                ax.annotate(f"knee {units.count(bend)}/s", (bend, at), textcoords="offset points", xytext=(6, -12),
+                            fontsize=7)
             for p, style in (("p50", "-o"), ("p99", "--s")):
                 col = f"{prefix}_{p}_us"
                 ax.errorbar(
@@ -231,7 +270,8 @@ def latency_vs_rate(summary: Summary) -> Figure | None:
                     ms=4,
                     label=f"{key} {p}",
                 )
-        _log_axes(ax)
+        _log_axes(ax, x=False)
+        _rate_axis(ax, group["rate"], axis="x")
         ax.set_xlabel("offered rate (msgs/s, all producers)")
         ax.set_ylabel(f"latency from {'intended' if use_intended else 'actual'} send (µs)")
         ax.set_title(scenario, fontsize=10)
@@ -283,6 +323,32 @@ FIGURES: dict[str, Callable[[Summary], Figure | None]] = {
     "latency_vs_rate": latency_vs_rate,
     "receiver_throughput_over_time": receiver_series,
 }
+
+
+def _repetitions(frame: pd.DataFrame) -> str:
+    counts = sorted({int(n) for n in frame["repetitions"]}) if not frame.empty else [0]
+    return f"{'/'.join(map(str, counts))} repetition{'' if counts == [1] else 's'}"
+
+
+def captions(summary: Summary) -> dict[str, str]:
+    """What each figure compares, over which scenarios, from how many repetitions."""
+    agg = summary.aggregate
+
+    def names(frame: pd.DataFrame) -> str:
+        return ", ".join(sorted(frame["scenario"].astype(str).unique())) if not frame.empty else "no scenario"
+
+    sized, swept = _sized(agg), _swept(agg)
+    return {
+        "throughput_vs_size": f"Sender and receiver throughput of each system against message size "
+        f"({names(sized)}): means of {_repetitions(sized)} with 95% intervals.",
+        "latency_nines": f"Latency percentiles of each system ({names(agg)}), pooled over "
+        f"{_repetitions(agg)} from raw rows; markers are the maxima.",
+        "latency_vs_rate": f"p50 and p99 latency of each system against offered load ({names(swept)}), open "
+        f"loop: means of per-repetition percentiles over {_repetitions(swept)} with 95% intervals; stars "
+        "mark each p99 curve's knee.",
+        "receiver_throughput_over_time": f"Receipts per second of each system over time ({names(agg)}), "
+        f"one line per repetition of {_repetitions(agg)}.",
+    }
 
 
 def render_figures(summary: Summary) -> dict[str, Figure]:

@@ -7,6 +7,7 @@ import math
 
 import pandas as pd
 
+from harness import units
 from harness.pipeline import Summary
 from harness.report._context import rate_text, size_text
 
@@ -92,6 +93,26 @@ def delivery_table(summary: Summary) -> pd.DataFrame:
         }
     )
     return out
+
+
+def search_results_table(summary: Summary) -> pd.DataFrame:
+    """Per ``rate: search`` system variant: the highest offered rate sustained under the p99 bound, and the
+    knee of its latency-vs-load curve (empty when no scenario searched)."""
+    search = summary.search
+    if search.empty:
+        return pd.DataFrame()
+    return pd.DataFrame({
+        "system": [f"{label} ({g})" if g else str(label) for label, g in zip(search["label"], search["guarantee"],
+                                                                          strict=True)],
+        "scenario": search["scenario"],
+        "variant": search["variant"],
+        "size": [size_text(int(s)) for s in search["size"]],
+        "p99 bound": [units.duration_us(b) for b in search["p99_bound_us"]],
+        "trials (sustained)": [f"{t} ({s})" for t, s in zip(search["trials"], search["sustained_trials"],
+                                                            strict=True)],
+        "max sustained msgs/s": [units.count(r) for r in search["max_sustained_rate"]],
+        "knee msgs/s": [units.count(r) for r in search["knee_rate"]],
+    })
 
 
 def to_html(frame: pd.DataFrame, highlight: str | None = None) -> str:

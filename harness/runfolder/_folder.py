@@ -245,7 +245,8 @@ class RunFolder:
         return all((self.path / f"{name}.parquet").is_file() for name in tables)
 
     def read_summary(self, tables: Sequence[str] = schema.SUMMARY_TABLES) -> dict[str, pd.DataFrame]:
-        """The pipeline's ``tables`` as written by :meth:`write_summary`, and ``recovery`` (empty when none).
+        """The pipeline's ``tables`` as written by :meth:`write_summary`, ``recovery`` and ``search`` (empty
+        when none).
 
         ``tables=("summary",)`` reads the per-repetition summary alone (the regression check)."""
         missing = [name for name in tables if not (self.path / f"{name}.parquet").is_file()]
@@ -254,7 +255,7 @@ class RunFolder:
                 f"{self.path / missing[0]}.parquet: missing; run `mqbench report {self.path}` to compute the summary"
             )
         read = {name: pd.read_parquet(self.path / f"{name}.parquet") for name in tables}
-        return {**read, schema.RECOVERY: self.read_table(schema.RECOVERY)}
+        return {**read, **{name: self.read_table(name) for name in (schema.RECOVERY, schema.SEARCH)}}
 
     @property
     def summary_engine(self) -> str:

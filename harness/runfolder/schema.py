@@ -104,6 +104,8 @@ TIMESERIES_DIR = "timeseries"
 FAULTS = "faults"
 SEND_ERRORS = "send_errors"
 RECOVERY = "recovery"
+#: The rate-search table (``rate: search`` scenarios only): max sustained rate and knee per system variant.
+SEARCH = "search"
 #: The pipeline's tables, each as ``<name>.parquet`` + ``<name>.csv``; ``summary`` is the one summary.
 SUMMARY_TABLES = ("summary", "aggregate", "series", "distribution")
 REPORT_HTML = "report.html"

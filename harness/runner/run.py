@@ -8,7 +8,7 @@ summarising is the pipeline's job.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,7 +18,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from harness.drivers import driver_class
 from harness.drivers.base import BrokerEndpoint, Driver, DriverError
 from harness.runfolder import RunFolder
-from harness.runner.case import Case, CaseFailed, run_case
+from harness.runner.case import Case, CaseFailed, CaseResult, run_case
 from harness.runner.evaluation import EvaluationFiles
 from harness.scenario import Scenario, Variant
 
@@ -51,9 +51,12 @@ class System:
 
 
 def run_cases(
-    specs: Sequence[CaseSpec], systems: Mapping[str, System], run: RunFolder, console: Console, problems: list[str]
+    specs: Sequence[CaseSpec], systems: Mapping[str, System], run: RunFolder, console: Console, problems: list[str],
+    observe: Callable[[CaseResult], None] | None = None,
 ) -> bool:
-    """Run ``specs`` into ``run``; append what went wrong to ``problems``; True when every case completed."""
+    """Run ``specs`` into ``run``; append what went wrong to ``problems``; True when every case completed.
+
+    ``observe`` gets the result of each case that ran (a rate search judges its trials by them)."""
     complete = True
     evaluation = EvaluationFiles(run)
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
@@ -87,6 +90,8 @@ def run_cases(
             complete = complete and result.complete
             name = run.raw_name(sc.name, variant.system, variant.name, size, rate, rep)
             run.write_raw(name, result.rows, result.send_errors)
+            if observe is not None:
+                observe(result)
             if result.faults or result.timeseries is not None or result.send_errors is not None:
                 evaluation.add(name, {
                     "scenario": sc.name, "pattern": sc.pattern.value, "system": variant.system,

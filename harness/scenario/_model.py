@@ -76,6 +76,14 @@ class Scenario:
     consumer_rate: float | None = None  # msgs/s each consumer handles at most; None = as fast as it can
     faults: tuple[Fault, ...] = ()
     source: str = ""
+    # ``rate: search``: ``rates`` is empty; per system a bisection over short trials (each as long as
+    # ``messages``/``duration``) within ``search_range`` finds the highest rate sustained with p99 <= bound
+    p99_bound: float | None = None  # seconds
+    search_range: tuple[float, float] = (1000.0, 1_000_000.0)
+
+    @property
+    def searches(self) -> bool:
+        return self.p99_bound is not None and not self.rates
 
     def variants_for(self, system: str) -> tuple[Variant, ...]:
         return self.variants.get(system, (Variant(system),))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import difflib
 import re
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +32,8 @@ _FIELDS = (
     "variants",
     "consumer_rate",
     "faults",
+    "p99_bound",
+    "search_range",
 )
 
 _UNITS = {"b": 1, "kb": 1000, "kib": 1024, "mb": 1000**2, "mib": 1024**2}
@@ -182,9 +185,11 @@ def parse_scenario(data: Any, source: str = "<scenario>") -> Scenario:
         raise c.fail("messages", "required: give 'messages' (per producer) or 'duration' (seconds)")
 
     raw_rate = data.get("rate", "max")
-    rates = tuple(c.rate(r) for r in (raw_rate if isinstance(raw_rate, list) else [raw_rate]))
-    if not rates:
-        raise c.fail("rate", "must be 'max', a rate, or a non-empty list of those")
+    searching = raw_rate == "search"
+    rates = () if searching else tuple(c.rate(r) for r in (raw_rate if isinstance(raw_rate, list) else [raw_rate]))
+    if not rates and not searching:
+        raise c.fail("rate", "must be 'max', a rate, a non-empty list of those, or 'search'")
+    p99_bound, search_range = _parse_search(c, data, searching)
 
     producers = c.integer("producers", data.get("producers", 1), 1)
     consumers = c.integer("consumers", data.get("consumers", 1), 1)
@@ -236,7 +241,28 @@ def parse_scenario(data: Any, source: str = "<scenario>") -> Scenario:
         consumer_rate=consumer_rate,
         faults=faults,
         source=source,
+        p99_bound=p99_bound,
+        search_range=search_range,
     )
+
+
+def _parse_search(c: _Checker, data: Mapping[str, Any], searching: bool) -> tuple[float | None, tuple[float, float]]:
+    """``p99_bound`` (seconds) and ``search_range`` (msgs/s) of a ``rate: search`` scenario."""
+    if not searching:
+        for fld in ("p99_bound", "search_range"):
+            if fld in data:
+                raise c.fail(fld, "only applies with 'rate: search'")
+        return None, (1000.0, 1_000_000.0)
+    if "p99_bound" not in data:
+        raise c.fail("p99_bound", "required with 'rate: search': the highest acceptable p99, e.g. 5ms")
+    bound = c.seconds("p99_bound", data["p99_bound"])
+    raw = data.get("search_range", [1000, 1_000_000])
+    if not isinstance(raw, list) or len(raw) != 2:
+        raise c.fail("search_range", f"must be [lowest, highest] msgs/s, got {raw!r}")
+    low, high = (c.rate(r, "search_range") for r in raw)
+    if low is None or high is None or low >= high:
+        raise c.fail("search_range", f"must be two rates in msgs/s, lowest first, got {raw!r}")
+    return bound, (low, high)
 
 
 def _parse_variants(c: _Checker, raw: Any, systems: tuple[str, ...] | None) -> dict[str, tuple[Variant, ...]]:

@@ -1,4 +1,5 @@
-"""The HTML report in a real browser: headless Chromium loads every embedded image and paints a page.
+"""The HTML report in a real browser: headless Chromium loads every embedded image, paints a page, shows the
+headline in the first 1280x800 screen and never scrolls sideways.
 
 Needs ``/usr/bin/chromium`` (``apt-get install -y chromium``). Missing Chromium fails under ``CI=true``
 and skips elsewhere.
@@ -27,6 +28,22 @@ window.addEventListener('load', function () {
   document.body.appendChild(out);
 });
 </script>"""
+
+
+#: Where the headline's parts and the document's width are, as the browser lays the page out.
+_LAYOUT = """<script>
+window.addEventListener('load', function () {
+  var rect = function (el) { var r = el.getBoundingClientRect(); return r.top + ' ' + r.bottom; };
+  var lines = ['WIDTH ' + document.documentElement.scrollWidth + ' ' + window.innerWidth];
+  document.querySelectorAll('#headline li').forEach(function (li) { lines.push('SENTENCE ' + rect(li)); });
+  document.querySelectorAll('#headline img').forEach(function (img) { lines.push('CHART ' + rect(img)); });
+  var out = document.createElement('pre');
+  out.id = 'layout';
+  out.textContent = lines.join('\\n');
+  document.body.appendChild(out);
+});
+</script>"""
+SCREEN = (1280, 800)
 
 
 def _chromium() -> str:
@@ -87,3 +104,28 @@ def test_screenshot_is_not_blank(report_html: Path, tmp_path: Path) -> None:
     non_white = (pixels < 240).any(axis=2).mean()
     assert non_white > 0.02, f"only {non_white:.3%} of the page is painted"
     assert len(np.unique(pixels.reshape(-1, 3), axis=0)) > 50  # text, plot lines and colours
+
+
+def test_first_screen_shows_the_headline_without_horizontal_scroll(report_html: Path, tmp_path: Path) -> None:
+    from PIL import Image
+
+    probe = tmp_path / "layout.html"
+    probe.write_text(report_html.read_text(encoding="utf-8").replace("</body>", _LAYOUT + "</body>"), "utf-8")
+    window = f"--window-size={SCREEN[0]},{SCREEN[1]}"
+    dom = _run(["--virtual-time-budget=10000", window, "--dump-dom", probe.as_uri()], tmp_path)
+    width, viewport = map(int, re.search(r"WIDTH (\d+) (\d+)", dom).groups())  # type: ignore[union-attr]
+    assert viewport == SCREEN[0] and width <= viewport, f"document {width} px wide in a {viewport} px window"
+    sentences = [tuple(map(float, m)) for m in re.findall(r"SENTENCE ([-\d.]+) ([-\d.]+)", dom)]
+    charts = [tuple(map(float, m)) for m in re.findall(r"CHART ([-\d.]+) ([-\d.]+)", dom)]
+    assert len(sentences) == 3 and len(charts) == 3  # one per scenario of the synthetic run
+    assert all(bottom <= SCREEN[1] for _top, bottom in sentences), sentences
+    top, bottom = charts[0]
+    assert bottom <= SCREEN[1], f"the first headline chart ends at {bottom} px, below the first screen"
+
+    shot = tmp_path / "first-screen.png"
+    _run(["--run-all-compositor-stages-before-draw", "--virtual-time-budget=10000", f"--screenshot={shot}",
+          window, report_html.as_uri()], tmp_path)
+    pixels = np.asarray(Image.open(shot).convert("RGB"), dtype=np.int16)
+    assert pixels.shape[:2] == (SCREEN[1], SCREEN[0])
+    chart = pixels[int(top) : int(bottom)]
+    assert (chart < 240).any(axis=2).mean() > 0.02  # the chart is painted there, not an empty box

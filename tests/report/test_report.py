@@ -28,6 +28,9 @@ def test_report_is_self_contained_with_figures(report_html: Path) -> None:
     assert "src='http" not in html and "<link" not in html  # nothing fetched from elsewhere
     figures = sorted(p.name for p in (report_html.parent / "figures").glob("*.png"))
     assert figures == [
+        "headline_pubsub-rates.png",
+        "headline_queue-2to1.png",
+        "headline_reqrep.png",
         "latency_nines.png",
         "latency_vs_rate.png",
         "receiver_throughput_over_time.png",
@@ -65,9 +68,12 @@ def test_every_figure_names_systems_versions_and_host(report_run: Path) -> None:
 def test_reqrep_only_single_system_run(tmp_path: Path) -> None:
     run = build_run(tmp_path, "rr", scenarios=("reqrep",), systems=("zmq",))
     html = write_report([run]).read_text(encoding="utf-8")
-    assert len(_images(html)) >= 3  # size, nines, time series (no rate sweep)
+    assert len(_images(html)) >= 3  # headline, nines, time series
     assert "round-trip" in html and "class='banner'" not in html
+    assert "only pyzmq (at-most-once) ran" in html
+    # one size and no rate sweep: no size chart, no latency-vs-rate chart
     assert not (run / "figures" / "latency_vs_rate.png").exists()
+    assert not (run / "figures" / "throughput_vs_size.png").exists()
 
 
 def test_many_runs_go_to_a_new_report_folder(tmp_path: Path) -> None:

@@ -1,0 +1,303 @@
+"""The headline: per scenario, the systems ranked, with a ratio to the reference system and one sentence.
+
+Pure functions from a :class:`~harness.pipeline.Summary`. A scenario may hold many cases (sizes, rates);
+the headline compares the systems on one of them: the smallest message size, at full speed when the
+scenario has a ``max`` rate, else at its highest offered rate. At full speed the systems are ranked by
+receiver msgs/s; at a fixed offered rate (where every system that keeps up receives the same rate) by p99.
+The reference is ``zmq`` when the scenario ran it, else the first system of the run.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+from matplotlib.figure import Figure
+from matplotlib.ticker import FuncFormatter, LogFormatter
+
+from harness import units
+from harness.pipeline import Summary
+
+#: The system every other is compared with when it ran.
+REFERENCE_SYSTEM = "zmq"
+
+
+@dataclass(frozen=True)
+class Row:
+    """One bar of the headline chart: one system variant in the headline case."""
+
+    system: str
+    name: str  # "rabbitmq (pika) durable": label and variant (unless default)
+    guarantee: str
+    msgs: float  # receiver msgs/s, mean over repetitions
+    low: float  # 95 % interval of the mean (NaN with one repetition)
+    high: float
+    p50_us: float
+    p99_us: float
+    repetitions: int
+    lost: int
+    approximate: bool  # percentiles approximated (Spark) or the case did not run to its end
+    ratio: float = math.nan  # msgs / the reference row's msgs
+
+
+@dataclass(frozen=True)
+class Headline:
+    scenario: str
+    pattern: str
+    size: int
+    rate: float  # NaN = full speed
+    latency: str  # "one-way latency from the intended send time", ...
+    rows: tuple[Row, ...]  # ranked, best first
+    reference: str  # name of the reference row
+    bound_us: float = math.nan  # rate search: the p99 bound; rows' msgs are their max sustained rates
+
+    @property
+    def by_latency(self) -> bool:
+        return not math.isnan(self.rate)
+
+    @property
+    def by_search(self) -> bool:
+        return not math.isnan(self.bound_us)
+
+    @property
+    def case_text(self) -> str:
+        rate = "full speed" if math.isnan(self.rate) else f"{units.count(self.rate)} msgs/s offered"
+        if self.by_search:
+            rate = f"highest rate sustained with p99 under {units.duration_us(self.bound_us)}"
+        return f"{self.pattern}, {units.size(self.size)}, {rate}"
+
+    @property
+    def repetitions(self) -> str:
+        counts = sorted({row.repetitions for row in self.rows})
+        text = "/".join(str(n) for n in counts)
+        return f"{text} repetition{'' if counts == [1] else 's'}"
+
+
+def _name(first: pd.Series, many_runs: bool) -> str:
+    text = str(first["label"])
+    if first["variant"] not in ("", "default"):
+        text += f" {first['variant']}"
+    return f"{text} [{first['run_id']}]" if many_runs else text
+
+
+def _approximate(summary: Summary, case: pd.Series) -> bool:
+    per = summary.per_repetition
+    mask = (
+        (per["run_id"] == case["run_id"]) & (per["scenario"] == case["scenario"])
+        & (per["system"] == case["system"]) & (per["variant"] == case["variant"])
+        & (per["size"] == case["size"])
+        & ((per["rate"] == case["rate"]) | (per["rate"].isna() & pd.isna(case["rate"])))
+    )
+    methods = per.loc[mask, "percentile_method"] if "percentile_method" in per else pd.Series(dtype=str)
+    return bool((methods == "approx").any()) or not bool(case["complete"])
+
+
+def _headline_case(group: pd.DataFrame) -> pd.DataFrame:
+    size = group["size"].min()
+    group = group[group["size"] == size]
+    if group["rate"].isna().any():
+        return group[group["rate"].isna()]
+    return group[group["rate"] == group["rate"].max()]
+
+
+def _system_order(summary: Summary) -> list[str]:
+    order = [system for run in summary.runs for system in run.systems]
+    return list(dict.fromkeys([*order, *summary.aggregate["system"].astype(str)]))
+
+
+def _with_ratios(rows: list[Row], order: list[str]) -> tuple[list[Row], str]:
+    systems = {row.system for row in rows}
+    ref_system = REFERENCE_SYSTEM if REFERENCE_SYSTEM in systems else next(s for s in order if s in systems)
+    reference = next(row for row in rows if row.system == ref_system)
+    out = [
+        Row(**{**row.__dict__, "ratio": row.msgs / reference.msgs if reference.msgs > 0 else math.nan})
+        for row in rows
+    ]
+    return out, reference.name
+
+
+def _row(summary: Summary, r: pd.Series, many_runs: bool, prefix: str, msgs: float | None = None) -> Row:
+    return Row(
+        system=str(r["system"]),
+        name=_name(r, many_runs),
+        guarantee=str(r.get("guarantee") or ""),
+        msgs=float(r["receiver_msgs_per_s_mean"]) if msgs is None else msgs,
+        low=math.nan if msgs is not None else float(r["receiver_msgs_per_s_ci95_low"]),
+        high=math.nan if msgs is not None else float(r["receiver_msgs_per_s_ci95_high"]),
+        p50_us=float(r[f"{prefix}_p50_us_mean"]),
+        p99_us=float(r[f"{prefix}_p99_us_mean"]),
+        repetitions=int(r["repetitions"]),
+        lost=int(r["lost"]),
+        approximate=_approximate(summary, r),
+    )
+
+
+def _searched(summary: Summary, group: pd.DataFrame, many_runs: bool) -> tuple[list[Row], float]:
+    """Rows of a ``rate: search`` scenario: each variant's max sustained rate, with the latency measured at
+    it (at its lowest trial when no trial was sustained), and the p99 bound."""
+    search = summary.search[summary.search["scenario"] == group["scenario"].iloc[0]]
+    search = search[search["size"] == search["size"].min()]
+    rows = []
+    for _, found in search.iterrows():
+        trials = group[(group["run_id"] == found["run_id"]) & (group["system"] == found["system"])
+                       & (group["variant"] == found["variant"]) & (group["size"] == found["size"])]
+        best = float(found["max_sustained_rate"])
+        at = trials[trials["rate"] == best] if not math.isnan(best) else trials[trials["rate"] == trials["rate"].min()]
+        rows.append(_row(summary, at.iloc[0], many_runs, "lat_intended", _nan_zero(best)))
+    return rows, float(search["p99_bound_us"].iloc[0])
+
+
+def headlines(summary: Summary) -> list[Headline]:
+    """One :class:`Headline` per scenario that has results, in scenario order."""
+    agg = summary.aggregate
+    if agg.empty:
+        return []
+    many_runs = agg["run_id"].nunique() > 1
+    order = _system_order(summary)
+    searched = set(summary.search["scenario"]) if not summary.search.empty else set()
+    out = []
+    for scenario, group in agg.groupby("scenario", sort=True):
+        if scenario in searched:
+            rows, bound = _searched(summary, group, many_runs)
+            first = group[group["size"] == group["size"].min()].iloc[0]
+            intended, rate = True, math.nan
+        else:
+            case = _headline_case(group)
+            intended = bool(case["lat_intended_p99_us_mean"].notna().all())
+            rows = [_row(summary, r, many_runs, "lat_intended" if intended else "lat") for _, r in case.iterrows()]
+            first, bound = case.iloc[0], math.nan
+            rate = float(first["rate"]) if pd.notna(first["rate"]) else math.nan
+        key = (lambda row: _nan_last(row.p99_us)) if not math.isnan(rate) else (lambda row: -_nan_zero(row.msgs))
+        ranked, reference = _with_ratios(sorted(rows, key=key), order)
+        kind = str(first["latency_kind"])
+        latency = f"{kind} latency from the {'intended' if intended else 'actual'} send time"
+        out.append(Headline(str(scenario), str(first["pattern"]), int(first["size"]), rate, latency,
+                            tuple(ranked), reference, bound))
+    return out
+
+
+def _nan_last(value: float) -> float:
+    return math.inf if math.isnan(value) else value
+
+
+def _nan_zero(value: float) -> float:
+    return 0.0 if math.isnan(value) else value
+
+
+def _overlap(a: Row, b: Row) -> bool:
+    """Whether the two rows' 95 % intervals of receiver msgs/s overlap (no interval: never)."""
+    if math.isnan(a.low) or math.isnan(b.low):
+        return False
+    return a.low <= b.high and b.low <= a.high
+
+
+def _ratio(row: Row, reference: str) -> str:
+    return "" if math.isnan(row.ratio) or row.name == reference else f", {row.ratio:.2g}× {reference}"
+
+
+def _who(row: Row) -> str:
+    return f"{row.name} ({row.guarantee})" if row.guarantee else row.name
+
+
+def sentence(head: Headline) -> str:
+    """The result of one scenario in words, from the numbers of its headline rows."""
+    best, rest = head.rows[0], head.rows[1:]
+    start = f"{head.scenario} ({head.case_text}, {head.repetitions}): "
+    if not rest:
+        return (start + f"only {_who(best)} ran: {units.count(best.msgs)} msgs/s received, "
+                f"p99 {units.duration_us(best.p99_us)}.")
+    worst = rest[-1]
+    if head.by_search:
+        none = [row.name for row in head.rows if row.msgs <= 0]
+        text = (f"{_who(best)} sustains the most, {units.count(best.msgs)} msgs/s"
+                f"{_ratio(best, head.reference)} (p99 there {units.duration_us(best.p99_us)})")
+        least = [row for row in rest if row.msgs > 0]
+        if least:
+            text += (f"; the least is {_who(least[-1])}, {units.count(least[-1].msgs)} msgs/s"
+                     f"{_ratio(least[-1], head.reference)}")
+        if none:
+            text += f"; {', '.join(none)} sustained none of the rates tried"
+        return start + text + "."
+    if head.by_latency:
+        text = (f"{_who(best)} has the lowest p99, {units.duration_us(best.p99_us)} (p50 "
+                f"{units.duration_us(best.p50_us)}), receiving {units.count(best.msgs)} msgs/s; the highest is "
+                f"{_who(worst)} at {units.duration_us(worst.p99_us)}")
+        factor = worst.p99_us / best.p99_us if best.p99_us > 0 else math.nan
+        text += "" if math.isnan(factor) else f" ({factor:.2g}× the lowest)"
+    elif _overlap(best, rest[0]):
+        second = rest[0]
+        text = (f"{_who(best)} and {_who(second)} are within each other's 95% interval, "
+                f"{units.count(best.msgs)} and {units.count(second.msgs)} msgs/s received, p99 "
+                f"{units.duration_us(best.p99_us)} and {units.duration_us(second.p99_us)}")
+    else:
+        text = (f"{_who(best)} is fastest at {units.count(best.msgs)} msgs/s received"
+                f"{_ratio(best, head.reference)}, p99 {units.duration_us(best.p99_us)}")
+    if not head.by_latency and (len(rest) > 1 or not _overlap(best, rest[0])):
+        text += (f"; slowest is {_who(worst)} at {units.count(worst.msgs)} msgs/s"
+                 f"{_ratio(worst, head.reference)}, p99 {units.duration_us(worst.p99_us)}")
+    lost = [row.name for row in head.rows if row.lost]
+    return start + text + (f"; {', '.join(lost)} lost messages" if lost else "") + "."
+
+
+class _MinorDurations(LogFormatter):
+    """Matplotlib's choice of which minor log ticks to label (short ranges only), as durations."""
+
+    def __call__(self, x: float, pos: int | None = None) -> str:
+        return units.duration_us(x) if super().__call__(x, pos) else ""
+
+
+def figure(summary: Summary, head: Headline) -> Figure:
+    """The ranked bars of one scenario: receiver msgs/s (95 % interval, ratio to the reference written on
+    each bar) and, beside it on the same rows, p50 and p99 latency."""
+    from harness.report.figures import _figure
+
+    n = len(head.rows)
+    order = _ranking(head)
+    fig, (bars, lat) = _figure(
+        summary, 2, f"{head.scenario} — {head.case_text}, {order} (mean of {head.repetitions})",
+        cols=2, panel_size=(5.6, 0.36 * n + 0.9),
+    )
+    y = np.arange(n)[::-1]
+    msgs = np.array([_nan_zero(row.msgs) for row in head.rows])
+    err = np.array([[row.msgs - row.low, row.high - row.msgs] if not math.isnan(row.low) else [0.0, 0.0]
+                    for row in head.rows]).T.clip(min=0)
+    colors = ["#9aa7b8" if row.approximate else "#3b6ea8" for row in head.rows]
+    bars.barh(y, msgs, xerr=err, color=colors, capsize=3, height=0.6)
+    names = [("≈ " if r.approximate else "") + " · ".join(x for x in (r.name, r.guarantee) if x) for r in head.rows]
+    bars.set_yticks(y, names, fontsize=8)
+    bars.set_xlim(0, max(float((msgs + err[1]).max()), 1.0) * 1.25)  # room for the ratio text
+    for yi, row, width in zip(y, head.rows, msgs + err[1], strict=True):
+        text = "reference" if row.name == head.reference else f"{row.ratio:.2g}×"
+        bars.text(width, yi, f" {units.count(row.msgs)}  {text}", va="center", fontsize=8)
+    bars.xaxis.set_major_formatter(FuncFormatter(lambda v, _p: units.count(v)))
+    bars.set_xlabel(("max sustained msgs/s" if head.by_search else "receiver msgs/s (95% interval)")
+                    + "; ≈ approximate or incomplete")
+    for attr, style, name in (("p50_us", "o", "p50"), ("p99_us", "s", "p99")):
+        values = [getattr(row, attr) for row in head.rows]
+        lat.plot(values, y, style, color="#c0504d" if name == "p99" else "#4f81bd", label=name, ms=6)
+    lat.hlines(y, [r.p50_us for r in head.rows], [r.p99_us for r in head.rows], color="#999", lw=1)
+    lat.set_yticks(y, [""] * n)
+    lat.set_ylim(bars.get_ylim())
+    lat.set_xscale("log")
+    lat.margins(x=0.08)
+    lat.xaxis.set_major_formatter(FuncFormatter(lambda v, _p: units.duration_us(v)))
+    lat.xaxis.set_minor_formatter(_MinorDurations(labelOnlyBase=False, minor_thresholds=(1, 0.5)))
+    lat.set_xlabel(head.latency)
+    lat.legend(fontsize=7, loc="best")
+    for ax in (bars, lat):
+        ax.grid(True, axis="x", alpha=0.3)
+    return fig
+
+
+def _ranking(head: Headline) -> str:
+    if head.by_search:
+        return "highest sustained rate first"
+    return "lowest p99 first" if head.by_latency else "highest receiver msgs/s first"
+
+
+def caption(head: Headline) -> str:
+    ranking = _ranking(head)
+    return (f"{head.scenario}: {len(head.rows)} system variants compared at {head.case_text}, "
+            f"{ranking}; means of {head.repetitions} with 95% intervals; ratios to {head.reference}.")
