@@ -87,6 +87,12 @@ def _error(mean: pd.Series, low: pd.Series, high: pd.Series) -> np.ndarray | Non
     return np.vstack([(mean - low).clip(lower=0).fillna(0), (high - mean).clip(lower=0).fillna(0)])
 
 
+def _mean_ci(ax: Axes, line: pd.DataFrame, x: str, col: str, style: str, color: object, label: str) -> None:
+    """One series of means over ``x`` with their 95% confidence intervals as error bars."""
+    yerr = _error(line[f"{col}_mean"], line[f"{col}_ci95_low"], line[f"{col}_ci95_high"])
+    ax.errorbar(line[x], line[f"{col}_mean"], yerr=yerr, fmt=style, color=color, capsize=3, ms=4, label=label)
+
+
 #: A rate axis goes logarithmic only when its values span more than this factor; else it starts at zero.
 LOG_SPAN = 30.0
 
@@ -131,17 +137,7 @@ def throughput_vs_size(summary: Summary) -> Figure | None:
                 line = line.sort_values("size")
                 key = case_text(line.iloc[0], omit=("size",))
                 for side, style in (("sender", "-o"), ("receiver", "--s")):
-                    col = f"{side}_{unit}"
-                    ax.errorbar(
-                        line["size"],
-                        line[f"{col}_mean"],
-                        yerr=_error(line[f"{col}_mean"], line[f"{col}_ci95_low"], line[f"{col}_ci95_high"]),
-                        fmt=style,
-                        color=colors[key],
-                        capsize=3,
-                        ms=4,
-                        label=f"{key} {side}",
-                    )
+                    _mean_ci(ax, line, "size", f"{side}_{unit}", style, colors[key], f"{key} {side}")
             _rate_axis(ax, pd.concat([group[f"{side}_{unit}_ci95_high"].fillna(group[f"{side}_{unit}_mean"])
                                       for side in ("sender", "receiver")]))
             ax.set_xscale("log", base=2)
@@ -259,17 +255,7 @@ def latency_vs_rate(summary: Summary) -> Figure | None:
                 ax.annotate(f"knee {units.count(bend)}/s", (bend, at), textcoords="offset points", xytext=(6, -12),
                             fontsize=7)
             for p, style in (("p50", "-o"), ("p99", "--s")):
-                col = f"{prefix}_{p}_us"
-                ax.errorbar(
-                    line["rate"],
-                    line[f"{col}_mean"],
-                    yerr=_error(line[f"{col}_mean"], line[f"{col}_ci95_low"], line[f"{col}_ci95_high"]),
-                    fmt=style,
-                    color=colors[key],
-                    capsize=3,
-                    ms=4,
-                    label=f"{key} {p}",
-                )
+                _mean_ci(ax, line, "rate", f"{prefix}_{p}_us", style, colors[key], f"{key} {p}")
         _log_axes(ax, x=False)
         _rate_axis(ax, group["rate"], axis="x")
         ax.set_xlabel("offered rate (msgs/s, all producers)")
