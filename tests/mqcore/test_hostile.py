@@ -10,8 +10,8 @@ import time
 from typing import Any
 
 import mqcore
-from tests.interop.test_interop_hostile import _engines
-from tests.interop.test_interop_zmtp30 import greeting, ready
+from tests.mqcore.interop.test_interop_hostile import _engines
+from tests.mqcore.interop.test_interop_zmtp30 import greeting, ready
 
 LIMIT = 4096
 

@@ -8,7 +8,7 @@ import pytest
 from harness.drivers.base import DriverError, Pattern
 from harness.drivers.mqcore_driver import MqcoreDriver
 from harness.drivers.zmq_driver import ZmqDriver
-from tests.brokers.conformance import check_queue, run_flow, run_reqrep, topology
+from tests.harness.drivers.conformance import check_queue, run_flow, run_reqrep, topology
 
 DRIVERS = [ZmqDriver, MqcoreDriver]
 OPTIONS = {"curve": True}

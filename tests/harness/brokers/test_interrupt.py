@@ -1,0 +1,79 @@
+"""A user's Ctrl-C in the middle of a broker run: the run folder is marked incomplete and no broker process
+outlives `mqbench compare`."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from tests.harness.drivers.conformance import require_backend
+from tests.harness.runner.test_runner_e2e import _descendants
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def interrupt_mid_run(tmp_path: Path, scenario_text: str, broker_comm: str, wait: float) -> tuple[str, set[int]]:
+    """Run `mqbench compare` on ``scenario_text`` (process backend), SIGINT it once a process named
+    ``broker_comm`` and the workers run, and return its output and every descendant pid seen.
+    Asserts it exits with 130 and no traceback."""
+    scenario = tmp_path / "long.yaml"
+    scenario.write_text(scenario_text)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "harness.cli", "compare", str(scenario), "--out", str(tmp_path / "res"),
+         "--backend", "process"],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )
+    seen: set[int] = set()
+    try:
+        deadline = time.monotonic() + wait
+        running = False
+        while time.monotonic() < deadline and not running:
+            time.sleep(0.5)
+            seen |= _descendants(proc.pid)
+            names = [_name(p) for p in seen]
+            # forkserver + producer + consumer: the case is running
+            running = broker_comm in names and sum(1 for n in names if n.startswith("python")) >= 3
+        assert running, f"the case never started ({broker_comm} and three workers)"
+        time.sleep(1.0)
+        proc.send_signal(signal.SIGINT)
+        output, _ = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 130, output
+    assert "Traceback" not in output
+    return output, seen
+
+
+def test_ctrl_c_during_a_broker_run_leaves_no_broker(tmp_path: Path) -> None:
+    require_backend("nats", "process")
+    _, seen = interrupt_mid_run(
+        tmp_path,
+        "name: long\npattern: pubsub\nmessage_sizes: [100]\nduration: 60s\nrate: 1000\nsystems: [nats]\n",
+        "nats-server",
+        wait=90,
+    )
+    (run_dir,) = (tmp_path / "res").iterdir()
+    assert json.loads((run_dir / "manifest.json").read_text())["complete"] is False
+    left = left_running(seen, wait=15)
+    assert not left, f"processes left running after Ctrl-C: {left}"
+
+
+def left_running(pids: set[int], wait: float) -> dict[int, str]:
+    """Those of ``pids`` still running after up to ``wait`` seconds, with their names."""
+    deadline = time.monotonic() + wait
+    while time.monotonic() < deadline and any(Path(f"/proc/{p}").exists() for p in pids):
+        time.sleep(0.2)
+    return {p: _name(p) for p in pids if Path(f"/proc/{p}").exists()}
+
+
+def _name(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return ""

@@ -1,0 +1,301 @@
+"""Unit tests of broker provisioning: container configurations, backend choice, ports, teardown, logs."""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import pytest
+
+from harness.brokers import _containers, _process, _provision, choose_backend, free_ports, provision
+from harness.brokers._base import Provisioner, redact
+from harness.brokers._choice import BackendChoice
+from harness.brokers._registry import PROVISIONERS, provisioner
+from harness.brokers._spec import Command, ContainerSpec
+from harness.brokers.activemq import broker_xml
+from harness.brokers.mqtt import broker_config, connect_packet
+from harness.brokers.nats import NatsProvisioner
+from harness.drivers.base import DriverError
+from tests.harness.drivers.conformance import require_backend
+
+# -- container configurations --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("system", sorted(PROVISIONERS))
+def test_container_spec_is_pinned_and_formats_a_url(system: str) -> None:
+    prov = provisioner(system)
+    assert prov is not None
+    spec = prov.container_spec(host_port=40000)
+    name, _, tag = spec.image.rpartition(":")
+    assert name and tag and tag != "latest" and tag[0].isdigit(), spec.image
+    url = spec.url_template.format(host="127.0.0.1", port=40001)
+    assert url.split("://")[0] in prov.schemes
+    assert "127.0.0.1:40001" in url
+    assert spec.ready_timeout > 0
+
+
+def test_kafka_container_runs_kraft_and_advertises_the_bound_host_port() -> None:
+    spec = provisioner("kafka").container_spec(host_port=41234, advertised_host="dockerhost")  # type: ignore[union-attr]
+    assert spec.image.startswith("apache/kafka:")
+    assert spec.host_port == spec.port == 41234
+    assert spec.env["KAFKA_PROCESS_ROLES"] == "broker,controller"
+    assert spec.env["KAFKA_ADVERTISED_LISTENERS"] == "PLAINTEXT://dockerhost:41234"
+    assert "PLAINTEXT://0.0.0.0:41234" in spec.env["KAFKA_LISTENERS"]
+
+
+def test_mosquitto_container_allows_anonymous_clients_on_1883() -> None:
+    spec = provisioner("mqtt").container_spec(host_port=0)  # type: ignore[union-attr]
+    assert spec.port == 1883
+    ((path, text),) = spec.files.items()
+    assert spec.command[-1] == path
+    assert "listener 1883\n" in text and "allow_anonymous true" in text
+
+
+def test_other_container_specs() -> None:
+    rabbit = provisioner("rabbitmq").container_spec(host_port=0)  # type: ignore[union-attr]
+    assert rabbit.port == 5672 and rabbit.env["RABBITMQ_DEFAULT_USER"] in rabbit.url_template
+    nats = provisioner("nats").container_spec(host_port=0)  # type: ignore[union-attr]
+    assert nats.port == 4222 and "listen: 0.0.0.0:4222" in next(iter(nats.files.values()))
+    redis = provisioner("redis").container_spec(host_port=0)  # type: ignore[union-attr]
+    assert redis.port == 6379 and redis.command[0] == "redis-server"
+    activemq = provisioner("activemq").container_spec(host_port=0)  # type: ignore[union-attr]
+    assert activemq.port == 61613 and activemq.url_template.startswith("stomp://")
+    assert ContainerSpec(image="x:1.2", port=1, url_template="").tag == "1.2"
+
+
+def test_activemq_instance_config_gets_only_a_loopback_stomp_connector() -> None:
+    xml = "<broker><transportConnectors>\n<transportConnector name='openwire' uri='tcp://0.0.0.0:61616'/>\n</transportConnectors></broker>"
+    out = broker_xml(xml, 42000)
+    assert "stomp://127.0.0.1:42000" in out and "61616" not in out
+    with pytest.raises(ValueError):
+        broker_xml("<broker/>", 1)
+
+
+def test_mosquitto_local_config_and_connect_packet() -> None:
+    assert broker_config("1884 127.0.0.1").startswith("listener 1884 127.0.0.1\n")
+    packet = connect_packet("id", "u", "p")
+    assert packet[0] == 0x10 and packet[1] == len(packet) - 2
+    assert packet[2:8] == b"\x00\x04MQTT" and packet[8] == 4 and packet[9] == 0x02 | 0x80 | 0x40
+
+
+@pytest.mark.parametrize("system", sorted(PROVISIONERS))
+def test_local_launch_is_built_from_the_declarations(system: str, tmp_path: Path) -> None:
+    prov = provisioner(system)
+    assert prov is not None
+    if prov.process_unavailable_reason() is not None:
+        pytest.skip(prov.process_unavailable_reason() or "")
+    launch = prov.prepare_process(tmp_path)  # nothing is started
+    parts = urlsplit(launch.url)
+    assert parts.scheme == prov.schemes[0] and parts.hostname == "127.0.0.1" and parts.port
+    # the broker proper is its binary, or java (-jar, or a shell that formats storage / waits first, then execs)
+    argv = launch.commands[-1].argv
+    assert argv[0] == prov.find_binary() or system == "activemq" or (
+        system in ("kafka", "rocketmq") and argv[0] in ("/bin/sh", "bash") and "exec " in argv[-1]
+    )
+    assert launch.ready_timeout == prov.ready_timeout and launch.stop_grace == prov.stop_grace
+    assert launch.workdir == tmp_path
+
+
+def test_a_missing_binary_is_named_when_a_launch_is_prepared(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    _binary(monkeypatch, False)
+    with pytest.raises(OSError, match="nats-server"):
+        provisioner("nats").prepare_process(tmp_path)  # type: ignore[union-attr]
+
+
+def test_redact_hides_passwords() -> None:
+    assert redact("amqp://guest:secret@host:5672/%2F") == "amqp://guest:***@host:5672/%2F"
+    assert redact("nats://host:4222") == "nats://host:4222"
+
+
+# -- backend choice ------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def no_docker(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_containers, "docker_available", lambda: False)
+
+
+@pytest.fixture
+def docker(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_containers, "docker_available", lambda: True)
+
+
+def _binary(monkeypatch: pytest.MonkeyPatch, present: bool) -> None:
+    cls = type(provisioner("nats"))
+    monkeypatch.setattr(cls, "find_binary", lambda self: "/usr/sbin/nats-server" if present else None)
+
+
+def test_auto_prefers_an_external_url(docker: None) -> None:
+    choice = choose_backend("nats", url="nats://broker.example:4222")
+    assert choice == BackendChoice("nats", "external", choice.reason) and "broker.example" in choice.reason
+
+
+def test_auto_prefers_containers_when_docker_answers(docker: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    _binary(monkeypatch, True)
+    assert choose_backend("nats").backend == "containers"
+    assert choose_backend("nats", "process").backend == "process"
+
+
+def test_auto_falls_back_to_a_local_process(no_docker: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    _binary(monkeypatch, True)
+    assert choose_backend("nats").backend == "process"
+
+
+def test_no_backend_names_what_to_install(no_docker: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    _binary(monkeypatch, False)
+    choice = choose_backend("nats")
+    assert choice.backend is None
+    assert "nats-server" in choice.reason and "Docker" in choice.reason and "--broker nats=" in choice.reason
+    assert choose_backend("nats", "process").backend is None
+    assert "Docker" in choose_backend("nats", "containers").reason
+
+
+def test_explicit_backends_are_checked_not_substituted(no_docker: None) -> None:
+    assert choose_backend("nats", "external").backend is None  # no URL
+    assert choose_backend("nats", "containers").backend is None
+    assert choose_backend("nats", "process", url="nats://h:1").backend is None
+    wrong = choose_backend("rabbitmq", url="nats://h:1")
+    assert wrong.backend is None and "amqp://" in wrong.reason
+
+
+def test_brokerless_and_unknown_systems() -> None:
+    assert choose_backend("zmq").backend is None
+    with pytest.raises(DriverError, match="unknown system"):
+        choose_backend("nope")
+    with pytest.raises(DriverError, match="backend"):
+        choose_backend("nats", "kubernetes")
+
+
+def test_provision_raises_the_reason_when_nothing_can_run(
+    no_docker: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _binary(monkeypatch, False)
+    with pytest.raises(DriverError, match="nats-server"), provision("nats"):
+        pass
+
+
+# -- ports ---------------------------------------------------------------------------------------
+
+
+def test_free_ports_are_distinct_and_bindable() -> None:
+    ports = free_ports(5)
+    assert len(set(ports)) == 5
+    for port in ports:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", port))
+    with pytest.raises(ValueError):
+        free_ports(0)
+
+
+# -- processes, teardown, logs -------------------------------------------------------------------
+
+
+def _gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    with open(f"/proc/{pid}/stat") as f:  # a zombie awaiting its reaper counts as gone
+        return f.read().rsplit(")", 1)[1].split()[0] == "Z"
+
+
+def test_stop_kills_the_whole_group_even_when_the_leader_ignores_sigterm(tmp_path: Path) -> None:
+    script = "trap '' TERM; sleep 300 & echo $! > child.pid; wait"
+    proc = _process.BrokerProcess(Command("stubborn", ("sh", "-c", script)), cwd=tmp_path, log_dir=tmp_path)
+    deadline = time.monotonic() + 10
+    while not (tmp_path / "child.pid").exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    child = int((tmp_path / "child.pid").read_text())
+    proc.stop(grace=0.5)
+    assert _gone(proc.pid) and _gone(child)
+    assert proc.pid not in _process.live_pids()
+
+
+def test_atexit_fallback_stops_what_is_still_running(tmp_path: Path) -> None:
+    proc = _process.BrokerProcess(Command("sleeper", ("sleep", "300")), cwd=tmp_path, log_dir=tmp_path)
+    assert proc.pid in _process.live_pids()
+    _process.stop_all(grace=1.0)
+    assert _gone(proc.pid) and not _process.live_pids()
+
+
+def test_keyboard_interrupt_tears_a_real_broker_down(tmp_path: Path) -> None:
+    require_backend("nats", "process")
+    with pytest.raises(KeyboardInterrupt), provision("nats", backend="process") as endpoint:
+        pids, workdir = list(endpoint.extra["pids"]), Path(endpoint.extra["workdir"])
+        assert endpoint.version and endpoint.backend == "process"
+        raise KeyboardInterrupt
+    assert all(_gone(pid) for pid in pids)
+    assert not workdir.exists()
+
+
+def test_sigterm_to_our_group_never_reaches_the_broker_group() -> None:
+    require_backend("nats", "process")
+    with provision("nats", backend="process") as endpoint:
+        (pid,) = endpoint.extra["pids"]
+        assert os.getpgid(pid) == pid != os.getpgid(0)  # its own process group, stopped by us alone
+    assert _gone(pid)
+
+
+def _fake(script: str, answer_within: float = 5.0) -> Provisioner:
+    """nats, except that its local "broker" is ``sh -c script`` and its probe never succeeds."""
+
+    class Fake(NatsProvisioner):
+        binaries = ("sh",)
+        ready_timeout = answer_within
+        stop_grace = 0.5
+
+        def commands(self, binary: str, workdir: Path, ports: list[int]) -> tuple[Command, ...]:
+            return (Command("fake", (binary, "-c", script)),)
+
+        def probe(self, url: str, timeout: float) -> str:
+            raise ConnectionRefusedError("nothing listens")
+
+    return Fake()
+
+
+def _use_fake(monkeypatch: pytest.MonkeyPatch, fake: Provisioner) -> None:
+    monkeypatch.setattr(_provision, "provisioner", lambda system: fake)
+    monkeypatch.setattr(
+        _provision, "choose_backend", lambda *a, **k: BackendChoice("nats", "process", "test")
+    )
+
+
+def test_failed_start_copies_logs_and_says_where(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    _use_fake(monkeypatch, _fake("echo boom-marker; exit 3"))
+    with pytest.raises(DriverError) as err, provision("nats", logs_dir=tmp_path):
+        pass
+    message = str(err.value)
+    assert "exited with status 3" in message and str(tmp_path / "nats") in message
+    assert "boom-marker" in (tmp_path / "nats" / "logs" / "fake.out").read_text()
+
+
+def test_a_broker_that_never_answers_is_stopped(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    _use_fake(monkeypatch, _fake("exec sleep 300", answer_within=1.0))
+    before = set(_process.live_pids())
+    with pytest.raises(DriverError, match="did not answer within 1 s"), provision("nats", logs_dir=tmp_path):
+        pass
+    assert set(_process.live_pids()) == before
+
+
+def test_external_broker_that_does_not_answer(no_docker: None) -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # bound, not listening: connections are refused
+        with pytest.raises(DriverError, match=f"127.0.0.1:{port} does not answer"):
+            with provision("nats", url=f"nats://127.0.0.1:{port}"):
+                pass
+
+
+def test_external_broker_is_used_as_is(tmp_path: Path) -> None:
+    require_backend("nats", "process")
+    with provision("nats", backend="process") as local:
+        with provision("nats", url=local.url) as external:
+            assert external.backend == "external" and external.url == local.url
+            assert external.version == local.version
+        (pid,) = local.extra["pids"]
+        assert not _gone(pid)  # the external path never stops anything

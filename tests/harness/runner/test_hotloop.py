@@ -1,0 +1,180 @@
+"""The runner's C loops (harness/runner/_hotloop.c) on their own: what they store, where they stop, what they
+refuse. How the worker uses them is covered by test_worker_loops.py, which runs every loop test both ways."""
+
+from __future__ import annotations
+
+import os
+import signal
+import struct
+import subprocess
+import time
+import zlib
+from typing import Any
+
+import numpy as np
+import pytest
+
+from harness.runner import _hot
+from harness.runner._context import Interrupted
+from harness.runner._records import leading_stamps
+from harness.runner._send import NEVER
+from tests.harness.runner.hotloop_support import require_hotloop
+
+
+@pytest.fixture(autouse=True)
+def _built() -> None:
+    require_hotloop()
+
+
+def _stamp(block: bytearray, size: int, i: int) -> int:
+    return int(struct.unpack_from("<q", block, i * size + 6)[0])
+
+
+def test_send_stamped_stamps_each_slot_before_handing_it_over() -> None:
+    size, n = 20, 50
+    block = bytearray(size * n)
+    view = memoryview(block)
+    slots = [view[i * size:(i + 1) * size] for i in range(n)]
+    seen: list[tuple[int, int]] = []  # (slot, the stamp the slot held when it was sent)
+
+    def send(msg: Any) -> None:
+        i = slots.index(msg)
+        seen.append((i, _stamp(block, size, i)))
+
+    before = time.monotonic_ns()
+    assert _hot.send_stamped(send, slots, block, size, 6, n, NEVER) == n
+    after = time.monotonic_ns()
+    assert [i for i, _ in seen] == list(range(n))
+    stamps = [t for _, t in seen]
+    assert before <= stamps[0] and stamps[-1] <= after and stamps == sorted(stamps)  # time.monotonic_ns's clock
+    assert all(block[i * size:i * size + 6] == bytes(6) and block[i * size + 14:(i + 1) * size] == bytes(size - 14)
+               for i in range(n))  # only the stamp field is written
+
+
+def test_send_stamped_sends_nothing_past_the_deadline() -> None:
+    block = bytearray(100 * 4)
+    slots = [memoryview(block)[i * 100:(i + 1) * 100] for i in range(4)]
+    sent: list[Any] = []
+    assert _hot.send_stamped(sent.append, slots, block, 100, 6, 4, time.monotonic_ns()) == 0
+    assert sent == [] and block == bytes(400)
+
+
+def test_send_stamped_passes_exceptions_on_with_the_failed_message_stamped() -> None:
+    block = bytearray(100 * 8)
+    slots = [memoryview(block)[i * 100:(i + 1) * 100] for i in range(8)]
+    calls = [0]
+
+    def send(msg: Any) -> None:
+        calls[0] += 1
+        if calls[0] == 3:
+            raise KeyError("driver says no")
+
+    with pytest.raises(KeyError, match="driver says no"):
+        _hot.send_stamped(send, slots, block, 100, 6, 8, NEVER)
+    assert [bool(_stamp(block, 100, i)) for i in range(8)] == [True] * 3 + [False] * 5
+
+
+def test_send_stamped_lets_a_signal_handler_stop_a_send_written_in_c() -> None:
+    """A send written in C that never looks at signals (``zlib.crc32`` of 1 MB here): the runner's interrupt
+    must still stop the loop soon after it arrives. Another process sends the signal 0.2 s in; without the
+    loop's own check the 100,000 sends would run on for tens of seconds."""
+
+    class Stop(Exception):
+        pass
+
+    def handler(signum: int, frame: Any) -> None:
+        raise Stop
+
+    n = 100_000
+    block = bytearray(8 * n)
+    slots = [bytes(1 << 20)] * n  # what each send is handed; the stamps go to block
+    old = signal.signal(signal.SIGUSR1, handler)
+    killer = subprocess.Popen(["sh", "-c", f"sleep 0.2; kill -USR1 {os.getpid()}"])
+    try:
+        with pytest.raises(Stop):
+            _hot.send_stamped(zlib.crc32, slots, block, 8, 0, n, NEVER)
+    finally:
+        killer.wait()
+        signal.signal(signal.SIGUSR1, old)
+    sent = leading_stamps(block)
+    assert 0 < sent < n
+
+
+@pytest.mark.parametrize(
+    ("size", "offset", "n", "slots", "block_len"),
+    [
+        (10, 6, 1, 1, 10),  # the stamp would end past the slot
+        (100, 6, 3, 2, 300),  # more messages than slots
+        (100, 6, 3, 3, 299),  # more messages than the block holds
+        (0, 0, 1, 1, 100),  # no slot size
+        (100, 6, -1, 1, 100),
+    ],
+)
+def test_send_stamped_refuses_shapes_that_do_not_fit(size: int, offset: int, n: int, slots: int, block_len: int) -> None:
+    with pytest.raises(ValueError, match="must fit"):
+        _hot.send_stamped(print, [b"x"] * slots, bytearray(block_len), size, offset, n, NEVER)
+
+
+def test_send_stamped_needs_a_writable_block_and_a_list() -> None:
+    with pytest.raises(BufferError):
+        _hot.send_stamped(print, [b"x"], bytes(100), 100, 6, 1, NEVER)
+    with pytest.raises(TypeError):
+        _hot.send_stamped(print, (b"x",), bytearray(100), 100, 6, 1, NEVER)
+
+
+class _Timeout(Exception):
+    pass
+
+
+def test_recv_stamped_stores_messages_and_stamps_and_ends_a_batch_at_a_timeout() -> None:
+    arrivals = [b"a", b"b", b"c"]
+
+    def recv() -> bytes:
+        if not arrivals:
+            raise _Timeout
+        return arrivals.pop(0)
+
+    batch: list[Any] = [None] * 8
+    stamps = np.zeros(8, np.int64)
+    before = time.monotonic_ns()
+    assert _hot.recv_stamped(recv, _Timeout, batch, stamps, 8) == 3
+    after = time.monotonic_ns()
+    assert batch[:3] == [b"a", b"b", b"c"] and batch[3:] == [None] * 5
+    assert before <= stamps[0] <= stamps[1] <= stamps[2] <= after and not stamps[3:].any()
+    # the timeout was cleared, not left pending
+    assert _hot.recv_stamped(recv, _Timeout, batch, stamps, 8) == 0
+
+
+def test_recv_stamped_fills_a_whole_batch() -> None:
+    counter = iter(range(10**6))
+    batch: list[Any] = [None] * 5
+    stamps = np.zeros(5, np.int64)
+    assert _hot.recv_stamped(lambda: next(counter), _Timeout, batch, stamps, 5) == 5
+    assert batch == [0, 1, 2, 3, 4] and bool(np.all(stamps > 0))
+    assert _hot.recv_stamped(lambda: next(counter), _Timeout, batch, stamps, 2) == 2
+    assert batch == [5, 6, 2, 3, 4]
+
+
+def test_recv_stamped_passes_other_exceptions_on_after_storing_what_came_before() -> None:
+    arrivals: list[Any] = [b"a", b"b", Interrupted]
+
+    def recv() -> bytes:
+        item = arrivals.pop(0)
+        if item is Interrupted:
+            raise Interrupted
+        return item
+
+    batch: list[Any] = [None] * 4
+    stamps = np.zeros(4, np.int64)
+    with pytest.raises(Interrupted):
+        _hot.recv_stamped(recv, _Timeout, batch, stamps, 4)
+    assert batch[:2] == [b"a", b"b"] and leading_stamps(stamps) == 2
+
+
+def test_recv_stamped_refuses_shapes_that_do_not_fit() -> None:
+    with pytest.raises(ValueError, match="must fit"):
+        _hot.recv_stamped(bytes, _Timeout, [None] * 2, np.zeros(4, np.int64), 3)
+    with pytest.raises(ValueError, match="must fit"):
+        _hot.recv_stamped(bytes, _Timeout, [None] * 4, np.zeros(2, np.int64), 3)
+    with pytest.raises(BufferError):
+        _hot.recv_stamped(bytes, _Timeout, [None] * 4, bytes(32), 3)

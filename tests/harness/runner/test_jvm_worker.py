@@ -1,0 +1,253 @@
+"""The JVM worker under the runner (harness/runner/jvm.py + jvm/): the same raw rows as the Python workers for
+each pattern, the clock check, the conversion of the JVM's records, a failing JVM, client selection and
+labels, and no `java` process left behind in any of these. Without java or the built jar the tests that
+need it skip with the reason (in CI, ``CI=true``, they fail)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from harness.drivers import driver_class
+from harness.drivers.base import BrokerEndpoint, DriverError
+from harness.drivers.java import JeromqDriver, unavailable_reason
+from harness.runner import jvm
+from harness.runner.case import Case, CaseFailed, run_case
+from harness.runner.worker import WorkerSpec
+from harness.scenario import ScenarioError, Variant, parse_scenario
+
+
+def need_jvm() -> None:
+    reason = unavailable_reason()
+    if reason:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"the JVM worker cannot run: {reason}")
+        pytest.skip(reason)
+
+
+def java_left(tmp_path: Path) -> list[str]:
+    """JVM workers of this test still running (their command lines name spec files under tmp_path)."""
+    found = subprocess.run(["pgrep", "-f", str(tmp_path)], capture_output=True, text=True).stdout.split()
+    return [pid for pid in found if _command(pid) == "java"]
+
+
+def _command(pid: str) -> str:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return ""
+
+
+def run_jeromq(tmp_path: Path, fields: dict[str, Any], options: dict[str, Any] | None = None) -> Any:
+    scenario = parse_scenario({"name": "j", "message_sizes": [100], "warmup": 0, "timeout": 20, **fields}, "t.yaml")
+    variant = Variant(system="jeromq", name="default", options=options or {})
+    case = Case(scenario, variant, scenario.message_sizes[0], scenario.rates[0], 0, "run", None)
+    try:
+        return run_case(case, JeromqDriver(variant.options), tmp_path / "work")
+    finally:
+        assert not java_left(tmp_path), "a JVM worker outlived its case"
+
+
+def test_queue_rows_are_those_of_a_python_worker(tmp_path: Path) -> None:
+    need_jvm()
+    result = run_jeromq(tmp_path, {"pattern": "queue", "messages": 3000, "producers": 2, "consumers": 2})
+    assert result.complete, result.problems
+    rows = result.rows
+    assert len(rows) == 6000
+    assert sorted(zip(rows["producer"], rows["seq"], strict=True)) == [(p, s) for p in (0, 1) for s in range(3000)]
+    assert rows["t_recv"].notna().all() and rows["t_send"].notna().all()
+    assert (rows["t_recv"] >= rows["t_send"]).all()  # one clock: a message never arrives before it was sent
+    assert rows["t_send"].min() >= result.start_ns  # paced from the common start stamp
+    assert rows["t_intended"].isna().all() and rows["t_ack"].isna().all()  # full speed, no acks
+    assert set(rows["consumer"]) == {0, 1}
+
+
+def test_pubsub_open_loop_with_the_probe_handshake(tmp_path: Path) -> None:
+    need_jvm()
+    result = run_jeromq(tmp_path, {"pattern": "pubsub", "messages": 1000, "rate": 2000, "consumers": 2},
+                        {"sndhwm": 0, "rcvhwm": 0})
+    assert result.complete and not result.problems, result.problems
+    rows = result.rows
+    assert len(rows) == 2000 and rows["t_recv"].notna().all()  # both subscribers heard everything
+    intended = rows[rows["consumer"] == 0].sort_values("seq")["t_intended"].astype("int64").to_numpy()
+    assert intended[0] == result.start_ns
+    assert np.all(np.diff(intended) > 0)  # one intended stamp per period, from the common start
+    assert (rows["t_send"] >= rows["t_intended"]).all()
+
+
+def test_reqrep_round_trips(tmp_path: Path) -> None:
+    need_jvm()
+    result = run_jeromq(tmp_path, {"pattern": "reqrep", "messages": 300})
+    assert result.complete, result.problems
+    rows = result.rows
+    assert list(rows["seq"]) == list(range(300))
+    assert (rows["t_recv"] > rows["t_send"]).all()
+
+
+def test_a_failing_jvm_fails_the_case_in_one_sentence(tmp_path: Path) -> None:
+    need_jvm()
+    # Two producers told to bind the same endpoint: the second JVM cannot bind and reports why.
+    scenario = parse_scenario({"name": "f", "pattern": "queue", "message_sizes": [100], "messages": 10,
+                               "producers": 2, "consumers": 1, "timeout": 10}, "t.yaml")
+    driver = JeromqDriver({})
+
+    def same_endpoint(topology: Any) -> dict[str, Any]:
+        plan = JeromqDriver.plan(driver, topology)
+        plan["endpoints"] = [plan["endpoints"][0]] * len(plan["endpoints"])
+        return plan
+
+    driver.plan = same_endpoint  # type: ignore[method-assign]
+    case = Case(scenario, Variant("jeromq", "default", {}), 100, None, 0, "run", None)
+    with pytest.raises(CaseFailed) as failed:
+        run_case(case, driver, tmp_path / "work")
+    assert "jeromq" in str(failed.value) and "\n" not in str(failed.value)
+    assert not java_left(tmp_path)
+
+
+class FakeLines:
+    def __init__(self, stamp: int) -> None:
+        self.stamp = stamp
+
+    def wait_for(self, prefix: str, timeout: float) -> str:
+        return f"clock {self.stamp}"
+
+
+def test_clock_check_refuses_a_stamp_outside_the_bracket() -> None:
+    with pytest.raises(DriverError, match="do not read the same clock"):
+        jvm.check_clock(lambda line: None, FakeLines(1))  # type: ignore[arg-type]
+    with pytest.raises(DriverError, match="do not read the same clock"):
+        jvm.check_clock(lambda line: None, FakeLines(2**62))  # type: ignore[arg-type]
+
+
+def test_a_jvm_replier_answers_the_clock_and_stops_when_told(tmp_path: Path) -> None:
+    need_jvm()
+    from harness.drivers.base import Pattern, Topology
+    from harness.drivers.zmq_driver import free_tcp_port
+
+    topology = Topology(Pattern.REQREP, 1, 1, 1, 100, "clock")
+    plan = {"topology": {"pattern": "reqrep", "topics": 1, "producers": 1, "consumers": 1, "message_size": 100,
+                         "run_tag": topology.run_tag}, "endpoints": [f"tcp://127.0.0.1:{free_tcp_port()}"]}
+    spec = spec_for("replier", tmp_path / "replier", plan)
+    spec_path = tmp_path / "spec.json"
+    spec_path.write_text(json.dumps(jvm.spec_json(spec, "jeromq")))
+    proc = subprocess.Popen(jvm.command(jvm.MAIN, str(spec_path)), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, text=True, bufsize=1, start_new_session=True)
+    try:
+        lines = jvm._Lines(proc)
+        lines.wait_for("hello", jvm.HELLO_TIMEOUT)
+        jvm.check_clock(lambda text: jvm._send(proc, text), lines)  # raises when the clocks differ
+        lines.wait_for("ready", jvm.HELLO_TIMEOUT)
+        jvm._send(proc, "stop")
+        assert lines.wait_for("done", jvm.HELLO_TIMEOUT) == "done 0 "
+        assert proc.wait(30) == 0
+    finally:
+        jvm.kill_group(proc)
+
+
+def spec_for(kind: str, out: Path, plan: dict[str, Any] | None = None) -> WorkerSpec:
+    from harness.drivers.base import Role
+
+    return WorkerSpec(kind=kind, name=f"{kind}-0", slot=0, system="jeromq", driver="java:JeromqDriver",
+                      options={}, broker=None, plan=plan or {}, role=Role(0, 0), size=100, payload="fixed", total=3,
+                      duration_ns=None, rate=None, capacity=1024, out=str(out))
+
+
+@pytest.mark.parametrize(("kind", "written", "expected"), [
+    ("producer", {"t_send": [5, 6, 7]}, {"t_send": "<i8", "t_ack": "<i8", "t_intended": "<i8"}),
+    ("consumer", {"t_recv": [5, 6, 7], "producer": [0, 1, 65534], "seq": [0, 1, 2**32 - 1]},
+     {"t_recv": "<i8", "producer": "<u2", "seq": "<u4"}),
+    ("requester", {"t_send": [1, 2, 3], "t_recv": [4, -1, 6], "t_intended": [1, 2, 3]},
+     {"t_send": "<i8", "t_recv": "<i8", "t_intended": "<i8"}),
+])
+def test_records_become_the_python_workers_arrays(tmp_path: Path, kind: str, written: dict[str, list[int]],
+                                                  expected: dict[str, str]) -> None:
+    out = tmp_path / kind
+    arrays = {}
+    for name, values in written.items():
+        path = tmp_path / f"{kind}.jvm-{name}.bin"
+        np.array(values, dtype="<i8").tofile(path)
+        arrays[name] = str(path)
+    (tmp_path / f"{kind}.jvm.json").write_text(json.dumps({"count": 3, "arrays": arrays, "error": ""}))
+    jvm._convert(spec_for(kind, out))
+    with np.load(f"{out}.npz") as saved:
+        assert {k: saved[k].dtype for k in saved.files} == {k: np.dtype(v) for k, v in expected.items()}
+        for name, values in written.items():
+            assert saved[name].tolist() == values
+        for name in set(expected) - set(written):
+            assert saved[name].size == 0
+    assert not list(tmp_path.glob("*.bin")) and not list(tmp_path.glob("*.jvm.json"))
+
+
+def test_a_variant_chooses_its_client_and_the_label_names_it() -> None:
+    sc = parse_scenario({"name": "c", "pattern": "queue", "message_sizes": [100], "messages": 10,
+                         "variants": {"rabbitmq": [{"name": "pika"}, {"name": "java", "client": "java"}]}}, "t.yaml")
+    pika, java = sc.variants_for("rabbitmq")
+    broker = BrokerEndpoint("rabbitmq", "amqp://guest:guest@127.0.0.1:5672/", "process")
+    assert driver_class("rabbitmq", pika.options.get("client"))(pika.options, broker).label() == "rabbitmq (pika)"
+    if unavailable_reason() is None:
+        driver = driver_class("rabbitmq", java.options.get("client"))(java.options, broker)
+        assert driver.label() == "rabbitmq (java)"
+        assert driver.versions()["amqp-client"][0].isdigit()
+    kafka = BrokerEndpoint("kafka", "kafka://127.0.0.1:9092", "process")
+    if unavailable_reason() is None:
+        driver = driver_class("kafka", "java")({"client": "java", "acks": "all"}, kafka)
+        assert driver.label() == "kafka (java)" and driver.guarantee().value != "at-most-once"
+    with pytest.raises(ScenarioError, match="client"):
+        parse_scenario({"name": "c", "pattern": "queue", "message_sizes": [100], "messages": 10,
+                        "variants": {"rabbitmq": {"client": "cobol"}}}, "t.yaml")
+
+
+def test_without_the_jar_jeromq_says_what_to_do(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    import harness.drivers.java as java
+
+    monkeypatch.setattr(java, "JAR", tmp_path / "missing.jar")
+    from harness.compare import system_status
+
+    status = system_status("jeromq")
+    assert not status.ready and "make jvm" in status.reason
+    monkeypatch.setattr(java.shutil, "which", lambda name: None)
+    assert "install a Java 17" in (java.unavailable_reason() or "")
+
+
+def _within(seconds: float, condition: Any) -> bool:
+    """Whether ``condition()`` became true within ``seconds`` (a bound on waiting, not a timing check)."""
+    import time
+
+    deadline = time.monotonic() + seconds
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.2)
+    return True
+
+
+def test_ctrl_c_mid_run_leaves_no_jvm(tmp_path: Path) -> None:
+    need_jvm()
+    import signal
+    import sys
+    import time
+
+    scenario = tmp_path / "long.yaml"
+    scenario.write_text("name: long\npattern: queue\nmessage_sizes: [100]\nduration: 60s\nrate: 2000\n"
+                        "systems: [jeromq]\n")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "harness.cli", "compare", str(scenario), "--out", str(tmp_path / "res")],
+        cwd=Path(__file__).resolve().parents[3], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )
+    try:  # Ctrl-C once the producer's and the consumer's JVMs run
+        started = _within(60, lambda: len(java_left(tmp_path)) == 2)
+        time.sleep(1.0)  # into the run
+        proc.send_signal(signal.SIGINT)
+        output = proc.communicate(timeout=60)[0]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert started, "the JVM workers never started"
+    assert proc.returncode == 130, output
+    assert _within(10, lambda: not java_left(tmp_path)), f"JVMs left: {java_left(tmp_path)}"

@@ -1,0 +1,244 @@
+"""End to end through the real runner with the `zmq` driver (pyzmq): worker processes, barrier, records,
+results folder, summary; a stalled run; Ctrl-C in the middle of a run."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pyarrow.parquet as pq
+import pytest
+from rich.console import Console
+
+from harness.compare import compare
+from harness.drivers import SYSTEMS, register
+from harness.pipeline import PER_REPETITION_COLUMNS
+from harness.report import write_report
+from harness.runfolder.schema import RAW_SCHEMA
+from harness.runner import worker
+from harness.scenario import load_scenarios, parse_scenario
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def quiet() -> Console:
+    return Console(file=open(os.devnull, "w"), width=160)  # noqa: SIM115 - closed with the process
+
+
+def run(tmp_path: Path, spec: dict, systems: list[str] | None = None):  # type: ignore[no-untyped-def]
+    scenario = parse_scenario(spec, "test.yaml")
+    return compare([scenario], systems=systems, out_root=tmp_path, console=quiet(), write_report=False)
+
+
+def test_queue_run_writes_complete_results(tmp_path: Path) -> None:
+    out = run(tmp_path, {"name": "q", "pattern": "queue", "message_sizes": [10, 100], "messages": 3000,
+                         "warmup": 200, "repetitions": 2}, ["zmq"])
+    assert out.complete, out.problems
+    manifest = json.loads((out.run_dir / "manifest.json").read_text())
+    assert manifest["complete"] is True
+    assert manifest["systems"]["zmq"]["versions"]["libzmq"]
+    assert manifest["host"]["clock"].startswith("CLOCK_MONOTONIC")
+    assert manifest["tool"]["hot_loops"] == worker.HOT_LOOPS  # which per-message loops measured this run
+    assert manifest["git_revision"]
+    raws = sorted((out.run_dir / "raw").glob("*.parquet"))
+    assert len(raws) == 4  # 2 sizes x 2 repetitions
+    for path in raws:
+        table = pq.read_table(path)
+        assert table.schema.equals(RAW_SCHEMA, check_metadata=False)
+        df = table.to_pandas()
+        assert len(df) == 3200
+        assert sorted(df["seq"]) == list(range(3200))
+        assert df["t_recv"].notna().all()
+        assert (df["t_recv"] >= df["t_send"]).all()
+        assert df["warmup"].sum() == 200
+    summary = pd.read_csv(out.run_dir / "summary.csv")
+    assert list(summary.columns) == list(PER_REPETITION_COLUMNS)  # the pipeline's one summary
+    assert len(summary) == 4
+    assert (summary["sent"] == 3000).all() and (summary["received"] == 3000).all()
+    assert (summary["lost"] == 0).all() and (summary["duplicated"] == 0).all()
+    assert (summary["receiver_msgs_per_s"] > 0).all() and (summary["sender_msgs_per_s"] > 0).all()
+    assert (summary["lat_p50_us"] <= summary["lat_p99_us"]).all()
+    assert not list(out.run_dir.glob("**/*.tmp*"))
+    assert manifest["variants"]["zmq/default"]["guarantee"] == summary["guarantee"].iloc[0]
+    assert summary["complete"].all()
+    assert (summary["backend"] == "embedded").all() and (summary["client"] == "pyzmq").all()
+    # the report reads the stored summary: the summary is the same with or without --no-report
+    before = (out.run_dir / "summary.parquet").read_bytes()
+    write_report([out.run_dir])
+    assert (out.run_dir / "summary.parquet").read_bytes() == before
+    assert (out.run_dir / "report.html").is_file()
+
+
+def test_pubsub_fixed_rate_and_reqrep(tmp_path: Path) -> None:
+    scenarios = [
+        parse_scenario({"name": "ps", "pattern": "pubsub", "message_sizes": [64], "messages": 2000,
+                        "warmup": 200, "rate": 4000, "consumers": 2}, "t.yaml"),
+        parse_scenario({"name": "rr", "pattern": "reqrep", "message_sizes": [100], "messages": 500,
+                        "warmup": 50}, "t.yaml"),
+    ]
+    out = compare(scenarios, systems=["zmq"], out_root=tmp_path, console=quiet(), write_report=False)
+    assert out.complete, out.problems
+    s = out.summary.set_index("scenario")
+    ps, rr = s.loc["ps"], s.loc["rr"]
+    assert ps["expected"] == 4000 and ps["lost"] == 0  # every subscriber gets every message
+    # open loop at 4000/s: the sender keeps the schedule, so the sender rate is close to the offered one
+    assert 3000 < ps["sender_msgs_per_s"] < 5000
+    assert ps["send_delay_p50_us"] >= 0 and not pd.isna(ps["lat_intended_p99_us"])
+    assert rr["latency_kind"] == "round-trip" and rr["received"] == 500
+    raw = pd.read_parquet(next((out.run_dir / "raw").glob("ps__*.parquet")))
+    assert set(raw["consumer"]) == {0, 1}
+    assert raw["t_intended"].notna().all()
+
+
+def test_stalled_run_ends_with_clear_message_and_keeps_data(tmp_path: Path) -> None:
+    register("stalling", "tests.harness.runner.fake_drivers:StallingDriver")
+    try:
+        out = run(tmp_path, {"name": "stall", "pattern": "queue", "message_sizes": [100], "messages": 1000,
+                             "warmup": 0, "timeout": 2, "variants": {"stalling": {"block_after": 300}}},
+                  ["stalling"])
+    finally:
+        SYSTEMS.pop("stalling", None)
+    assert not out.complete
+    assert any("stalled" in p for p in out.problems)
+    manifest = json.loads((out.run_dir / "manifest.json").read_text())
+    assert manifest["complete"] is False
+    raw = pd.read_parquet(next((out.run_dir / "raw").glob("*.parquet")))
+    got = raw[raw["t_recv"].notna()]
+    assert len(got) == 300  # what was measured before the stall is kept, with its send stamps
+    assert got["t_send"].notna().all()
+    assert list(out.summary["complete"]) == [False]  # the stalled case, from the manifest's case entry
+
+
+def _late_subscription(tmp_path: Path, late_ms: int, **fields: Any) -> Any:
+    register("late-subscription", "tests.harness.runner.fake_drivers:LateSubscriptionDriver")
+    try:
+        return run(tmp_path, {"name": "late", "pattern": "pubsub", "message_sizes": [100], "messages": 3000,
+                              "warmup": 0, "consumers": 2, "producers": 2, "topics": 1, "rate": 10000,
+                              # no HWM: what is lost here can only be lost before the subscription arrived
+                              "variants": {"late-subscription": {"late_ms": late_ms, "sndhwm": 0,
+                                                                 "rcvhwm": 0}},
+                              **fields},
+                   ["late-subscription"])
+    finally:
+        SYSTEMS.pop("late-subscription", None)
+
+
+def test_pubsub_starts_only_once_every_subscription_has_reached_its_publishers(tmp_path: Path) -> None:
+    """Publishers that drop everything for their first second (a subscription on its way, made
+    deterministic). With a fixed pause before the start, the 0.6 s of sending (3000 messages from each
+    producer at 10,000/s in all) would be dropped; the probe handshake holds the start until each consumer
+    hears each producer."""
+    out = _late_subscription(tmp_path, 1000)
+    assert out.complete and not out.problems
+    row = out.summary.iloc[0]
+    assert (row["expected"], row["received"], row["lost"]) == (12000, 12000, 0)  # 2 producers x 3000 x 2
+    raw = pd.read_parquet(next((out.run_dir / "raw").glob("*.parquet")))
+    assert set(raw["producer"]) == {0, 1}  # no probe among the rows
+    for (_, _), got in raw.groupby(["producer", "consumer"]):
+        assert sorted(got["seq"]) == list(range(3000)) and got["t_recv"].notna().all()
+
+
+def test_pubsub_whose_subscription_never_arrives_says_so_and_shows_the_loss(tmp_path: Path) -> None:
+    out = _late_subscription(tmp_path, 600_000, timeout=2)
+    assert any("did not hear every producer's probe within 2 s" in p for p in out.problems)
+    assert "consumer-0" in " ".join(out.problems) and "consumer-1" in " ".join(out.problems)
+    row = out.summary.iloc[0]
+    assert (row["expected"], row["received"], row["lost"]) == (12000, 0, 12000)
+
+
+def _descendants(pid: int) -> set[int]:
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = Path(f"/proc/{entry}/stat").read_text()
+            except OSError:
+                continue
+            ppid = int(stat.rsplit(")", 1)[1].split()[1])
+            children.setdefault(ppid, []).append(int(entry))
+    out, todo = set(), [pid]
+    while todo:
+        for c in children.get(todo.pop(), []):
+            out.add(c)
+            todo.append(c)
+    return out
+
+
+def test_ctrl_c_stops_workers_and_marks_incomplete(tmp_path: Path) -> None:
+    scenario = tmp_path / "long.yaml"
+    scenario.write_text("name: long\npattern: queue\nmessage_sizes: [100]\nduration: 60s\nrate: 2000\n"
+                        "systems: [zmq]\n")
+    # Started with SIGINT ignored, as a non-interactive shell starts a job with `&` (and as some CI runners
+    # start tests): the CLI must still stop on SIGINT.
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "harness.cli", "compare", str(scenario), "--out", str(tmp_path / "res")],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
+    )
+    try:
+        deadline = time.monotonic() + 60
+        workers: set[int] = set()
+        while time.monotonic() < deadline and len(workers) < 3:  # forkserver + producer + consumer
+            time.sleep(0.5)
+            workers = _descendants(proc.pid)
+        assert len(workers) >= 3, "workers never started"
+        time.sleep(1.0)
+        proc.send_signal(signal.SIGINT)
+        output, _ = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, output
+    assert "interrupted" in output and "Traceback" not in output
+    (run_dir,) = (tmp_path / "res").iterdir()
+    assert json.loads((run_dir / "manifest.json").read_text())["complete"] is False
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and any(Path(f"/proc/{p}").exists() for p in workers):
+        time.sleep(0.2)
+    left = [p for p in workers if Path(f"/proc/{p}").exists()]
+    assert not left, f"processes left running: {left}"
+
+
+def test_smoke_yaml_end_to_end(tmp_path: Path) -> None:
+    scenarios = load_scenarios(ROOT / "scenarios" / "smoke.yaml")
+    out = compare(scenarios, systems=["zmq"], out_root=tmp_path, console=quiet(), write_report=False)
+    assert out.complete, out.problems
+    assert set(out.summary["scenario"]) == {"smoke-queue", "smoke-pubsub", "smoke-reqrep"}
+    assert (out.summary["lost"] == 0).all()
+
+
+@pytest.mark.parametrize("argv", [["compare", "--systems", "nosuch"], ["compare", "missing.yaml"]])
+def test_cli_errors_are_one_line(argv: list[str], tmp_path: Path) -> None:
+    proc = subprocess.run([sys.executable, "-m", "harness.cli", *argv, "--out", str(tmp_path)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2
+    text = (proc.stdout + proc.stderr).strip()
+    assert "Traceback" not in text and len(text.splitlines()) == 1, text
+
+
+def test_unavailable_systems_are_skipped_unless_asked_for(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import harness.compare as compare_module
+
+    real = compare_module.system_status
+
+    def nats_missing(system: str, brokers: object = None, backend: str = "auto") -> compare_module.SystemStatus:
+        if system == "nats":
+            return compare_module.SystemStatus(system, False, "", "nats-server is not installed")
+        return real(system, brokers, backend)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(compare_module, "system_status", nats_missing)
+    spec = {"name": "x", "pattern": "queue", "systems": ["zmq", "nats"], "message_sizes": [100],
+            "messages": 300, "warmup": 0}
+    out = run(tmp_path, spec)  # listed by the scenario: skipped with its reason
+    assert out.complete and list(out.summary["system"]) == ["zmq"]
+    manifest = json.loads((out.run_dir / "manifest.json").read_text())
+    assert manifest["not_available"] == {"nats": "nats-server is not installed"}
+    with pytest.raises(compare_module.CompareError, match="nats cannot run here"):
+        run(tmp_path, spec, ["zmq", "nats"])  # asked for with --systems: an error
