@@ -23,7 +23,7 @@ from harness.drivers.base import DriverError
 from harness.pipeline import PipelineError, summarise_run
 from harness.report import write_report_from_summary
 from harness.runfolder import RunFolder
-from harness.runner.run import System, cases, run_cases, supports
+from harness.runner.run import System, cases, run_cases, supports, variant_reason
 from harness.runner.search import run_searches, searches
 from harness.runner.worker import HOT_LOOPS
 from harness.scenario import Scenario
@@ -138,6 +138,9 @@ def compare(
         for st in unready:
             console.print(f"not run, cannot run here: {st.system}: {st.reason}", highlight=False)
         run.manifest["not_available"] = {st.system: st.reason for st in unready}
+    for where, reason in _unrunnable_variants(scenarios, order).items():
+        console.print(f"not run, its client cannot run here: {where}: {reason}", highlight=False)
+        run.manifest.setdefault("not_available", {})[where] = reason
     problems: list[str] = []
     complete = True
     try:
@@ -169,6 +172,19 @@ def _summarise(run: RunFolder, console: Console, write_report: bool) -> pd.DataF
         except Exception as exc:  # noqa: BLE001 - the measurements and summary are safe on disk; say what failed
             console.print(f"[yellow]the report could not be written: {exc}[/]")
     return summary.per_repetition
+
+
+def _unrunnable_variants(scenarios: Sequence[Scenario], systems: Sequence[str]) -> dict[str, str]:
+    """``system/variant`` -> why the client that variant chooses cannot run here."""
+    out: dict[str, str] = {}
+    for sc in scenarios:
+        for system in systems:
+            if sc.systems is None or system in sc.systems:
+                for variant in sc.variants_for(system):
+                    reason = variant_reason(variant)
+                    if reason:
+                        out[f"{system}/{variant.name}"] = reason
+    return out
 
 
 def _provision(

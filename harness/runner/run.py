@@ -8,6 +8,7 @@ summarising is the pipeline's job.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -29,8 +30,23 @@ def supports(system: str, scenario: Scenario) -> bool:
     return scenario.pattern in driver_class(system).patterns
 
 
+@functools.cache
+def _client_reason(system: str, client: str | None) -> str | None:
+    try:
+        return driver_class(system, client).unavailable_reason()
+    except DriverError as exc:
+        return str(exc)
+
+
+def variant_reason(variant: Variant) -> str | None:
+    """Why the client a variant chooses cannot run here (a Java client without java), or None."""
+    client = variant.options.get("client")
+    return _client_reason(variant.system, None if client is None else str(client))
+
+
 def cases(scenarios: Sequence[Scenario], systems: Sequence[str]) -> Iterator[CaseSpec]:
-    """Every (scenario, variant, size, rate, repetition) to run, in the interleaved order above."""
+    """Every (scenario, variant, size, rate, repetition) to run, in the interleaved order above; variants
+    whose client cannot run here are left out (``variant_reason`` says why)."""
     for sc in scenarios:
         chosen = [s for s in systems if (sc.systems is None or s in sc.systems) and supports(s, sc)]
         for size in sc.message_sizes:
@@ -38,7 +54,8 @@ def cases(scenarios: Sequence[Scenario], systems: Sequence[str]) -> Iterator[Cas
                 for rep in range(sc.repetitions):
                     for system in chosen:
                         for variant in sc.variants_for(system):
-                            yield sc, variant, size, rate, rep
+                            if variant_reason(variant) is None:
+                                yield sc, variant, size, rate, rep
 
 
 @dataclass(frozen=True)
