@@ -252,8 +252,11 @@ class Socket(mqcore.Socket):
     def close(self, linger: int | None = None) -> None:
         """Close; tasks still waiting on this socket are cancelled."""
         if not self._closed:
-            for w in list(_by_loop.values()):
-                w.cancel_fd(self._mailbox.fd)
+            for loop, w in list(_by_loop.items()):
+                if loop.is_closed():  # its futures can no longer run; the fd may be reused
+                    del _by_loop[loop]
+                else:
+                    w.cancel_fd(self._mailbox.fd)
         super().close(linger)
 
 

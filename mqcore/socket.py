@@ -170,8 +170,11 @@ class Socket(SocketBase, Shadowable):
         if copy:
             return msg
         frames = [Frame(f) for f in msg]
-        for f in frames[:-1]:
+        properties = self._in_properties()
+        for f in frames:
             f.more = True
+            f.properties = properties
+        frames[-1].more = False
         return frames
 
     def send_string(self, u: str, flags: int = 0, copy: bool = True, encoding: str = "utf-8",

@@ -313,7 +313,15 @@ class SocketBase:
             return frame
         f = Frame(frame)
         f.more = more
+        f.properties = self._in_properties()
         return f
+
+    def _in_properties(self) -> dict[str, str] | None:
+        """The metadata of the connection the last message came in on (for Frames), None for inproc."""
+        impl = self._impl
+        fq = getattr(impl, "fq", None)
+        pipe = fq.last_pipe if fq is not None else getattr(impl, "last_pipe", None)
+        return None if pipe is None else pipe.properties  # type: ignore[no-any-return]
 
     # -- readiness (Poller, EVENTS) -------------------------------------------------------------------
     def _events(self) -> int:

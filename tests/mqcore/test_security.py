@@ -3,6 +3,7 @@ mqcore's own ThreadAuthenticator, ZAP policy, certificates. Every wait is bounde
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -224,15 +225,19 @@ def _request(mechanism: bytes, *credentials: bytes, address: bytes = b"127.0.0.1
     return [b"1.0", b"7", domain, address, b"", mechanism, *credentials]
 
 
+def _handle(auth: Authenticator, msg: list[bytes]) -> None:
+    asyncio.run(auth.handle_zap_message(msg))  # a coroutine, as in pyzmq
+
+
 def test_authenticator_policy(tmp_path: Path) -> None:
     a = _Recorder()
-    a.handle_zap_message(_request(b"NULL"))
-    a.handle_zap_message(_request(b"PLAIN", b"admin", b"secret"))
+    _handle(a, _request(b"NULL"))
+    _handle(a, _request(b"PLAIN", b"admin", b"secret"))
     a.configure_plain(passwords={"admin": "secret"})
-    a.handle_zap_message(_request(b"PLAIN", b"admin", b"secret"))
-    a.handle_zap_message(_request(b"PLAIN", b"admin", b"bad"))
-    a.handle_zap_message(_request(b"PLAIN", b"nobody", b"secret"))
-    a.handle_zap_message([b"2.0", b"8", b"", b"", b"", b"NULL"])
+    _handle(a, _request(b"PLAIN", b"admin", b"secret"))
+    _handle(a, _request(b"PLAIN", b"admin", b"bad"))
+    _handle(a, _request(b"PLAIN", b"nobody", b"secret"))
+    _handle(a, [b"2.0", b"8", b"", b"", b"", b"NULL"])
     assert [r[1:3] for r in a.replies] == [
         [b"200", b"OK"], [b"400", b"Domain not found"], [b"200", b"OK"], [b"400", b"Invalid password"],
         [b"400", b"Invalid username"], [b"400", b"Invalid version"],
@@ -243,14 +248,14 @@ def test_authenticator_policy(tmp_path: Path) -> None:
     key, secret = load_certificate(public)
     assert secret is None and load_certificate(tmp_path / "client.key_secret")[1] is not None
     a.configure_curve(location=tmp_path)
-    a.handle_zap_message(_request(b"CURVE", z85.decode(key)))
-    a.handle_zap_message(_request(b"CURVE", bytes(32)))
+    _handle(a, _request(b"CURVE", z85.decode(key)))
+    _handle(a, _request(b"CURVE", bytes(32)))
     assert [r[1] for r in a.replies] == [b"200", b"400"]
     assert a.replies[0][3] == key
     a.deny("127.0.0.1")
     a.replies.clear()
-    a.handle_zap_message(_request(b"NULL"))
-    a.handle_zap_message(_request(b"NULL", address=b"10.0.0.1"))
+    _handle(a, _request(b"NULL"))
+    _handle(a, _request(b"NULL", address=b"10.0.0.1"))
     assert [r[1] for r in a.replies] == [b"400", b"200"]
     with pytest.raises(ValueError):
         a.allow("10.0.0.2")
