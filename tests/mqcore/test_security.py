@@ -193,6 +193,44 @@ def test_curve_allow_any_and_user_id(ctx: mqcore.Context, auth: ThreadAuthentica
     _round_trip(server, client)
 
 
+def test_received_frames_carry_user_id_and_peer_metadata(ctx: mqcore.Context,
+                                                         auth: ThreadAuthenticator) -> None:
+    auth.configure_curve(location=CURVE_ALLOW_ANY)
+    auth.curve_user_id = lambda key: "custom"  # type: ignore[method-assign]
+    server_opts, client_opts, _ = _curve_opts()
+    server, client = _pair(ctx, "tcp", server_opts, client_opts)
+    client.send(b"hi")
+    rid, frame = server.recv_multipart(copy=False)
+    assert frame.bytes == b"hi" and frame.get("User-Id") == "custom"
+    assert frame["Socket-Type"] == "DEALER" and frame.get("Peer-Address") == "127.0.0.1"
+    with pytest.raises(mqcore.ZMQError):
+        frame.get("No-Such-Property")
+
+
+def test_null_with_zap_domain_follows_the_deny_list(ctx: mqcore.Context, auth: ThreadAuthenticator) -> None:
+    auth.deny("127.0.0.1")
+    server, client = _pair(ctx, "tcp", {"zap_domain": b"global"}, {})
+    assert _refused(client)
+    open_server, open_client = _pair(ctx, "tcp", {}, {})  # no ZAP_DOMAIN: NULL never asks ZAP
+    _round_trip(open_server, open_client)
+
+
+def test_async_credentials_callback_is_awaited(ctx: mqcore.Context, auth: ThreadAuthenticator) -> None:
+    server_opts, client_opts, client_public = _curve_opts()
+    seen: list[bytes] = []
+
+    class Provider:
+        async def callback(self, domain: str, key: bytes) -> bool:
+            await asyncio.sleep(0)
+            seen.append(key)
+            return key == client_public
+
+    auth.configure_curve_callback(credentials_provider=Provider())
+    server, client = _pair(ctx, "tcp", server_opts, client_opts)
+    _round_trip(server, client)
+    assert seen == [client_public]
+
+
 def test_zap_handler_stopped_mid_life(ctx: mqcore.Context) -> None:
     authenticator = ThreadAuthenticator(ctx)
     authenticator.start()
