@@ -14,6 +14,7 @@ from mqcore.constants import (
     Errno,
     Event,
     Flag,
+    MessageOption,
     PollEvent,
     ReconnectStop,
     SecurityMechanism,
@@ -29,6 +30,7 @@ from mqcore.error import (
     ZMQBaseError,
     ZMQBindError,
     ZMQError,
+    ZMQVersionError,
     strerror,
 )
 from mqcore.frame import FINISHED_TRACKER, Frame, Message, MessageTracker
@@ -61,7 +63,8 @@ def has(capability: str) -> bool:
 
 
 # Module-level constants, as pyzmq exposes them.
-for _enum in (SocketType, SocketOption, Flag, PollEvent, ContextOption, Errno, SecurityMechanism):
+for _enum in (SocketType, SocketOption, Flag, PollEvent, ContextOption, Errno, SecurityMechanism,
+              MessageOption):
     for _name, _member in _enum.__members__.items():
         globals()[_name] = _member
 for _rs_name, _rs in ReconnectStop.__members__.items():
@@ -119,8 +122,8 @@ EVENT_ALL: Event
 
 __all__ = [
     "Context", "Socket", "Poller", "Frame", "Message", "MessageTracker", "select",
-    "ZMQBaseError", "ZMQError", "ZMQBindError", "Again", "ContextTerminated", "NotDone", "strerror",
-    "SocketType", "SocketOption", "Flag", "PollEvent", "ContextOption", "Errno", "Event",
+    "ZMQBaseError", "ZMQError", "ZMQBindError", "ZMQVersionError", "Again", "ContextTerminated", "NotDone", "strerror",
+    "SocketType", "SocketOption", "MessageOption", "Flag", "PollEvent", "ContextOption", "Errno", "Event",
     "proxy", "proxy_steerable", "devices", "device", "QUEUE", "FORWARDER", "STREAMER",
     "zmq_version", "zmq_version_info", "pyzmq_version", "has",
     "SecurityMechanism", "curve_keypair", "curve_public", "ReconnectStop", "IPC_PATH_MAX_LEN",

@@ -140,6 +140,7 @@ class Socket(mqcore.Socket):
         fut: asyncio.Future[T] = loop.create_future()
         try:
             fut.set_result(op())
+            self._wake_for_parts(loop)
         except Again:
             if timeout_ms == 0:
                 fut.set_exception(Again())
@@ -149,6 +150,15 @@ class Socket(mqcore.Socket):
         except Exception as exc:
             fut.set_exception(exc)
         return fut
+
+    def _wake_for_parts(self, loop: asyncio.AbstractEventLoop) -> None:
+        """A receive left frames of its message queued: wake the receivers waiting on the mailbox,
+        which no command will wake (the frames are already ours)."""
+        if self._in_parts:
+            waiters = _by_loop.get(loop)
+            key = (self._mailbox.fd, "r")
+            if waiters is not None and key in waiters.waiting:
+                waiters._fire(key)
 
     async def _retry(self, op: Callable[[], T], timeout_ms: int, out: asyncio.Future[T]) -> None:
         loop = asyncio.get_running_loop()
@@ -171,6 +181,7 @@ class Socket(mqcore.Socket):
                 return  # cancelled while waiting: leave the message for the next receiver
             try:
                 out.set_result(op())
+                self._wake_for_parts(loop)
             except Again:
                 if deadline is not None and loop.time() >= deadline:
                     out.set_exception(Again())
@@ -252,8 +263,11 @@ class Socket(mqcore.Socket):
     def close(self, linger: int | None = None) -> None:
         """Close; tasks still waiting on this socket are cancelled."""
         if not self._closed:
-            for w in list(_by_loop.values()):
-                w.cancel_fd(self._mailbox.fd)
+            for loop, w in list(_by_loop.items()):
+                if loop.is_closed():  # its futures can no longer run; the fd may be reused
+                    del _by_loop[loop]
+                else:
+                    w.cancel_fd(self._mailbox.fd)
         super().close(linger)
 
 

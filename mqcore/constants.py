@@ -260,12 +260,21 @@ class Errno(IntEnum):
     EMTHREAD = _HAUSNUMERO + 54
 
 
+class MessageOption(IntEnum):
+    """Options of a received Frame (``Frame.get``)."""
+
+    MORE = 1
+    SRCFD = 2
+    SHARED = 3
+
+
 #: socket type number -> the name the ZMTP codec expects in READY.
 SOCKET_TYPE_NAMES: dict[int, str] = {int(t): t.name for t in SocketType if t.name not in ("XREQ", "XREP")}
 
 
 # pyzmq's ``zmq.constants`` also has every member as a module-level name (``SUBSCRIBE``, ``PUSH``).
-for _enum in (SocketType, SocketOption, Flag, PollEvent, ContextOption, Errno, SecurityMechanism):
+for _enum in (SocketType, SocketOption, Flag, PollEvent, ContextOption, Errno, SecurityMechanism,
+              MessageOption):
     globals().update(_enum.__members__)
 globals().update({f"RECONNECT_STOP_{n}": m for n, m in ReconnectStop.__members__.items()})
 IPC_PATH_MAX_LEN = 107  # sizeof(sockaddr_un.sun_path) - 1 on Linux

@@ -97,7 +97,8 @@ class StreamEngine:
         except ValueError as exc:  # e.g. a CURVE client without CURVE_SERVERKEY: refused in plug()
             mechanism, self._setup_error = None, str(exc)
         secure = mechanism is not None and mechanism.name != b"NULL"
-        zap_server = secure and bool(options.as_server)
+        # NULL asks ZAP on either side when the socket has a ZAP_DOMAIN (libzmq's rule).
+        zap_server = bool(options.as_server) if secure else bool(options.zap_domain)
         self._asks_zap = zap_server and handler_bound(session.ctx)
         self._zap: ZapClient | None = None
         self.conn = ZmtpConnection(
@@ -436,11 +437,26 @@ class StreamEngine:
         self._heartbeat = Heartbeat(self.io, self.options, self._send_ping, self._error)
         self._heartbeat.start()
         pipe = self.session.pipe
+        if pipe is not None:
+            pipe.peer.properties = self._message_properties()
         if pipe is not None and not self.conn.mechanism.wraps_traffic:
             pipe.inline = self.send_inline  # see send_inline (CURVE's nonces stay in the IO thread)
             pipe.engine = self
         self.restart_output()  # messages queued before the connection existed
         return self.alive
+
+    def _message_properties(self) -> dict[str, str]:
+        """What libzmq attaches to each received message: Peer-Address, the ZAP handler's User-Id and
+        metadata, the peer's ZMTP properties (the first of a name wins, in that order)."""
+        conn = self.conn
+        props = {name: value.decode("utf-8", "replace") for name, value in conn.peer_metadata.items()}
+        props.update((name, value.decode("utf-8", "replace")) for name, value in conn.zap_properties.items())
+        if conn.user_id:
+            props["User-Id"] = conn.user_id.decode("utf-8", "replace")
+        address = security.peer_address(self.sock)
+        if address:
+            props["Peer-Address"] = address
+        return props
 
     def _send_ping(self, ttl_ds: int) -> None:
         if self.alive:

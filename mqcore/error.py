@@ -64,5 +64,17 @@ class ContextTerminated(ZMQError):
         super().__init__(Errno.ETERM if errno is None else errno, msg)
 
 
+class ZMQVersionError(NotImplementedError):
+    """A feature the libzmq version mqcore follows (4.3.5) does not have; pyzmq's name."""
+
+    def __init__(self, min_version: str, msg: str = "Feature") -> None:
+        self.min_version = min_version
+        self.msg = msg
+        super().__init__(f"{msg} requires libzmq >= {min_version}, have 4.3.5")
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
 class NotDone(ZMQBaseError):
     """A MessageTracker wait timed out."""

@@ -12,7 +12,7 @@ from typing import Any
 class Frame:
     """One message frame, as returned by ``recv(copy=False)``."""
 
-    __slots__ = ("bytes", "more", "tracker")
+    __slots__ = ("bytes", "more", "tracker", "properties")
 
     def __init__(self, data: Any = b"", track: bool = False, copy: bool | None = None) -> None:
         if isinstance(data, str):
@@ -20,6 +20,9 @@ class Frame:
         self.bytes: bytes = data if type(data) is bytes else bytes(data)
         self.more = False
         self.tracker = MessageTracker() if track else None
+        # The connection's metadata (peer's ZMTP properties, ZAP User-Id and metadata, Peer-Address)
+        # on received frames, as libzmq attaches it to each message; None for inproc and sent frames.
+        self.properties: dict[str, str] | None = None
 
     @property
     def buffer(self) -> memoryview:
@@ -42,12 +45,25 @@ class Frame:
     def __repr__(self) -> str:
         return f"<mqcore.Frame({self.bytes[:32]!r}{'...' if len(self.bytes) > 32 else ''})>"
 
-    def get(self, option: int) -> int:
-        from mqcore.constants import SocketOption
+    def get(self, option: int | str) -> int | str:
+        """A frame option (``MORE``; ``SHARED`` is always 0 as mqcore copies) or, by name, a metadata
+        property of the connection it came in on (``"Socket-Type"``, ``"User-Id"`` ...);
+        ZMQError(EINVAL) for a property it does not have."""
+        from mqcore.constants import Errno, MessageOption
+        from mqcore.error import ZMQError
 
-        if option == SocketOption.RCVMORE:
+        if isinstance(option, str):
+            value = None if self.properties is None else self.properties.get(option)
+            if value is None:
+                raise ZMQError(Errno.EINVAL, f"this message has no {option!r} property")
+            return value
+        if option == MessageOption.MORE:
             return int(self.more)
-        raise ValueError(option)
+        if option == MessageOption.SHARED:
+            return 0
+        raise ZMQError(Errno.EINVAL)
+
+    __getitem__ = get
 
 
 Message = Frame

@@ -50,7 +50,7 @@ class Pipe:
     __slots__ = (
         "inbound", "peer", "owner", "mailbox", "hwm", "lwm", "in_active", "out_active",
         "msgs_read", "msgs_written", "terminated", "peer_terminated", "routing_id",
-        "peer_routing_id", "data", "linger", "inline", "engine", "__weakref__",
+        "peer_routing_id", "data", "linger", "inline", "engine", "properties", "__weakref__",
     )
 
     def __init__(self, owner: Any, mailbox: Mailbox | None, hwm: int) -> None:
@@ -76,6 +76,9 @@ class Pipe:
         # The StreamEngine reading/writing for this (session-side) end, for the socket's thread to
         # read the OS socket itself while it waits (StreamEngine.recv_inline); None for inproc.
         self.engine: Any = None
+        # The connection's metadata for frames read from this (socket-side) end (Frame.get("User-Id")),
+        # set by the engine at each handshake; None for inproc.
+        self.properties: dict[str, str] | None = None
 
     # -- binding to an owner --------------------------------------------------------------------
     def set_owner(self, owner: Any, mailbox: Mailbox | None) -> None:

@@ -129,7 +129,7 @@ class Socket(SocketBase, Shadowable):
 
     @property
     def rcvmore(self) -> bool:
-        return self._rcvmore
+        return bool(self._in_parts)
 
     def subscribe(self, topic: str | bytes) -> None:
         """SUB: receive messages starting with ``topic`` (str is UTF-8 encoded)."""
@@ -150,11 +150,11 @@ class Socket(SocketBase, Shadowable):
             raise ValueError("a message has at least one frame")
         if self._out_parts:
             msg = self._out_parts + msg
-            self._out_parts = []
+            self._out_parts.clear()
         elif len(msg) > 1 or flags & 2:
             self._impl.check_send_start()
         if flags & 2:
-            self._out_parts = msg
+            self._out_parts.extend(msg)
             return None
         self._send_msg(msg, flags)
         return FINISHED_TRACKER if track else None
@@ -166,12 +166,14 @@ class Socket(SocketBase, Shadowable):
             self._in_parts.clear()
         else:
             msg = self._recv_msg(flags)
-        self._rcvmore = False
         if copy:
             return msg
         frames = [Frame(f) for f in msg]
-        for f in frames[:-1]:
+        properties = self._in_properties()
+        for f in frames:
             f.more = True
+            f.properties = properties
+        frames[-1].more = False
         return frames
 
     def send_string(self, u: str, flags: int = 0, copy: bool = True, encoding: str = "utf-8",
@@ -283,6 +285,18 @@ class Socket(SocketBase, Shadowable):
         self.__dict__["_monitor_socket"] = None
         self.monitor(None, 0)
 
+    def __setattr__(self, name: str, value: Any) -> None:
+        """pyzmq's rule: an attribute the socket (or its class) has is set; any other name is a socket
+        option (``sub.subscribe = b""``), or AttributeError. send/recv write no attribute, so this
+        never runs on their path."""
+        if name[0] == "_" or name in self.__dict__ or _declared(type(self), name):
+            object.__setattr__(self, name, value)
+            return
+        option = getattr(SocketOption, name.upper(), None)
+        if option is None:
+            raise AttributeError(f"{type(self).__name__} has no such option: {name.upper()}")
+        _option_property(option).__set__(self, value)
+
     def __getattr__(self, name: str) -> Any:
         option = getattr(SocketOption, name.upper(), None) if name.isupper() else None
         if option is None:
@@ -291,6 +305,14 @@ class Socket(SocketBase, Shadowable):
             return self.getsockopt(option)
         except ZMQError as exc:  # a write-only option, or one this socket type lacks
             raise AttributeError(f"socket option {name} cannot be read here: {exc}") from None
+
+
+def _declared(cls: type, name: str) -> bool:
+    """Is ``name`` a class attribute or an annotated instance attribute of ``cls`` or its bases?
+    (``subscribe``/``unsubscribe`` are methods, but assigning them sets the option, as in pyzmq.)"""
+    if name in ("subscribe", "unsubscribe"):
+        return False
+    return any(name in c.__dict__ or name in c.__dict__.get("__annotations__", ()) for c in cls.__mro__)
 
 
 def _option_property(option: SocketOption) -> property:

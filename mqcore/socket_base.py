@@ -56,6 +56,10 @@ def _closed_op(*args: Any, **kwargs: Any) -> Any:
 class SocketBase:
     """The core of ``mqcore.Socket``; see ``mqcore.socket.Socket`` for the public API."""
 
+    # Declared, so that Socket.__setattr__ knows them as attributes, not options.
+    context: Context
+    socket_type: SocketType
+
     def __init__(self, ctx: Context, socket_type: int) -> None:
         self.context = ctx
         self.socket_type = SocketType(socket_type)
@@ -75,7 +79,8 @@ class SocketBase:
         self._inline_eng: Any = None
         self._in_parts: deque[bytes] = deque()
         self._out_parts: list[bytes] = []
-        self._rcvmore = False
+        # RCVMORE is ``bool(_in_parts)``: send/recv write no attribute of the socket, so that
+        # Socket.__setattr__ (pyzmq's options as attributes) never runs on their path.
         self._closed = False
         self._ctx_terminated = False
         self._lock = threading.Lock()
@@ -273,13 +278,8 @@ class SocketBase:
             parts.append(data)
             return None
         if parts:
-            parts.append(data)
-            try:
-                self._send_msg(parts, flags)
-            except ZMQError:
-                parts.pop()  # the caller may retry the last frame
-                raise
-            self._out_parts = []
+            self._send_msg([*parts, data], flags)  # on error the caller may retry the last frame
+            parts.clear()
         else:
             self._send_msg([data], flags)
         return FINISHED_TRACKER if track else None
@@ -292,28 +292,35 @@ class SocketBase:
         parts = self._in_parts
         if parts:
             frame = parts.popleft()
-            self._rcvmore = more = bool(parts)
+            more = bool(parts)
         else:
             # Fast path: a single-frame message already queued (the common case).
             if self._mailbox.queue:
                 self._mailbox.process()
             msg = self._xrecv()
             if msg is not None and len(msg) == 1 and copy:
-                self._rcvmore = False
                 return msg[0]
             if msg is None:
                 msg = self._recv_msg(flags)
             frame = msg[0]
             if len(msg) == 1:
-                self._rcvmore = more = False
+                more = False
             else:
                 parts.extend(msg[1:])
-                self._rcvmore = more = True
+                more = True
         if copy:
             return frame
         f = Frame(frame)
         f.more = more
+        f.properties = self._in_properties()
         return f
+
+    def _in_properties(self) -> dict[str, str] | None:
+        """The metadata of the connection the last message came in on (for Frames), None for inproc."""
+        impl = self._impl
+        fq = getattr(impl, "fq", None)
+        pipe = fq.last_pipe if fq is not None else getattr(impl, "last_pipe", None)
+        return None if pipe is None else pipe.properties  # type: ignore[no-any-return]
 
     # -- readiness (Poller, EVENTS) -------------------------------------------------------------------
     def _events(self) -> int:
@@ -348,7 +355,7 @@ class SocketBase:
         if self._closed:
             raise ZMQError(Errno.ENOTSOCK)
         if option == Opt.RCVMORE:
-            return int(self._rcvmore)
+            return int(bool(self._in_parts))
         if option == Opt.EVENTS:
             mask = self._events()
             self._release_engine()  # the FD is the mailbox's: the IO thread must read for it

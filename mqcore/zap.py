@@ -88,8 +88,15 @@ class ZapClient:
         pass
 
     def _pipe_terminated(self, pipe: Pipe) -> None:
+        # A handler that replies and closes at once (one REP per request) may end the pipe before
+        # our activate_read ran: the reply is still queued in it.
+        msg = None if self._done else pipe.read()
         if not pipe.terminated:
             pipe.terminate()
-        if not self._done:
-            self._done = True
+        if self._done:
+            return
+        self._done = True
+        if msg is not None:
+            self._on_reply(msg)
+        else:
             self._on_lost()

@@ -10,6 +10,7 @@ import logging
 from typing import Any
 
 import mqcore
+from mqcore.asyncio import Poller
 from mqcore.auth.base import Authenticator
 
 __all__ = ["AsyncioAuthenticator"]
@@ -45,12 +46,17 @@ class AsyncioAuthenticator(Authenticator):
     async def _serve(self) -> None:
         sock = self.zap_socket
         assert sock is not None
+        poller = Poller()
+        poller.register(sock, mqcore.POLLIN)
         while True:
             try:
-                msg = await sock.recv_multipart()  # type: ignore[misc]  # an mqcore.asyncio socket
+                await poller.poll()
+                msg = sock.recv_multipart(mqcore.NOBLOCK)
+            except mqcore.Again:
+                continue
             except mqcore.ContextTerminated:
                 return
             try:
-                self.handle_zap_message(msg)
+                await self.handle_zap_message(msg)
             except Exception:  # one bad request must not stop the handler
                 self.log.exception("mqcore ZAP handler failed on %r", msg)

@@ -14,9 +14,10 @@ inproc://zeromq.zap.01 (``start``); ``ThreadAuthenticator`` runs it in a thread.
 
 from __future__ import annotations
 
+import inspect
 import logging
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Mapping, Sequence
 from typing import Any, Protocol
 
 import mqcore
@@ -31,9 +32,10 @@ VERSION = b"1.0"
 
 
 class CredentialsProvider(Protocol):
-    """What ``configure_curve_callback`` takes: ``callback(domain, z85_client_key)`` -> admit?"""
+    """What ``configure_curve_callback`` takes: ``callback(domain, z85_client_key)`` -> admit?
+    (a bool, or an awaitable of one: the handler awaits it before answering)."""
 
-    def callback(self, domain: str, key: bytes) -> bool: ...
+    def callback(self, domain: str, key: bytes) -> bool | Awaitable[bool]: ...
 
 
 class Authenticator:
@@ -57,7 +59,8 @@ class Authenticator:
     def start(self) -> None:
         """Bind the ZAP socket at inproc://zeromq.zap.01. ZMQError(EADDRINUSE) if a handler is
         already bound in this context."""
-        sock = self.context.socket(mqcore.REP)
+        # A plain socket even in an asyncio context: the handler reads it when a poller says so.
+        sock = self.context.socket(mqcore.REP, socket_class=mqcore.Socket)
         sock.setsockopt(mqcore.SocketOption.LINGER, 1)
         sock.bind(ZAP_ENDPOINT)
         self.zap_socket = sock
@@ -113,8 +116,9 @@ class Authenticator:
         return z85_encode(client_public_key).decode("ascii")
 
     # -- requests ------------------------------------------------------------------------------------
-    def handle_zap_message(self, msg: Sequence[bytes]) -> None:
-        """Answer one ZAP request (frames after the delimiter) on ``zap_socket``."""
+    async def handle_zap_message(self, msg: Sequence[bytes]) -> None:
+        """Answer one ZAP request (frames after the delimiter) on ``zap_socket``; a coroutine, as in
+        pyzmq, because a CURVE credentials callback may be one."""
         if len(msg) < 6:
             self.log.error("Invalid ZAP message, not enough frames: %r", msg)
             self._send_zap_reply(msg[1] if len(msg) > 1 else b"", b"400", b"Not enough frames")
@@ -142,7 +146,7 @@ class Authenticator:
                 if len(credentials) != 1:
                     self._send_zap_reply(request_id, b"400", b"Invalid CURVE credentials")
                     return
-                allowed, reason = self._authenticate_curve(domain, credentials[0])
+                allowed, reason = await self._authenticate_curve(domain, credentials[0])
                 if allowed:
                     username = self.curve_user_id(credentials[0])
             elif mechanism != b"NULL":
@@ -175,13 +179,16 @@ class Authenticator:
             return False, "Invalid password"
         return True, "OK"
 
-    def _authenticate_curve(self, domain: str, client_key: bytes) -> tuple[bool, str]:
+    async def _authenticate_curve(self, domain: str, client_key: bytes) -> tuple[bool, str]:
         domain = domain or "*"
         if self.allow_any:
             return True, "OK"
         provider = self.credentials_providers.get(domain)
         if provider is not None:
-            if provider.callback(domain, z85_encode(client_key)):
+            admit = provider.callback(domain, z85_encode(client_key))
+            if inspect.isawaitable(admit):
+                admit = await admit
+            if admit:
                 return True, "OK"
             return False, "Unknown key"
         certs = self.certs.get(domain)

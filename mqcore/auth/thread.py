@@ -3,11 +3,14 @@
 ``start()`` binds inproc://zeromq.zap.01 in the caller's thread (so connections made after it
 returns are checked) and then hands the socket to the thread, which alone uses it until it exits.
 ``stop()`` wakes the thread through a private pipe, waits for it, and the thread closes the socket.
+The thread keeps one event loop of its own to run ``handle_zap_message`` (a coroutine, since a CURVE
+credentials callback may be one); requests are answered one at a time.
 Configuration calls (``allow``, ``configure_plain`` ...) may come from any thread at any time.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import threading
@@ -56,22 +59,24 @@ class ThreadAuthenticator(Authenticator):
         poller = mqcore.Poller()
         poller.register(sock, mqcore.POLLIN)
         poller.register(self._wake_r, mqcore.POLLIN)
+        loop = asyncio.new_event_loop()
         try:
             while True:
                 events = dict(poller.poll())
                 if self._wake_r in events:
                     break
                 if sock in events:
-                    self._handle_one(sock)
+                    self._handle_one(sock, loop)
         except mqcore.ContextTerminated:
             pass
         finally:
+            loop.close()
             super().stop()
 
-    def _handle_one(self, sock: mqcore.Socket) -> None:
+    def _handle_one(self, sock: mqcore.Socket, loop: asyncio.AbstractEventLoop) -> None:
         msg = sock.recv_multipart()
         try:
-            self.handle_zap_message(msg)
+            loop.run_until_complete(self.handle_zap_message(msg))
         except mqcore.ContextTerminated:
             raise
         except Exception:  # one bad request must not stop the handler

@@ -13,7 +13,7 @@ import tempfile
 import uuid
 from dataclasses import dataclass
 
-from mqcore.constants import Errno
+from mqcore.constants import IPC_PATH_MAX_LEN, Errno
 from mqcore.error import ZMQError
 
 TRANSPORTS = ("tcp", "ipc", "inproc")
@@ -91,9 +91,11 @@ def ipc_path(rest: str) -> str:
     """Filesystem path or abstract name (leading NUL) for ``ipc://rest``."""
     if rest == "*":
         return os.path.join(tempfile.gettempdir(), f"mqcore-{uuid.uuid4().hex[:12]}.ipc")
-    if rest.startswith("@"):
-        return "\0" + rest[1:]
-    return rest
+    path = "\0" + rest[1:] if rest.startswith("@") else rest
+    if len(path.encode()) > IPC_PATH_MAX_LEN:
+        raise ZMQError(Errno.EINVAL, f"ipc path {rest!r} is longer than {IPC_PATH_MAX_LEN} bytes "
+                                     "(the size of sockaddr_un.sun_path); use a shorter path")
+    return path
 
 
 def format_ipc(path: str) -> str:

@@ -34,7 +34,7 @@ When ZAP is consulted, as libzmq 4.x does it (ZAP_ENFORCE_DOMAIN off, the defaul
 - CURVE server: whenever a handler is bound; with none, any client that knows the server key is
   admitted (encryption without authentication). With ZAP_ENFORCE_DOMAIN on, ZAP is skipped when
   ZAP_DOMAIN is empty and a missing handler refuses the client.
-- NULL: never here (libzmq asks ZAP for NULL only when ZAP_DOMAIN is set; not implemented yet).
+- NULL: on either side, when ZAP_DOMAIN is set and a handler is bound (no credentials frames).
 - Clients never ask ZAP.
 """
 

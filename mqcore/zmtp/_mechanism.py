@@ -138,21 +138,41 @@ class NullMechanism(Mechanism):
     name = b"NULL"
     uses_roles = False  # RFC 37: with NULL the as-server field MUST be zero
 
+    def __init__(self) -> None:
+        super().__init__()
+        self._metadata = b""
+        self._waits_zap = False
+        self._peer_ready: dict[str, bytes] | None = None
+
     def start(self, info: HandshakeInfo) -> None:
-        # Both sides send READY at once, as libzmq does; neither waits for the other's.
-        self._send(READY, encode_properties(info.local_metadata()))
+        # Both sides send READY at once, as libzmq does; neither waits for the other's. As libzmq,
+        # a side with a ZAP_DOMAIN (and a handler bound) asks ZAP first, with no credentials.
+        self._metadata = encode_properties(info.local_metadata())
+        if info.zap_domain and info.zap_handler:
+            self._waits_zap = True
+            self._request_zap([])
+        else:
+            self._send(READY, self._metadata)
 
     def process_command(self, name: bytes, data: bytes) -> None:
         if name != READY:
             raise MechanismError(
                 f"unexpected {name.decode('ascii', 'replace')} command in the NULL handshake"
             )
-        if self._ready:
+        if self._ready or self._peer_ready is not None:
             raise MechanismError("second READY command in the NULL handshake")
         try:
-            self._finish(parse_properties(data))
+            self._peer_ready = parse_properties(data)
         except CommandError as error:
             raise MechanismError(f"malformed READY: {error}") from None
+        if not self._waits_zap:
+            self._finish(self._peer_ready)
+
+    def zap_approved(self) -> None:
+        self._waits_zap = False
+        self._send(READY, self._metadata)
+        if self._peer_ready is not None:
+            self._finish(self._peer_ready)
 
 
 def check_roles(info: HandshakeInfo, as_server: bool, mechanism: str) -> None:

@@ -159,3 +159,30 @@ def test_asyncio_recv_string_is_a_future_done_at_once_when_ready() -> None:
         ctx.term()
 
     asyncio.run(main())
+
+
+def test_attribute_writes_are_options_as_in_pyzmq(ctx: mqcore.Context, make_pair: PairMaker) -> None:
+    pub, sub = make_pair(mqcore.PUB, mqcore.SUB)
+    sub.subscribe = "a"  # the option, not a replacement of the method
+    sub.subscribe(b"b")
+    with pytest.raises(AttributeError):
+        sub.apple = "foo"
+    with pytest.raises(AttributeError):
+        sub.apple  # noqa: B018
+    sub.rcvtimeo = 2000
+    assert sub.getsockopt(mqcore.RCVTIMEO) == 2000
+    for _ in range(200):  # until the subscriptions reached the publisher
+        pub.send(b"a1")
+        if sub.poll(20):
+            break
+    assert sub.recv() == b"a1"
+    pub.send_multipart([b"c", b"skipped"])
+    pub.send_multipart([b"b2", b"more"])
+    assert sub.recv() == b"b2" and sub.rcvmore and sub.getsockopt(mqcore.RCVMORE) == 1
+    assert sub.recv() == b"more" and not sub.rcvmore
+
+
+def test_ipc_path_too_long_names_the_limit(ctx: mqcore.Context) -> None:
+    with ctx.socket(mqcore.PUB) as s, pytest.raises(mqcore.ZMQError) as info:
+        s.bind("ipc://" + "a" * (mqcore.IPC_PATH_MAX_LEN + 1))
+    assert info.value.errno == mqcore.EINVAL and str(mqcore.IPC_PATH_MAX_LEN) in info.value.strerror

@@ -3,6 +3,7 @@ mqcore's own ThreadAuthenticator, ZAP policy, certificates. Every wait is bounde
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -192,6 +193,44 @@ def test_curve_allow_any_and_user_id(ctx: mqcore.Context, auth: ThreadAuthentica
     _round_trip(server, client)
 
 
+def test_received_frames_carry_user_id_and_peer_metadata(ctx: mqcore.Context,
+                                                         auth: ThreadAuthenticator) -> None:
+    auth.configure_curve(location=CURVE_ALLOW_ANY)
+    auth.curve_user_id = lambda key: "custom"  # type: ignore[method-assign]
+    server_opts, client_opts, _ = _curve_opts()
+    server, client = _pair(ctx, "tcp", server_opts, client_opts)
+    client.send(b"hi")
+    rid, frame = server.recv_multipart(copy=False)
+    assert frame.bytes == b"hi" and frame.get("User-Id") == "custom"
+    assert frame["Socket-Type"] == "DEALER" and frame.get("Peer-Address") == "127.0.0.1"
+    with pytest.raises(mqcore.ZMQError):
+        frame.get("No-Such-Property")
+
+
+def test_null_with_zap_domain_follows_the_deny_list(ctx: mqcore.Context, auth: ThreadAuthenticator) -> None:
+    auth.deny("127.0.0.1")
+    server, client = _pair(ctx, "tcp", {"zap_domain": b"global"}, {})
+    assert _refused(client)
+    open_server, open_client = _pair(ctx, "tcp", {}, {})  # no ZAP_DOMAIN: NULL never asks ZAP
+    _round_trip(open_server, open_client)
+
+
+def test_async_credentials_callback_is_awaited(ctx: mqcore.Context, auth: ThreadAuthenticator) -> None:
+    server_opts, client_opts, client_public = _curve_opts()
+    seen: list[bytes] = []
+
+    class Provider:
+        async def callback(self, domain: str, key: bytes) -> bool:
+            await asyncio.sleep(0)
+            seen.append(key)
+            return key == client_public
+
+    auth.configure_curve_callback(credentials_provider=Provider())
+    server, client = _pair(ctx, "tcp", server_opts, client_opts)
+    _round_trip(server, client)
+    assert seen == [client_public]
+
+
 def test_zap_handler_stopped_mid_life(ctx: mqcore.Context) -> None:
     authenticator = ThreadAuthenticator(ctx)
     authenticator.start()
@@ -224,15 +263,19 @@ def _request(mechanism: bytes, *credentials: bytes, address: bytes = b"127.0.0.1
     return [b"1.0", b"7", domain, address, b"", mechanism, *credentials]
 
 
+def _handle(auth: Authenticator, msg: list[bytes]) -> None:
+    asyncio.run(auth.handle_zap_message(msg))  # a coroutine, as in pyzmq
+
+
 def test_authenticator_policy(tmp_path: Path) -> None:
     a = _Recorder()
-    a.handle_zap_message(_request(b"NULL"))
-    a.handle_zap_message(_request(b"PLAIN", b"admin", b"secret"))
+    _handle(a, _request(b"NULL"))
+    _handle(a, _request(b"PLAIN", b"admin", b"secret"))
     a.configure_plain(passwords={"admin": "secret"})
-    a.handle_zap_message(_request(b"PLAIN", b"admin", b"secret"))
-    a.handle_zap_message(_request(b"PLAIN", b"admin", b"bad"))
-    a.handle_zap_message(_request(b"PLAIN", b"nobody", b"secret"))
-    a.handle_zap_message([b"2.0", b"8", b"", b"", b"", b"NULL"])
+    _handle(a, _request(b"PLAIN", b"admin", b"secret"))
+    _handle(a, _request(b"PLAIN", b"admin", b"bad"))
+    _handle(a, _request(b"PLAIN", b"nobody", b"secret"))
+    _handle(a, [b"2.0", b"8", b"", b"", b"", b"NULL"])
     assert [r[1:3] for r in a.replies] == [
         [b"200", b"OK"], [b"400", b"Domain not found"], [b"200", b"OK"], [b"400", b"Invalid password"],
         [b"400", b"Invalid username"], [b"400", b"Invalid version"],
@@ -243,14 +286,14 @@ def test_authenticator_policy(tmp_path: Path) -> None:
     key, secret = load_certificate(public)
     assert secret is None and load_certificate(tmp_path / "client.key_secret")[1] is not None
     a.configure_curve(location=tmp_path)
-    a.handle_zap_message(_request(b"CURVE", z85.decode(key)))
-    a.handle_zap_message(_request(b"CURVE", bytes(32)))
+    _handle(a, _request(b"CURVE", z85.decode(key)))
+    _handle(a, _request(b"CURVE", bytes(32)))
     assert [r[1] for r in a.replies] == [b"200", b"400"]
     assert a.replies[0][3] == key
     a.deny("127.0.0.1")
     a.replies.clear()
-    a.handle_zap_message(_request(b"NULL"))
-    a.handle_zap_message(_request(b"NULL", address=b"10.0.0.1"))
+    _handle(a, _request(b"NULL"))
+    _handle(a, _request(b"NULL", address=b"10.0.0.1"))
     assert [r[1] for r in a.replies] == [b"400", b"200"]
     with pytest.raises(ValueError):
         a.allow("10.0.0.2")

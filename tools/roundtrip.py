@@ -1,0 +1,128 @@
+"""Two-process REQ/REP round trip and PUSH/PULL receiver throughput, mqcore against pyzmq, outside the harness.
+
+Usage: python tools/roundtrip.py [--rounds 5] [--trips 5000] [--messages 200000] [--size 100]
+
+Each round runs both libraries one after the other (the order alternates between rounds), each as
+two processes over tcp loopback: this process binds and measures (REQ: one perf_counter stamp per
+round trip; PULL: messages per second from the first to the last message), a child process started
+from this same file connects and serves (REP echoes, PUSH sends). The printed ratios are mqcore/pyzmq
+within the same run: on a shared machine only those are comparable, not the absolute figures.
+Issue 19's bar: round trip p50 <= 0.8x and throughput >= 0.8x pyzmq's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import statistics
+import subprocess
+import sys
+import time
+from types import ModuleType
+from typing import Any
+
+LIBS = ("mqcore", "pyzmq")
+CHILD_TIMEOUT_S = 120
+WARMUP = 200
+
+
+def _lib(name: str) -> ModuleType:
+    return importlib.import_module("mqcore" if name == "mqcore" else "zmq")
+
+
+def serve(lib: str, kind: str, endpoint: str, count: int, size: int) -> None:
+    """The child's side: echo ``count`` requests (REP) or send ``count`` messages (PUSH)."""
+    zmq = _lib(lib)
+    ctx = zmq.Context()
+    sock = ctx.socket(zmq.REP if kind == "reqrep" else zmq.PUSH)
+    sock.connect(endpoint)
+    if kind == "reqrep":
+        for _ in range(count):
+            sock.send(sock.recv())
+    else:
+        payload = b"x" * size
+        for _ in range(count):
+            sock.send(payload)
+    sock.close()  # default LINGER: every message leaves before the context ends
+    ctx.term()
+
+
+def _start_child(lib: str, kind: str, endpoint: str, count: int, size: int) -> subprocess.Popen[bytes]:
+    return subprocess.Popen([sys.executable, __file__, "--serve", lib, kind, endpoint, str(count), str(size)])
+
+
+def _stop_child(child: subprocess.Popen[bytes]) -> None:
+    try:
+        child.wait(timeout=CHILD_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        child.kill()  # our own child, by its pid
+        child.wait()
+        raise SystemExit(f"the {child.args[3]} child did not finish within {CHILD_TIMEOUT_S} s") from None
+
+
+def measure(lib: str, kind: str, count: int, size: int) -> dict[str, float]:
+    """This process's side of one run: bind, start the child, measure, stop the child."""
+    zmq = _lib(lib)
+    ctx: Any = zmq.Context()
+    sock = ctx.socket(zmq.REQ if kind == "reqrep" else zmq.PULL)
+    port = sock.bind_to_random_port("tcp://127.0.0.1")
+    child = _start_child(lib, kind, f"tcp://127.0.0.1:{port}", count + WARMUP, size)
+    try:
+        if kind == "reqrep":
+            payload = b"x" * size
+            for _ in range(WARMUP):
+                sock.send(payload)
+                sock.recv()
+            clock = time.perf_counter
+            trips = []
+            for _ in range(count):
+                t0 = clock()
+                sock.send(payload)
+                sock.recv()
+                trips.append(clock() - t0)
+            trips.sort()
+            result = {"p50_us": trips[len(trips) // 2] * 1e6, "p99_us": trips[int(len(trips) * 0.99)] * 1e6}
+        else:
+            for _ in range(WARMUP):
+                sock.recv()
+            t0 = time.perf_counter()
+            for _ in range(count):
+                sock.recv()
+            result = {"msgs_per_s": count / (time.perf_counter() - t0)}
+    finally:
+        sock.close(linger=0)
+        _stop_child(child)
+        ctx.term()
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=5, help="rounds per library (default 5)")
+    parser.add_argument("--trips", type=int, default=5000, help="REQ/REP round trips per round")
+    parser.add_argument("--messages", type=int, default=200000, help="PUSH/PULL messages per round")
+    parser.add_argument("--size", type=int, default=100, help="message size in bytes (default 100)")
+    parser.add_argument("--serve", nargs=5, metavar=("LIB", "KIND", "ENDPOINT", "COUNT", "SIZE"),
+                        help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.serve:
+        lib, kind, endpoint, count, size = args.serve
+        serve(lib, kind, endpoint, int(count), int(size))
+        return 0
+    results: dict[str, dict[str, list[float]]] = {lib: {} for lib in LIBS}
+    for r in range(args.rounds):
+        for lib in (LIBS if r % 2 == 0 else LIBS[::-1]):
+            row = {**measure(lib, "reqrep", args.trips, args.size),
+                   **measure(lib, "pushpull", args.messages, args.size)}
+            for key, value in row.items():
+                results[lib].setdefault(key, []).append(value)
+            print(f"round {r + 1} {lib:<7} " + "  ".join(f"{k} {v:,.1f}" for k, v in row.items()), flush=True)
+    print(f"median of {args.rounds} rounds, {args.size} B, tcp loopback (ratios are mqcore/pyzmq, same run)")
+    for key in results["mqcore"]:
+        ours, theirs = (statistics.median(results[lib][key]) for lib in LIBS)
+        print(f"  {key:<11} mqcore {ours:>12,.1f}  pyzmq {theirs:>12,.1f}  ratio {ours / theirs:.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
