@@ -10,6 +10,7 @@ group: partitions are assigned at their end offsets as of ``start()``.
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -122,17 +123,24 @@ class ConfluentConsumer(AssignedConsumer):
 
     def start(self, on_message: Callable[[bytes], None]) -> None:
         self.on_message = on_message
-        assigned = []
-        try:
-            for p in self.partitions:
-                # Start at the current end: knowable now, so nothing produced after start() is missed.
-                _low, high = self.consumer.get_watermark_offsets(self.ck.TopicPartition(self.topic, p), TIMEOUT)
-                assigned.append(self.ck.TopicPartition(self.topic, p, high))
-        except self.ck.KafkaException as exc:
-            raise DriverError(f"cannot connect a consumer to kafka at {self.url} ({exc}); check that the "
-                              "broker runs") from None
+        # Start at the current end: knowable now, so nothing produced after start() is missed.
+        assigned = [self.ck.TopicPartition(self.topic, p, self._end(p)) for p in self.partitions]
         if assigned:
             self.consumer.assign(assigned)
+
+    def _end(self, partition: int) -> int:
+        """The partition's high watermark. Right after the topic is created its leader may not be elected
+        yet (NOT_LEADER_FOR_PARTITION): ask again until ``TIMEOUT`` has passed."""
+        deadline = time.monotonic() + TIMEOUT
+        while True:
+            try:
+                _low, high = self.consumer.get_watermark_offsets(self.ck.TopicPartition(self.topic, partition), TIMEOUT)
+                return int(high)
+            except self.ck.KafkaException as exc:
+                if time.monotonic() >= deadline:
+                    raise DriverError(f"cannot connect a consumer to kafka at {self.url} ({exc}); check that the "
+                                      "broker runs") from None
+                time.sleep(0.2)
 
     def fetch(self, on_message: Callable[[bytes], None], timeout: float) -> None:
         for msg in self.consumer.consume(FETCH_BATCH, timeout):
