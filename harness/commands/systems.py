@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import argparse
+from importlib import metadata
 from typing import Any
 
 from rich.console import Console
 
 from harness.commands._options import add_broker_options, parse_brokers
 from harness.commands._terminal import EXIT_OK, Column, fail, table
-from harness.drivers import SYSTEMS
+from harness.drivers import CLIENTS, SYSTEMS, driver_class
+from harness.drivers.base import DriverError
 from harness.scenario import ScenarioError
 
 NAME = "systems"
@@ -23,6 +25,32 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     return p
 
 
+def _client_rows(system: str, system_ready: bool, backend: str) -> list[list[str]]:
+    """A row for each further client of ``system`` (``kafka (java)``): ready when the system is and the
+    client can run here (a Java client needs java and the JVM worker)."""
+    rows = []
+    default = driver_class(system).client
+    for client in CLIENTS.get(system, {}):
+        if client == default:
+            continue
+        try:
+            cls = driver_class(system, client)
+            reason = cls.unavailable_reason()
+        except DriverError as exc:
+            reason = str(exc)
+        ready = system_ready and reason is None
+        detail = reason or (cls.ready_detail() if cls.runs_in_jvm else f"{client} {_version(client)}")
+        rows.append([f"{system} ({client})", "yes" if ready else "no", backend or "–", detail])
+    return rows
+
+
+def _version(distribution: str) -> str:
+    try:
+        return metadata.version(distribution)
+    except metadata.PackageNotFoundError:
+        return "(version unknown)"
+
+
 def run(args: argparse.Namespace, console: Console) -> int:
     from harness.compare import system_status
 
@@ -34,5 +62,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
     for system in SYSTEMS:
         st = system_status(system, brokers, args.backend)
         rows.append([system, "yes" if st.ready else "no", st.backend or "–", st.reason])
-    console.print(table(_COLUMNS, rows, title="systems"))
+        rows.extend(_client_rows(system, st.ready, st.backend))
+    width = console.width
+    console.print(table(_COLUMNS, rows, title="systems", width=width), width=width)
     return EXIT_OK

@@ -175,6 +175,8 @@ class Driver(ABC):
     #: A frozen dataclass of the variant options (see harness.drivers.options); parsed into ``self.opts``.
     options_type: ClassVar[type[Any] | None] = None
     capabilities: ClassVar[Capabilities] = Capabilities()
+    #: True for a client that runs in the JVM worker (harness.runner.jvm), not in the Python worker.
+    runs_in_jvm: ClassVar[bool] = False
 
     def __init__(self, options: Mapping[str, Any], broker: BrokerEndpoint | None = None) -> None:
         self.options = dict(options)

@@ -40,7 +40,7 @@ def worker_main(spec: WorkerSpec, ctx: WorkerContext) -> None:
     signal.signal(signal.SIGUSR1, _interrupt)
     try:
         driver = load_class(spec.driver)(spec.options, spec.broker)
-        if getattr(driver, "runs_in_jvm", False):  # Java clients: this process relays to the JVM worker
+        if driver.runs_in_jvm:  # Java clients: this process relays to the JVM worker
             from harness.runner.jvm import relay
 
             relay(spec, ctx, driver)

@@ -106,3 +106,23 @@ def test_every_subcommand_is_wired_in_help_order() -> None:
     for command in COMMANDS:
         argv = [command.NAME, "x"] if command.NAME in ("validate", "regress", "baseline") else [command.NAME]
         assert parser.parse_args(argv).run is command.run
+
+
+def test_systems_lists_every_client_of_a_system_with_its_own_row() -> None:
+    """`mqbench systems` names each further client (kafka (java), kafka (confluent-kafka), ...) in a row of
+    its own, ready or with the reason, within the terminal's width."""
+    import argparse
+
+    from harness.commands import systems
+    from harness.drivers import CLIENTS
+
+    out = io.StringIO()
+    console = Console(file=out, width=100, force_terminal=False)
+    assert systems.run(argparse.Namespace(broker=[], backend="auto"), console) == 0
+    lines = out.getvalue().splitlines()
+    assert max(len(line.rstrip()) for line in lines) <= 100
+    firsts = [line.split("  ")[0].strip() for line in lines]
+    for system, clients in CLIENTS.items():
+        for client in clients:
+            if client not in ("kafka-python",):
+                assert f"{system} ({client})" in firsts, (system, client)
