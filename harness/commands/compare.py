@@ -63,6 +63,9 @@ def load_all(paths: Sequence[str], repetitions: int | None) -> list[Scenario]:
 def run(args: argparse.Namespace, console: Console) -> int:
     from harness.compare import CompareError, compare
 
+    # Everything compare prints (progress, problems, tables) wraps within TABLE_WIDTH columns.
+    console = Console(file=console.file, width=min(console.width, TABLE_WIDTH), force_terminal=console.is_terminal,
+                      no_color=console.no_color)
     systems = [s.strip() for s in args.systems.split(",") if s.strip()] if args.systems else None
     try:
         outcome = compare(
