@@ -1,7 +1,6 @@
 package mqbench.jvm;
 
 import java.util.ArrayList;
-import java.util.Collection;
 import java.util.Comparator;
 import java.util.List;
 import org.apache.rocketmq.client.consumer.DefaultLitePullConsumer;
@@ -82,10 +81,13 @@ final class RocketClient implements Client {
     public void consume(Sink sink) throws Exception {
         this.sink = sink;
         List<MessageQueue> all = new ArrayList<>();
-        long deadline = System.nanoTime() + 30_000_000_000L;
+        long deadline = System.nanoTime() + 60_000_000_000L;
         while (all.size() < queues && System.nanoTime() < deadline) {  // the route may lag the creation
-            Collection<MessageQueue> found = consumer.fetchMessageQueues(topic);
-            all = new ArrayList<>(found);
+            try {
+                all = new ArrayList<>(consumer.fetchMessageQueues(topic));
+            } catch (Exception e) {  // the route may not be served yet: as for a short answer, ask again
+                if (System.nanoTime() > deadline) throw e;
+            }
             if (all.size() < queues) Thread.sleep(200);
         }
         all.sort(Comparator.comparing(MessageQueue::getBrokerName).thenComparingInt(MessageQueue::getQueueId));
@@ -102,7 +104,21 @@ final class RocketClient implements Client {
         idle = mine.isEmpty();  // more consumers than queues: this one has no queue, as in a consumer group
         if (idle) return;
         consumer.assign(mine);
-        for (MessageQueue q : mine) consumer.seekToEnd(q);
+        for (MessageQueue q : mine) seekToEnd(q, deadline);
+    }
+
+    /** Right after a topic is created the broker may not answer offset requests for its queues yet
+     *  ("Invoke Broker exception"): ask again until the deadline. */
+    private void seekToEnd(MessageQueue q, long deadline) throws Exception {
+        while (true) {
+            try {
+                consumer.seekToEnd(q);
+                return;
+            } catch (Exception e) {
+                if (System.nanoTime() > deadline) throw e;
+                Thread.sleep(200);
+            }
+        }
     }
 
     @Override
