@@ -15,13 +15,13 @@ they touch the workers only through the callbacks the case gives them.
 from __future__ import annotations
 
 import contextlib
-import os
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from harness.runner.proc import rss_bytes
 from harness.scenario import Fault
 
 #: Why queue depth is not sampled for a system (shown in the report beside the figure): each broker's
@@ -54,21 +54,6 @@ class _DepthNotes(Mapping[str, str]):
 
 
 DEPTH_NOT_SAMPLED: Mapping[str, str] = _DepthNotes()
-
-_PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
-
-
-def rss_bytes(pids: Sequence[int]) -> int:
-    """Sum of the resident set sizes of ``pids`` (processes that vanished count 0)."""
-    total = 0
-    for pid in pids:
-        try:
-            with open(f"/proc/{pid}/statm", "rb") as f:
-                total += int(f.read().split()[1]) * _PAGE
-        except (OSError, IndexError, ValueError):
-            pass
-    return total
-
 
 @dataclass
 class WorkerHooks:
