@@ -23,7 +23,7 @@ from harness.drivers.base import DriverError
 from harness.pipeline import PipelineError, summarise_run
 from harness.report import write_report_from_summary
 from harness.runfolder import RunFolder
-from harness.runner.run import System, cases, run_cases, supports, variant_reason
+from harness.runner.case import System, cases, run_cases, supports, variant_reason
 from harness.runner.search import run_searches, searches
 from harness.runner.worker import HOT_LOOPS
 from harness.scenario import Scenario

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from harness.drivers.base import BrokerEndpoint, Role
+from harness.scenario import Scenario, Variant
 
 
 @dataclass(frozen=True)
@@ -77,3 +78,16 @@ class Interrupted(BaseException):
 class Ended(Exception):
     """Raised by a strategy of the send or receive loop: nothing more can be sent or received (the run
     stopped before a reconnect worked)."""
+
+
+@dataclass(frozen=True)
+class Case:
+    """One case: a system variant x message size x offered rate x repetition of a scenario."""
+
+    scenario: Scenario
+    variant: Variant
+    size: int
+    rate: float | None
+    repetition: int
+    run_id: str
+    broker: BrokerEndpoint | None

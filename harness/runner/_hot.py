@@ -1,5 +1,5 @@
 """Which per-message loops run: the C ones (``_hotloop.c``, built by setup.py where a compiler is available)
-or the Python ones in harness.runner._send and harness.runner._receive. MQBENCH_PYTHON_LOOPS=1 makes the
+or the Python ones in harness.runner._send and harness.runner.worker. MQBENCH_PYTHON_LOOPS=1 makes the
 runner use the Python loops anyway, to compare the two (docs/harness-cost.md). The loops look these names
 up when they start, so tests can switch to the Python loops by setting them to None."""
 

@@ -1,5 +1,5 @@
 """What a worker records, and the wire header it reads and writes: the recorders behind the send and receive
-loops (harness.runner._send, harness.runner._receive).
+loops (harness.runner._send, harness.runner.worker).
 
 A sending worker keeps per sequence number a send stamp and, for some steps, a second stamp (the ack, or the
 reply of a request): ``SendRecord``. A receiving worker keeps per receipt a stamp and the 6 header bytes:

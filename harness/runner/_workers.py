@@ -1,9 +1,10 @@
 """The worker processes of one case, and the objects they share with the parent (parent process only).
 
-``Workers`` starts each worker from its spec (forked from a preloaded server process), collects their status
+``specs`` gives the worker specs of a case. ``Workers`` starts each worker from its spec (forked from a preloaded server process), collects their status
 messages, waits for readiness and the slow-joiner handshake, and stops them: ask (the stop event), then
 interrupt (SIGUSR1: a worker saves its records even when blocked in a send), then terminate and kill. The
-fault injector kills and relaunches single workers through it (``faults.WorkerHooks``).
+fault injector kills and relaunches single workers through it (``faults.WorkerHooks``). ``watch`` follows
+the shared progress counters until the case is over.
 """
 
 from __future__ import annotations
@@ -13,15 +14,26 @@ import os
 import queue
 import signal
 import time
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
+from harness.drivers import class_path
+from harness.drivers.base import Driver, Pattern, Role
+from harness.runner._context import Case
 from harness.runner._records import leading_count
+from harness.runner.faults import FaultInjector
 from harness.runner.worker import WorkerContext, WorkerSpec, worker_main
+from harness.scenario import Scenario
 
 # Workers fork from a clean, single-threaded server process that has already imported what they need:
 # starting one costs milliseconds instead of a fresh interpreter's second of imports.
 _CTX = mp.get_context("forkserver")
 _CTX.set_forkserver_preload(["harness.runner.worker", "numpy", "zmq"])
+SUBSCRIBE_TIMEOUT = 30.0  # at most (or the scenario's timeout): for every subscription to reach its publishers
+SETTLE = 0.2  # seconds between "all ready" and the start, for subscriptions to propagate (no handshake)
+DRAIN_IDLE = 3.0  # after the producers finished: seconds without progress before we stop waiting
+OnProgress = Callable[[int, int], None]  # (received so far, expected so far)
 READY_TIMEOUT = 60.0  # seconds for every worker to connect and report ready
 
 
@@ -152,3 +164,156 @@ class Workers:
         self.status.close()
         self.status.join_thread()
         return forced
+
+
+def specs(case: Case, driver: Driver, plan: dict[str, Any], work_dir: Path) -> tuple[list[WorkerSpec], list[WorkerSpec]]:
+    sc = case.scenario
+    per_producer = None if sc.messages is None else sc.messages + sc.warmup
+    rate = None if case.rate is None else case.rate / sc.producers
+    duration_ns = None if sc.duration is None else int(sc.duration * 1e9)
+    if per_producer is not None:
+        send_cap = per_producer
+    elif rate is not None and sc.duration is not None:
+        send_cap = int(rate * sc.duration) + sc.warmup + 1024
+    else:
+        send_cap = 1 << 16
+    reqrep = sc.pattern is Pattern.REQREP
+    resilient = bool(sc.faults) and not reqrep
+    # The slow-joiner handshake (see _run); runs with faults and slow consumers keep their own loops.
+    probing = (sc.pattern is Pattern.PUBSUB and driver.capabilities.slow_joiner and not resilient
+               and sc.consumer_rate is None)
+    common = dict(
+        system=case.variant.system,
+        driver=class_path(type(driver)),
+        options=dict(case.variant.options),
+        broker=case.broker,
+        plan=plan,
+        size=case.size,
+        payload=sc.payload,
+        duration_ns=duration_ns,
+        resilient=resilient,
+    )
+    consumers = []
+    for c in range(sc.consumers):
+        on_topic = sum(1 for p in range(sc.producers) if p % sc.topics == c % sc.topics)
+        consumers.append(
+            WorkerSpec(
+                kind="replier" if reqrep else "consumer",
+                name=f"{'replier' if reqrep else 'consumer'}-{c}",
+                slot=sc.producers + c,
+                role=Role(c, c % sc.topics),
+                total=None,
+                rate=None,
+                capacity=max(1024, int(send_cap * on_topic * (2.0 if resilient else 1.05))),
+                out=str(work_dir / f"consumer-{c}"),
+                consumer_rate=sc.consumer_rate,
+                probe_from=tuple(p for p in range(sc.producers) if p % sc.topics == c % sc.topics)
+                if probing else (),
+                **common,  # type: ignore[arg-type]
+            )
+        )
+    producers = [
+        WorkerSpec(
+            kind="requester" if reqrep else "producer",
+            name=f"{'requester' if reqrep else 'producer'}-{p}",
+            slot=p,
+            role=Role(p, p % sc.topics),
+            total=per_producer,
+            rate=rate,
+            capacity=send_cap,
+            out=str(work_dir / f"producer-{p}"),
+            probe=probing,
+            **common,  # type: ignore[arg-type]
+        )
+        for p in range(sc.producers)
+    ]
+    return producers, consumers
+
+
+def watch(
+    case: Case,
+    w: Workers,
+    producers: list[WorkerSpec],
+    consumers: list[WorkerSpec],
+    problems: list[str],
+    on_progress: OnProgress | None,
+    injector: FaultInjector | None = None,
+) -> bool:
+    """Wait until the case is over; True when it ended normally, False on a stall.
+
+    With faults, the case is not over while a fault is still to come or under way, the drain wait counts
+    from the moment the last restarted broker/worker was back, and only the drain wait ends it (receipt
+    counts include redeliveries, so reaching the expected count does not mean everything arrived)."""
+    sc = case.scenario
+    timeout = sc.timeout + (sc.duration or 0.0)
+    last_total = -1
+    last_change = time.monotonic()
+    producer_names = [s.name for s in producers]
+    while True:
+        w.drain(0.1)
+        if w.errors:
+            problems.append("a worker failed; the case was stopped")
+            return False
+        counts = list(w.progress)
+        sent_total = sum(counts[: len(producers)])
+        received = counts[len(producers) :]
+        total = sum(counts)
+        now = time.monotonic()
+        if total != last_total:
+            last_total, last_change = total, now
+        if injector is not None:
+            if injector.busy():
+                last_change = now
+                continue
+            last_change = max(last_change, injector.settled_at())
+        producers_done = all(n in w.done for n in producer_names)
+        expected = _expected(sc, producers, consumers, counts, w.done) if producers_done else None
+        if on_progress is not None:
+            on_progress(sum(received) if sc.pattern is not Pattern.REQREP else sent_total,
+                        sum(expected) if expected else _planned(sc, len(producers)))
+        if sc.pattern is Pattern.REQREP:
+            if producers_done:
+                return True
+        elif expected is not None:
+            if injector is not None:
+                pass  # after faults, receipts include redeliveries: counts cannot tell that all arrived
+            elif sc.pattern is Pattern.QUEUE:
+                topics_full = all(
+                    sum(r for r, s in zip(received, consumers, strict=True) if s.role.topic == t)
+                    >= sum(e for e, s in zip(expected, consumers, strict=True) if s.role.topic == t)
+                    for t in range(sc.topics)
+                )
+                if topics_full:
+                    return True
+            elif all(r >= e for r, e in zip(received, expected, strict=True)):
+                return True
+            if now - last_change > min(DRAIN_IDLE, sc.timeout):
+                return True  # nothing more is coming: what is missing is lost
+        if now - last_change > timeout:
+            problems.append(
+                f"stalled: no message moved for {timeout:.0f} s "
+                f"({sent_total} sent, {sum(received)} received); results kept"
+            )
+            return False
+
+
+def _planned(sc: Scenario, producers: int) -> int:
+    return (sc.messages + sc.warmup) * producers if sc.messages is not None else 0
+
+
+def _expected(
+    sc: Scenario, producers: list[WorkerSpec], consumers: list[WorkerSpec], counts: list[int],
+    done: dict[str, tuple[int, str]],
+) -> list[int]:
+    """Per consumer, how many messages its topic carried (pubsub: each; queue: shared by the topic)."""
+    sent_per_topic = [0] * sc.topics
+    for spec in producers:
+        sent_per_topic[spec.role.topic] += done[spec.name][0]
+    out = []
+    for spec in consumers:
+        if sc.pattern is Pattern.PUBSUB:
+            out.append(sent_per_topic[spec.role.topic])
+        else:
+            share = sum(1 for s in consumers if s.role.topic == spec.role.topic)
+            out.append(-(-sent_per_topic[spec.role.topic] // share))
+    return out

@@ -1,49 +1,169 @@
-"""Run one case (system variant x size x rate x repetition) in worker processes and build its raw rows.
+"""The run stage: every case of the run, each in worker processes, into raw records and the manifest.
 
-Order of events: plan (parent) -> consumers start and report ready -> producers start and report ready ->
-a short settle, or for brokerless pub/sub (``Capabilities.slow_joiner``) the probe handshake: producers send
-probes until every consumer has heard one from each of its producers -> common start stamp + start event ->
-producers send -> the parent watches the shared progress counters -> stop when every consumer has what it
-should have, when nothing moves any more after the producers finished, or when nothing moved for
-``timeout`` seconds (a stall: kept, marked incomplete) -> workers save their records -> rows are assembled
-here.
+Loop order is scenario > size > rate > repetition > system > variant, so the systems of one repetition run
+back to back (interleaved): slow drift of a shared machine then affects every system alike, which is what
+in-run ratios (``mqbench regress``) rely on. Brokers are provisioned by the caller (``harness.compare``);
+summarising is the pipeline's job.
+
+One case: plan (parent) -> consumers start and report ready -> producers start and report ready -> a short
+settle, or for brokerless pub/sub (``Capabilities.slow_joiner``) the probe handshake: producers send probes
+until every consumer has heard one from each of its producers -> common start stamp + start event ->
+producers send -> the parent watches the shared progress counters (``_workers.watch``) -> stop when every
+consumer has what it should have, when nothing moves any more after the producers finished, or when nothing
+moved for ``timeout`` seconds (a stall: kept, marked incomplete) -> workers save their records -> rows are
+assembled here and written through the run folder.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from harness.drivers import class_path
-from harness.drivers.base import BrokerEndpoint, Driver, Pattern, Role, Topology
+from harness.drivers import driver_class
+from harness.drivers.base import BrokerEndpoint, Driver, DriverError, Pattern, Topology
+from harness.runfolder import RunFolder
+from harness.runner._context import Case
 from harness.runner._records import assemble_rows, finalize, read_errors
-from harness.runner._workers import CaseFailed, Workers
+from harness.runner._workers import SETTLE, SUBSCRIBE_TIMEOUT, CaseFailed, OnProgress, Workers, specs, watch
+from harness.runner.evaluation import EvaluationFiles
 from harness.runner.faults import FaultInjector, Sampler, WorkerHooks, depth_probe
-from harness.runner.worker import WorkerSpec
 from harness.scenario import Scenario, Variant
 
-__all__ = ["Case", "CaseFailed", "CaseResult", "run_case"]
+__all__ = ["Case", "CaseFailed", "CaseResult", "CaseSpec", "System", "cases", "run_case", "run_cases", "supports",
+           "variant_reason"]
 
-SUBSCRIBE_TIMEOUT = 30.0  # at most (or the scenario's timeout): for every subscription to reach its publishers
-SETTLE = 0.2  # seconds between "all ready" and the start, for subscriptions to propagate (no handshake)
-DRAIN_IDLE = 3.0  # after the producers finished: seconds without progress before we stop waiting
+CaseSpec = tuple[Scenario, Variant, int, float | None, int]
+
+
+def supports(system: str, scenario: Scenario) -> bool:
+    return scenario.pattern in driver_class(system).patterns
+
+
+@functools.cache
+def _client_reason(system: str, client: str | None) -> str | None:
+    try:
+        return driver_class(system, client).unavailable_reason()
+    except DriverError as exc:
+        return str(exc)
+
+
+def variant_reason(variant: Variant) -> str | None:
+    """Why the client a variant chooses cannot run here (a Java client without java), or None."""
+    client = variant.options.get("client")
+    return _client_reason(variant.system, None if client is None else str(client))
+
+
+def cases(scenarios: Sequence[Scenario], systems: Sequence[str]) -> Iterator[CaseSpec]:
+    """Every (scenario, variant, size, rate, repetition) to run, in the interleaved order above; variants
+    whose client cannot run here are left out (``variant_reason`` says why)."""
+    for sc in scenarios:
+        chosen = [s for s in systems if (sc.systems is None or s in sc.systems) and supports(s, sc)]
+        for size in sc.message_sizes:
+            for rate in sc.rates:
+                for rep in range(sc.repetitions):
+                    for system in chosen:
+                        for variant in sc.variants_for(system):
+                            if variant_reason(variant) is None:
+                                yield sc, variant, size, rate, rep
 
 
 @dataclass(frozen=True)
-class Case:
-    scenario: Scenario
-    variant: Variant
-    size: int
-    rate: float | None
-    repetition: int
-    run_id: str
+class System:
+    """What the run stage needs to know about a ready system: its broker (None when brokerless) and the
+    backend that serves it (``embedded`` for a library)."""
+
     broker: BrokerEndpoint | None
+    backend: str
+
+
+def run_cases(
+    specs: Sequence[CaseSpec], systems: Mapping[str, System], run: RunFolder, console: Console, problems: list[str],
+    observe: Callable[[CaseResult], None] | None = None,
+) -> bool:
+    """Run ``specs`` into ``run``; append what went wrong to ``problems``; True when every case completed.
+
+    ``observe`` gets the result of each case that ran (a rate search judges its trials by them)."""
+    complete = True
+    evaluation = EvaluationFiles(run)
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=console, transient=False) as bar:
+        overall = bar.add_task("cases", total=len(specs))
+        for i, (sc, variant, size, rate, rep) in enumerate(specs):
+            rate_text = "max" if rate is None else f"{rate:g}/s"
+            desc = f"{sc.name} {variant.system}/{variant.name} {size} B @ {rate_text} rep {rep + 1}"
+            task = bar.add_task(desc, total=None)
+
+            def progress(done: int, total: int, task: Any = task) -> None:
+                bar.update(task, completed=done, total=total or None)
+
+            system = systems[variant.system]
+            case = Case(sc, variant, size, rate, rep, run.run_id, system.broker)
+            try:
+                driver = driver_class(variant.system, variant.options.get("client"))(variant.options, system.broker)
+                labels = _record_variant(run, variant, driver, system.backend)
+                result = run_case(case, driver, run.work_dir / f"case-{i}", progress)
+            except (DriverError, CaseFailed) as exc:
+                message = f"{desc}: {exc}"
+                problems.append(message)
+                console.print(f"[red]✗[/] {message}")
+                complete = False
+                bar.remove_task(task)
+                bar.advance(overall)
+                continue
+            for p in result.problems:
+                console.print(f"[yellow]![/] {desc}: {p.splitlines()[0]}")
+            problems.extend(f"{desc}: {p}" for p in result.problems)
+            complete = complete and result.complete
+            name = run.raw_name(sc.name, variant.system, variant.name, size, rate, rep)
+            run.write_raw(name, result.rows, result.send_errors)
+            if observe is not None:
+                observe(result)
+            if result.faults or result.timeseries is not None or result.send_errors is not None:
+                evaluation.add(name, {
+                    "scenario": sc.name, "pattern": sc.pattern.value, "system": variant.system,
+                    "variant": variant.name, "label": labels["label"], "guarantee": labels["guarantee"],
+                    "size": size, "rate": float("nan") if rate is None else rate, "repetition": rep,
+                }, result)
+            run.manifest["cases"].append({
+                "raw": f"raw/{name}", "complete": result.complete, "scenario": sc.name, "system": variant.system,
+                "variant": variant.name, "size": size, "rate": rate, "repetition": rep,
+            })
+            run.write_manifest()
+            bar.remove_task(task)
+            bar.advance(overall)
+    return complete
+
+
+def _record_variant(run: RunFolder, variant: Variant, driver: Driver, backend: str) -> dict[str, str]:
+    """Record the system (versions, broker) once and every variant's own labels in the manifest."""
+    systems: dict[str, Any] = run.manifest["systems"]
+    if variant.system not in systems:
+        systems[variant.system] = {
+            "label": driver.label(),
+            "versions": driver.versions(),
+            "backend": backend,
+            "broker_url": driver.broker.url if driver.broker else None,
+            "broker_startup_s": driver.broker.extra.get("startup_s") if driver.broker else None,
+        }
+    labels = {
+        "system": variant.system,
+        "variant": variant.name,
+        "label": driver.label(),
+        "guarantee": driver.guarantee().value,
+        "client": driver.client_name() or driver.name,
+        "backend": backend,
+    }
+    run.manifest.setdefault("variants", {})[f"{variant.system}/{variant.name}"] = labels
+    return labels
 
 
 @dataclass
@@ -57,10 +177,7 @@ class CaseResult:
     send_errors: pd.DataFrame | None = None  # producer, seq, t_ns of sends that raised (runs with faults)
 
 
-Progress = Callable[[int, int], None]  # (received so far, expected so far)
-
-
-def run_case(case: Case, driver: Driver, work_dir: Path, on_progress: Progress | None = None) -> CaseResult:
+def run_case(case: Case, driver: Driver, work_dir: Path, on_progress: OnProgress | None = None) -> CaseResult:
     sc = case.scenario
     tag = f"{os.getpid()}-{int(time.time() * 1000) % 10**9}"
     topology = Topology(sc.pattern, sc.topics, sc.producers, sc.consumers, case.size, tag)
@@ -71,75 +188,11 @@ def run_case(case: Case, driver: Driver, work_dir: Path, on_progress: Progress |
         driver.teardown(plan)
 
 
-def _specs(case: Case, driver: Driver, plan: dict[str, Any], work_dir: Path) -> tuple[list[WorkerSpec], list[WorkerSpec]]:
-    sc = case.scenario
-    per_producer = None if sc.messages is None else sc.messages + sc.warmup
-    rate = None if case.rate is None else case.rate / sc.producers
-    duration_ns = None if sc.duration is None else int(sc.duration * 1e9)
-    if per_producer is not None:
-        send_cap = per_producer
-    elif rate is not None and sc.duration is not None:
-        send_cap = int(rate * sc.duration) + sc.warmup + 1024
-    else:
-        send_cap = 1 << 16
-    reqrep = sc.pattern is Pattern.REQREP
-    resilient = bool(sc.faults) and not reqrep
-    # The slow-joiner handshake (see _run); runs with faults and slow consumers keep their own loops.
-    probing = (sc.pattern is Pattern.PUBSUB and driver.capabilities.slow_joiner and not resilient
-               and sc.consumer_rate is None)
-    common = dict(
-        system=case.variant.system,
-        driver=class_path(type(driver)),
-        options=dict(case.variant.options),
-        broker=case.broker,
-        plan=plan,
-        size=case.size,
-        payload=sc.payload,
-        duration_ns=duration_ns,
-        resilient=resilient,
-    )
-    consumers = []
-    for c in range(sc.consumers):
-        on_topic = sum(1 for p in range(sc.producers) if p % sc.topics == c % sc.topics)
-        consumers.append(
-            WorkerSpec(
-                kind="replier" if reqrep else "consumer",
-                name=f"{'replier' if reqrep else 'consumer'}-{c}",
-                slot=sc.producers + c,
-                role=Role(c, c % sc.topics),
-                total=None,
-                rate=None,
-                capacity=max(1024, int(send_cap * on_topic * (2.0 if resilient else 1.05))),
-                out=str(work_dir / f"consumer-{c}"),
-                consumer_rate=sc.consumer_rate,
-                probe_from=tuple(p for p in range(sc.producers) if p % sc.topics == c % sc.topics)
-                if probing else (),
-                **common,  # type: ignore[arg-type]
-            )
-        )
-    producers = [
-        WorkerSpec(
-            kind="requester" if reqrep else "producer",
-            name=f"{'requester' if reqrep else 'producer'}-{p}",
-            slot=p,
-            role=Role(p, p % sc.topics),
-            total=per_producer,
-            rate=rate,
-            capacity=send_cap,
-            out=str(work_dir / f"producer-{p}"),
-            probe=probing,
-            **common,  # type: ignore[arg-type]
-        )
-        for p in range(sc.producers)
-    ]
-    return producers, consumers
-
-
 def _run(
-    case: Case, driver: Driver, plan: dict[str, Any], work_dir: Path, on_progress: Progress | None
+    case: Case, driver: Driver, plan: dict[str, Any], work_dir: Path, on_progress: OnProgress | None
 ) -> CaseResult:
     work_dir.mkdir(parents=True, exist_ok=True)
-    producers, consumers = _specs(case, driver, plan, work_dir)
+    producers, consumers = specs(case, driver, plan, work_dir)
     w = Workers(len(producers) + len(consumers))
     problems: list[str] = []
     complete = True
@@ -185,7 +238,7 @@ def _run(
         for thread in (sampler, injector):
             if thread is not None:
                 thread.start()
-        complete = _watch(case, w, producers, consumers, problems, on_progress, injector)
+        complete = watch(case, w, producers, consumers, problems, on_progress, injector)
     finally:
         if injector is not None:
             fault_records = injector.stop()
@@ -232,90 +285,3 @@ def _broker_control(case: Case) -> Any:
     return broker_control(case.broker)
 
 
-def _watch(
-    case: Case,
-    w: Workers,
-    producers: list[WorkerSpec],
-    consumers: list[WorkerSpec],
-    problems: list[str],
-    on_progress: Progress | None,
-    injector: FaultInjector | None = None,
-) -> bool:
-    """Wait until the case is over; True when it ended normally, False on a stall.
-
-    With faults, the case is not over while a fault is still to come or under way, the drain wait counts
-    from the moment the last restarted broker/worker was back, and only the drain wait ends it (receipt
-    counts include redeliveries, so reaching the expected count does not mean everything arrived)."""
-    sc = case.scenario
-    timeout = sc.timeout + (sc.duration or 0.0)
-    last_total = -1
-    last_change = time.monotonic()
-    producer_names = [s.name for s in producers]
-    while True:
-        w.drain(0.1)
-        if w.errors:
-            problems.append("a worker failed; the case was stopped")
-            return False
-        counts = list(w.progress)
-        sent_total = sum(counts[: len(producers)])
-        received = counts[len(producers) :]
-        total = sum(counts)
-        now = time.monotonic()
-        if total != last_total:
-            last_total, last_change = total, now
-        if injector is not None:
-            if injector.busy():
-                last_change = now
-                continue
-            last_change = max(last_change, injector.settled_at())
-        producers_done = all(n in w.done for n in producer_names)
-        expected = _expected(sc, producers, consumers, counts, w.done) if producers_done else None
-        if on_progress is not None:
-            on_progress(sum(received) if sc.pattern is not Pattern.REQREP else sent_total,
-                        sum(expected) if expected else _planned(sc, len(producers)))
-        if sc.pattern is Pattern.REQREP:
-            if producers_done:
-                return True
-        elif expected is not None:
-            if injector is not None:
-                pass  # after faults, receipts include redeliveries: counts cannot tell that all arrived
-            elif sc.pattern is Pattern.QUEUE:
-                topics_full = all(
-                    sum(r for r, s in zip(received, consumers, strict=True) if s.role.topic == t)
-                    >= sum(e for e, s in zip(expected, consumers, strict=True) if s.role.topic == t)
-                    for t in range(sc.topics)
-                )
-                if topics_full:
-                    return True
-            elif all(r >= e for r, e in zip(received, expected, strict=True)):
-                return True
-            if now - last_change > min(DRAIN_IDLE, sc.timeout):
-                return True  # nothing more is coming: what is missing is lost
-        if now - last_change > timeout:
-            problems.append(
-                f"stalled: no message moved for {timeout:.0f} s "
-                f"({sent_total} sent, {sum(received)} received); results kept"
-            )
-            return False
-
-
-def _planned(sc: Scenario, producers: int) -> int:
-    return (sc.messages + sc.warmup) * producers if sc.messages is not None else 0
-
-
-def _expected(
-    sc: Scenario, producers: list[WorkerSpec], consumers: list[WorkerSpec], counts: list[int],
-    done: dict[str, tuple[int, str]],
-) -> list[int]:
-    """Per consumer, how many messages its topic carried (pubsub: each; queue: shared by the topic)."""
-    sent_per_topic = [0] * sc.topics
-    for spec in producers:
-        sent_per_topic[spec.role.topic] += done[spec.name][0]
-    out = []
-    for spec in consumers:
-        if sc.pattern is Pattern.PUBSUB:
-            out.append(sent_per_topic[spec.role.topic])
-        else:
-            share = sum(1 for s in consumers if s.role.topic == spec.role.topic)
-            out.append(-(-sent_per_topic[spec.role.topic] // share))
-    return out

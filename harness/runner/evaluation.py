@@ -9,14 +9,16 @@ mean for delivery (the recovery table) is computed by the pipeline from them and
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
 from harness.runfolder import RunFolder
 from harness.runfolder.schema import FAULTS, SEND_ERRORS, TIMESERIES_DIR
-from harness.runner.case import CaseResult
 from harness.runner.faults import DEPTH_NOT_SAMPLED
+
+if TYPE_CHECKING:  # case.py imports this module
+    from harness.runner.case import CaseResult
 
 
 class EvaluationFiles:

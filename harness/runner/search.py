@@ -16,8 +16,7 @@ from harness import units
 from harness.metrics.compute import quantiles, throughput
 from harness.metrics.search import fanout, max_sustained, next_rate, sustained
 from harness.runfolder import RunFolder
-from harness.runner.case import CaseResult
-from harness.runner.run import CaseSpec, System, run_cases, supports
+from harness.runner.case import CaseResult, CaseSpec, System, run_cases, supports
 from harness.scenario import Scenario, Variant
 
 

@@ -4,30 +4,162 @@ Each worker owns its clock stamps (``time.monotonic_ns``, shared by all processe
 them in preallocated buffers, so that recording limits what is measured as little as Python allows
 (``mqbench calibrate`` measures how little). Every sending worker runs the one send loop
 (harness.runner._send) with a step for what it does per message, every consuming worker the one receive
-loop (harness.runner._receive); runs with faults give both their fault-tolerant strategies
+loop (below); runs with faults give both their fault-tolerant strategies
 (harness.runner._resilient) and mapped records (harness.runner._records). At the end a worker saves its
 records to ``<out>.npz`` (temp name + rename) and reports on the status queue (harness.runner._context
 describes the protocol). SIGINT is ignored here: the parent handles Ctrl-C and stops workers.
+
+The receive loop: receive -> stamp -> record the header, for every consuming worker, into ``Receipts``.
+
+Two ways in, chosen by what the driver declares: pull-style consumers (``Capabilities.pull_receive``) hand
+the worker a blocking receive, and the loop runs it in batches (``_pull_batches``, the per-message steps in
+C where the extension is built: ``_hotloop.recv_stamped``); callback-style consumers get
+``Receipts.callback`` and the loop calls ``poll``. Strategies of the loop, not copies of it: a slow consumer
+(``pacer``, callback way), the fault-tolerant consumer (``ReconnectingConsumer``: ``poll`` makes it again
+when it raises; mapped receipts), the slow-joiner handshake before the start (``await_probes``).
 """
 
 from __future__ import annotations
 
 import signal
+import time
 import traceback
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from harness.drivers import load_class
 from harness.drivers.base import Driver, DriverError
-from harness.runner._context import Interrupted, WorkerContext, WorkerSpec
+from harness.runner import _hot
+from harness.runner._context import Ended, Interrupted, WorkerContext, WorkerSpec
 from harness.runner._hot import HOT_LOOPS
-from harness.runner._receive import POLL_TIMEOUT, Pull, pacer, receive_messages
-from harness.runner._records import Receipts, SendRecord, save
+from harness.runner._records import (
+    BLOCK_BYTES,
+    PROBE_PREFIX,
+    SHORT_HEADER,
+    Receipts,
+    SendRecord,
+    leading_stamps,
+    save,
+)
 from harness.runner._resilient import ReconnectingConsumer, ReconnectingSend, quiet_clients
 from harness.runner._send import Request, Send, Step, probe_until_start, send_messages
 
 __all__ = ["HOT_LOOPS", "Interrupted", "WorkerContext", "WorkerSpec", "worker_main"]
+
+
+#: A pull-style receive: a function that blocks for the next payload at most a set time, and the exception
+#: it raises when none came.
+Pull = tuple[Callable[[], bytes], type[BaseException]]
+POLL_TIMEOUT = 0.05  # seconds a receive or poll blocks before the loop looks at the stop event
+
+
+def pacer(rate: float | None) -> Callable[[int], None] | None:
+    """A slow consumer's pause: called after each receipt (stamp ``t``), sleeps so that at most ``rate``
+    messages per second are handled on average, with bursts of at most 50 ms worth after an idle spell."""
+    if not rate:
+        return None
+    period = int(1e9 / rate)
+    burst = 50_000_000
+    mono = time.monotonic_ns
+    due = [0]
+
+    def pace(t: int) -> None:
+        nxt = max(due[0], t - burst) + period
+        due[0] = nxt
+        left = nxt - mono()
+        if left > 200_000:  # sleep() overshoots by ~0.1 ms: pausing in steps below that is noise
+            time.sleep(left / 1e9)
+
+    return pace
+
+
+def receive_messages(spec: WorkerSpec, ctx: WorkerContext, consumer: Any, receipts: Receipts, pull: Pull | None) -> None:
+    """From the start (after the handshake when ``spec.probe_from`` is set) until the stop event."""
+    if spec.probe_from:
+        if pull is None:
+            raise DriverError(f"{spec.system}: the slow-joiner handshake needs a pull-style consumer "
+                              "(Capabilities.pull_receive)")
+        started = await_probes(pull, spec, ctx, receipts)
+    else:
+        started = ctx.wait_start()
+    if not started:
+        return
+    if pull is not None:
+        _pull_batches(pull, spec, ctx, receipts)
+        return
+    poll, stop, progress, slot = consumer.poll, ctx.stop, ctx.progress, spec.slot
+    try:
+        while not stop.is_set():
+            poll(POLL_TIMEOUT)
+            progress[slot] = receipts.count()
+    except Ended:
+        pass
+
+
+def await_probes(pull: Pull, spec: WorkerSpec, ctx: WorkerContext, receipts: Receipts) -> bool:
+    """A consumer until the start: receive, and report ``("subscribed", name)`` once a probe from each of
+    ``spec.probe_from`` has arrived. A message that is not a probe can only arrive once the start is set and
+    before this loop has seen it: it is recorded like any other. Returns like ``WorkerContext.wait_start``."""
+    recv, timed_out = pull
+    missing = set(spec.probe_from)
+    reported = False
+    mono = time.monotonic_ns
+    while not ctx.start.is_set():
+        if ctx.stop.is_set():
+            return False
+        try:
+            msg = recv()
+        except timed_out:
+            continue
+        t = mono()
+        if msg[:2] == PROBE_PREFIX and len(msg) >= SHORT_HEADER.size:
+            missing.discard(SHORT_HEADER.unpack_from(msg)[1])
+            if not missing and not reported:
+                ctx.status.put(("subscribed", spec.name))
+                reported = True
+        else:
+            receipts.add_batch([msg], [t], spec.size)
+    return not ctx.stop.is_set()
+
+
+def _pull_batches(pull: Pull, spec: WorkerSpec, ctx: WorkerContext, receipts: Receipts) -> None:
+    """What ``Receipts.callback`` does, in batches: per message only the receive, the clock read and two
+    stores into lists reused from batch to batch; ``Receipts.add_batch`` cuts the headers of a batch out at
+    once. A batch ends after ``k`` messages or a receive timeout. Interrupted by the runner, the batch is
+    recorded up to the message being received (one that was received and stamped just before the
+    interruption may be left out)."""
+    recv, timed_out = pull
+    size, stop, progress, slot = spec.size, ctx.stop, ctx.progress, spec.slot
+    k = max(1, min(1024, BLOCK_BYTES // max(size, 1)))
+    mono = time.monotonic_ns
+    batch: list[Any] = [None] * k
+    stamps = [0] * k
+    hot = _hot.recv_stamped
+    hot_stamps = np.zeros(k, np.int64)
+    while not stop.is_set():
+        n = 0
+        try:
+            if hot is not None:  # the C loop: it ends the batch itself when a receive times out
+                hot_stamps[:] = 0
+                n = hot(recv, timed_out, batch, hot_stamps, k)
+            else:
+                for n in range(k):  # n: messages of this batch so far, also when a receive times out
+                    batch[n] = recv()
+                    stamps[n] = mono()
+                n = k
+        except timed_out:
+            pass
+        finally:
+            if hot is not None:
+                if not n:  # interrupted inside the C loop: every message it stored has its stamp
+                    n = leading_stamps(hot_stamps)
+                got = hot_stamps[:n].tolist()
+            else:
+                got = stamps[:n]
+            receipts.add_batch(batch[:n], got, size)
+        progress[slot] = receipts.count()
 
 
 def _interrupt(signum: int, frame: Any) -> None:

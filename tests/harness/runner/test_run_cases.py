@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness.runner import run
+from harness.runner import case as run
 from harness.scenario import parse_scenario
 
 

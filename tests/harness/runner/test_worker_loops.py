@@ -14,11 +14,11 @@ import pytest
 from harness.drivers.base import Role
 from harness.runner import _hot, _send
 from harness.runner._context import Interrupted, WorkerContext, WorkerSpec
-from harness.runner._receive import _pull_batches, await_probes
 from harness.runner._records import BLOCK_MAX_SIZE as _BLOCK_MAX_SIZE
 from harness.runner._records import HEADER, PROBE_ID, Receipts, leading_stamps
 from harness.runner._send import NEVER as _NEVER
 from harness.runner._send import _send_blocks, probe_until_start
+from harness.runner.worker import _pull_batches, await_probes
 from tests.harness.runner.hotloop_support import require_hotloop
 
 
