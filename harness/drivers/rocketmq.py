@@ -31,7 +31,6 @@ from typing import Any
 
 from harness.drivers.base import (
     Consumer,
-    Driver,
     DriverError,
     Guarantee,
     Pattern,
@@ -40,6 +39,7 @@ from harness.drivers.base import (
     Topology,
     topology_from_plan,
 )
+from harness.drivers.broker import BrokerDriver
 
 SEND_MODES = ("sync", "oneway")
 LENGTH_PROPERTY = b"mqbench_len"
@@ -63,10 +63,12 @@ class RocketMQOptions:
             raise DriverError("rocketmq option 'queues' must be positive")
 
 
-class RocketMQDriver(Driver):
+class RocketMQDriver(BrokerDriver):
+    """Topics are made and removed over the remoting protocol (``plan``/``teardown`` below), not through an
+    admin client."""
+
     name = "rocketmq"
     patterns = frozenset({Pattern.PUBSUB, Pattern.QUEUE})
-    needs_broker = True
     client_packages = ("rocketmq",)
     client = "rocketmq-python"
     client_module = "rocketmq.client"
@@ -75,8 +77,7 @@ class RocketMQDriver(Driver):
 
     def __init__(self, options: Mapping[str, Any], broker: Any = None) -> None:
         super().__init__(options, broker)
-        assert self.broker is not None
-        self.namesrv = self.broker.url.split("://", 1)[-1].rstrip("/")
+        self.namesrv = self.url.split("://", 1)[-1].rstrip("/")
 
     def guarantee(self) -> Guarantee:
         return Guarantee.AT_LEAST_ONCE if self.opts.send == "sync" else Guarantee.AT_MOST_ONCE
