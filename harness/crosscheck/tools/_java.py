@@ -16,7 +16,7 @@ import re
 import signal
 import subprocess
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -53,7 +53,8 @@ class ToolProcess:
     def tail(self, lines: int = TAIL_LINES) -> str:
         """The last ``lines`` lines of output, after the first line naming an error when that came earlier
         (a tool that rejects an argument prints the reason, then its whole usage)."""
-        kept = [line.strip() for line in self.output().splitlines() if line.strip()]
+        # Lines with "|-" are logback's report on its own configuration (RocketMQ's clients print it).
+        kept = [line.strip() for line in self.output().splitlines() if line.strip() and "|-" not in line]
         first_error = next((line for line in kept if _ERROR.search(line)), None)
         last = kept[-lines:]
         return " | ".join([first_error, "...", *last] if first_error and first_error not in last else last)
@@ -120,6 +121,20 @@ class JavaTools:
         if proc.status != 0:
             raise self.failed(proc)
         return proc.status
+
+    def await_output(self, procs: Sequence[ToolProcess], ready: Callable[[str], bool], timeout: float,
+                     what: str) -> None:
+        """Until ``ready`` holds for the output of every one of ``procs``; ToolFailed when one of them exits
+        first or ``timeout`` seconds pass (``what`` names what was awaited, in the sentence)."""
+        deadline = time.monotonic() + timeout
+        while not all(ready(proc.output()) for proc in procs):
+            for proc in procs:
+                if self.poll(proc) is not None:
+                    raise self.failed(proc)
+            if time.monotonic() > deadline:
+                raise ToolFailed(f"{self.tool}: {what} within {timeout:.0f} s; "
+                                 f"its last output: {procs[0].tail() or '(none)'}")
+            time.sleep(0.1)
 
     def failed(self, proc: ToolProcess) -> ToolFailed:
         return ToolFailed(f"{self.tool}: {proc.role} exited with status {proc.status}; "

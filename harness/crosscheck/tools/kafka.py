@@ -16,14 +16,13 @@ from __future__ import annotations
 import math
 import re
 import statistics
-import time
 import uuid
 from datetime import datetime
 from pathlib import Path
 
 from harness.brokers import _jars
 from harness.crosscheck._tool import CrossCase, Tool, ToolFailed, ToolMissing, ToolResult
-from harness.crosscheck.tools._java import TOOL_HEAP, JavaTools, ToolProcess
+from harness.crosscheck.tools._java import TOOL_HEAP, JavaTools
 from harness.drivers.base import BrokerEndpoint
 
 PACKAGE = "org.apache.kafka.tools."
@@ -120,7 +119,9 @@ class KafkaPerf(Tool):
                 "--partitions", str(case.consumers), "--replication-factor", "1"]), timeout=60)
             consumers = [tools.start(f"consumer-{i}", consume) for i in range(case.consumers)]
             tools.wait(tools.start("warmup", produce(1)), timeout=60)
-            self._await_join(tools, consumers)
+            # A line from any consumer: the group has formed (members join together).
+            tools.await_output(consumers[:1], lambda _: any(parse_intervals(c.output()) for c in consumers),
+                               JOIN_TIMEOUT_S, "ConsumerPerformance did not receive the warm-up record")
             tools.measure_broker(broker_pids)
             producers = [tools.start(f"producer-{i}", produce(case.messages)) for i in range(case.producers)]
             for proc in producers:
@@ -151,15 +152,3 @@ class KafkaPerf(Tool):
                   f"time (send, poll until it arrives), whole ms, unloaded; under load the producer's ack "
                   f"p50 was {ack_p50:.0f} ms"),
         )
-
-    def _await_join(self, tools: JavaTools, consumers: list[ToolProcess]) -> None:
-        """Until a consumer has printed the warm-up record's interval line (its group has formed)."""
-        deadline = time.monotonic() + JOIN_TIMEOUT_S
-        while not any(parse_intervals(c.output()) for c in consumers):
-            for proc in consumers:
-                if tools.poll(proc) is not None:
-                    raise tools.failed(proc)
-            if time.monotonic() > deadline:
-                raise ToolFailed(f"{self.name}: ConsumerPerformance did not receive the warm-up record within "
-                                 f"{JOIN_TIMEOUT_S:.0f} s; its last output: {consumers[0].tail() or '(none)'}")
-            time.sleep(0.1)
