@@ -150,8 +150,8 @@ def test_missing_jars_or_java_say_what_to_do(tmp_path: Path, monkeypatch: pytest
     (lib / f"rocketmq-example-{_jars.pinned_version('rocketmq')}.jar").touch()
     assert rmq_tool.RocketBenchmark().missing() is None
     monkeypatch.setattr(_jars, "java", lambda: None)
-    for tool in (kafka_tool.KafkaPerf(), rmq_tool.RocketBenchmark(), amq_tool.ActiveMQPerf()):
-        assert "Java" in str(tool.missing())
+    tools: list[Tool] = [kafka_tool.KafkaPerf(), rmq_tool.RocketBenchmark(), amq_tool.ActiveMQPerf()]
+    assert all("Java" in str(tool.missing()) for tool in tools)
 
 
 # -- the launcher -----------------------------------------------------------------------------------------
