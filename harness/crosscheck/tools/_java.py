@@ -21,7 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
-from harness.crosscheck._tool import ToolFailed
+from harness.brokers import _jars
+from harness.crosscheck._tool import Tool, ToolFailed, ToolMissing
 from harness.runner.proc import CpuMeter, CpuUse
 
 TAIL_LINES = 8  # of a failed tool's output, in the ToolFailed sentence
@@ -29,6 +30,25 @@ STOP_GRACE_S = 5.0  # after SIGTERM, before SIGKILL
 # Small heaps: two cores and the broker on the same machine (BROKERS.md).
 TOOL_HEAP = ("-Xms64m", "-Xmx256m")
 _ERROR = re.compile(r"error|exception|invalid", re.I)
+
+
+def missing_jar(pom: str, jar: str, display: str) -> str | None:
+    """None when Java and the ``jar`` (its name before the version) of the ``pom`` jar folder are here,
+    else one sentence saying what to do; ``display`` names the tool in it."""
+    if _jars.java() is None:
+        return f"no Java runtime for {display}; {_jars.JVM_INSTALL}"
+    lib = _jars.lib_dir(pom)
+    if lib is None or not any(lib.glob(f"{jar}-*.jar")):
+        return f"the {jar} jar is not in {_jars.cache_dir()}; run `make brokers`"
+    return None
+
+
+def java_for(tool: Tool) -> str:
+    """The ``java`` executable to run ``tool`` with; ToolMissing with the tool's sentence when it cannot run."""
+    reason, java = tool.missing(), _jars.java()
+    if reason or java is None:
+        raise ToolMissing(reason or f"no Java runtime for {tool.name}; {_jars.JVM_INSTALL}")
+    return java
 
 
 @dataclass

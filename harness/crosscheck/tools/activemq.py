@@ -21,7 +21,7 @@ from pathlib import Path
 from harness.brokers import _jars
 from harness.brokers.activemq import HOME
 from harness.crosscheck._tool import CrossCase, Tool, ToolFailed, ToolMissing, ToolResult
-from harness.crosscheck.tools._java import TOOL_HEAP, JavaTools
+from harness.crosscheck.tools._java import TOOL_HEAP, JavaTools, java_for
 from harness.drivers.base import BrokerEndpoint
 
 JAR = HOME / "bin" / "activemq.jar"
@@ -78,9 +78,7 @@ class ActiveMQPerf(Tool):
         return None
 
     def run(self, case: CrossCase, endpoint: BrokerEndpoint, workdir: Path, broker_pids: list[int]) -> ToolResult:
-        reason = self.missing()
-        if reason:
-            raise ToolMissing(reason)
+        java = java_for(self)
         openwire = endpoint.extra.get("openwire")
         if not openwire:
             raise ToolMissing("the ActiveMQ broker offers no OpenWire URL (only a private instance started by "
@@ -88,8 +86,6 @@ class ActiveMQPerf(Tool):
         if case.messages * case.producers % case.consumers:
             raise ToolFailed(f"{self.name}: each consumer thread waits for the same count, so the messages "
                              f"({case.messages * case.producers}) must split evenly over {case.consumers} consumers")
-        java = _jars.java()
-        assert java is not None
         workdir.mkdir(parents=True, exist_ok=True)
         (workdir / "log4j.properties").write_text(LOG4J)
         jvm = [java, *TOOL_HEAP, f"-Dlog4j.configuration=file:{workdir / 'log4j.properties'}",

@@ -21,8 +21,8 @@ from datetime import datetime
 from pathlib import Path
 
 from harness.brokers import _jars
-from harness.crosscheck._tool import CrossCase, Tool, ToolFailed, ToolMissing, ToolResult
-from harness.crosscheck.tools._java import TOOL_HEAP, JavaTools
+from harness.crosscheck._tool import CrossCase, Tool, ToolFailed, ToolResult
+from harness.crosscheck.tools._java import TOOL_HEAP, JavaTools, java_for, missing_jar
 from harness.drivers.base import BrokerEndpoint
 
 PACKAGE = "org.apache.kafka.tools."
@@ -78,20 +78,10 @@ class KafkaPerf(Tool):
     name = "kafka-tools"
 
     def missing(self) -> str | None:
-        if _jars.java() is None:
-            return f"no Java runtime for Kafka's perf tools; {_jars.JVM_INSTALL}"
-        lib = _jars.lib_dir("kafka")
-        if lib is None or not any(lib.glob("kafka-tools-*.jar")):
-            return f"the kafka-tools jar is not in {_jars.cache_dir()}; run `make brokers`"
-        return None
+        return missing_jar("kafka", "kafka-tools", "Kafka's perf tools")
 
     def run(self, case: CrossCase, endpoint: BrokerEndpoint, workdir: Path, broker_pids: list[int]) -> ToolResult:
-        reason = self.missing()
-        if reason:
-            raise ToolMissing(reason)
-        java = _jars.java()
-        assert java is not None
-        jvm = [java, *TOOL_HEAP, "-cp", _jars.classpath("kafka")]
+        jvm = [java_for(self), *TOOL_HEAP, "-cp", _jars.classpath("kafka")]
         bootstrap = endpoint.url.split("://", 1)[-1].rstrip("/")
         acks = ACKS.get(case.guarantee, "1")
         tag = uuid.uuid4().hex[:8]

@@ -24,8 +24,8 @@ from datetime import datetime
 from pathlib import Path
 
 from harness.brokers import _jars
-from harness.crosscheck._tool import CrossCase, Tool, ToolFailed, ToolMissing, ToolResult
-from harness.crosscheck.tools._java import TOOL_HEAP, JavaTools, ToolProcess
+from harness.crosscheck._tool import CrossCase, Tool, ToolFailed, ToolResult
+from harness.crosscheck.tools._java import TOOL_HEAP, JavaTools, ToolProcess, java_for, missing_jar
 from harness.drivers.base import BrokerEndpoint
 
 PACKAGE = "org.apache.rocketmq.example.benchmark."
@@ -93,21 +93,12 @@ class RocketBenchmark(Tool):
     name = "rocketmq-example benchmark"
 
     def missing(self) -> str | None:
-        if _jars.java() is None:
-            return f"no Java runtime for RocketMQ's benchmark tool; {_jars.JVM_INSTALL}"
-        lib = _jars.lib_dir("rocketmq")
-        if lib is None or not any(lib.glob("rocketmq-example-*.jar")):
-            return f"the rocketmq-example jar is not in {_jars.cache_dir()}; run `make brokers`"
-        return None
+        return missing_jar("rocketmq", "rocketmq-example", "RocketMQ's benchmark tool")
 
     def run(self, case: CrossCase, endpoint: BrokerEndpoint, workdir: Path, broker_pids: list[int]) -> ToolResult:
         from harness.drivers.rocketmq import broker_addresses, create_topic
 
-        reason = self.missing()
-        if reason:
-            raise ToolMissing(reason)
-        java = _jars.java()
-        assert java is not None
+        java = java_for(self)
         version = _jars.pinned_version("rocketmq")
         tool = f"{self.name} {version}"
         namesrv = endpoint.url.split("://", 1)[-1].rstrip("/")
