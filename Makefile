@@ -65,19 +65,20 @@ brokers:
 	  [ "$$CI" != "true" ]; fi
 	@$(MAKE) --no-print-directory $(JVM_BROKERS)
 
-# One jar folder per pom, complete only once .complete exists (a cut download is fetched again).
+# One jar folder per pom, complete only once .complete exists (a cut download is fetched again); .complete
+# holds the pom's checksum, so a jar added to a pom (a benchmark tool) is fetched into an existing folder too.
 JVM_BROKERS := $(patsubst harness/brokers/maven/%.xml,jvm-broker-%,$(wildcard harness/brokers/maven/*.xml))
 jvm-broker-%: harness/brokers/maven/%.xml
 	@pom=$<; version=$$(sed -n 's:.*<broker.version>\(.*\)</broker.version>.*:\1:p' $$pom); \
-	dir=$$(realpath -m $${MQBENCH_BROKERS_DIR:-.brokers}/$*-$$version); \
-	if [ -f $$dir/lib/.complete ]; then echo "brokers: $* $$version present"; exit 0; fi; \
+	dir=$$(realpath -m $${MQBENCH_BROKERS_DIR:-.brokers}/$*-$$version); sum=$$(sha256sum < $$pom | cut -c1-64); \
+	if [ "$$(cat $$dir/lib/.complete 2>/dev/null)" = "$$sum" ]; then echo "brokers: $* $$version present"; exit 0; fi; \
 	if ! command -v mvn >/dev/null || ! command -v java >/dev/null; then \
 	  echo "brokers: $* needs Java and Maven: apt-get install maven openjdk-17-jre-headless"; \
 	  [ "$$CI" != "true" ]; exit; fi; \
 	echo "brokers: fetching $* $$version with Maven into $$dir"; rm -rf $$dir/lib $$dir/lib.part; \
 	if mvn -q -B -Dstyle.color=never -f $$pom dependency:copy-dependencies -DincludeScope=runtime \
 	     -DoutputDirectory=$$dir/lib.part; then \
-	  mv $$dir/lib.part $$dir/lib && touch $$dir/lib/.complete; \
+	  mv $$dir/lib.part $$dir/lib && echo "$$sum" > $$dir/lib/.complete; \
 	else echo "brokers: Maven could not fetch $* $$version (see above); its tests will be skipped"; \
 	  rm -rf $$dir/lib.part; [ "$$CI" != "true" ]; fi
 

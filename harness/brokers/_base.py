@@ -84,6 +84,7 @@ class Provisioner(ABC):
             ready_timeout=self.ready_timeout,
             stop_grace=self.stop_grace,
             version=self.binary_version(binary),
+            extra=self.launch_extra(ports),
         )
 
     def commands(self, binary: str, workdir: Path, ports: list[int]) -> tuple[Command, ...]:
@@ -91,6 +92,10 @@ class Provisioner(ABC):
         broker proper last); configuration files go into ``workdir``. Every broker defines this, except
         one whose ports or checks do not fit the default ``prepare_process`` and overrides that instead."""
         raise NotImplementedError(f"{type(self).__name__} defines neither commands() nor prepare_process()")
+
+    def launch_extra(self, ports: list[int]) -> dict[str, str]:
+        """What a local broker on ``ports`` offers beyond its URL, for the endpoint's ``extra``. Default: nothing."""
+        return {}
 
     def binary_version(self, binary: str) -> str:
         """The version the binary reports ("" when only the protocol probe tells it)."""

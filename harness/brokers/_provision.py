@@ -160,7 +160,7 @@ def _process_broker(prov: Provisioner, logs_dir: Path | None) -> Iterator[Broker
             backend="process",
             implementation=prov.process_implementation,
             version=version or launch.version,
-            extra={"pids": [p.pid for p in started], "workdir": str(workdir), "startup_s": ready - launched},
+            extra={**launch.extra, "pids": [p.pid for p in started], "workdir": str(workdir), "startup_s": ready - launched},
         )
     finally:
         if launch is not None:

@@ -56,3 +56,4 @@ class Launch:
     ready_timeout: float = 30.0
     stop_grace: float = 10.0
     version: str = ""  # when the binary (not the protocol) tells the version
+    extra: Mapping[str, str] = field(default_factory=dict)  # added to the endpoint's ``extra`` (e.g. a second protocol's URL)

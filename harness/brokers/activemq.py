@@ -1,4 +1,8 @@
-"""ActiveMQ Classic: a private instance (own conf/data dirs, STOMP on a loopback port) or the pinned image."""
+"""ActiveMQ Classic: a private instance (own conf/data dirs, STOMP on a loopback port) or the pinned image.
+
+A private instance also listens for OpenWire on a second loopback port (``extra["openwire"]`` of its
+endpoint): ActiveMQ's own producer/consumer tool, which ``mqbench crosscheck`` runs, speaks only OpenWire.
+"""
 
 from __future__ import annotations
 
@@ -37,6 +41,7 @@ class ActiveMQProvisioner(Provisioner):
     url_template = "stomp://{host}:{port}"
     # The image's stock activemq.xml already opens STOMP on 61613.
     container = ContainerSpec(IMAGE, 61613, url_template, ready_timeout=90.0)
+    ports = 2  # STOMP (the clients'), OpenWire (ActiveMQ's own benchmark tool)
     ready_timeout = 90.0
     stop_grace = 15.0
 
@@ -55,7 +60,7 @@ class ActiveMQProvisioner(Provisioner):
         shutil.copytree(template, conf)
         (data / "tmp").mkdir(parents=True)
         xml = conf / "activemq.xml"
-        xml.write_text(broker_xml(xml.read_text(), ports[0]))
+        xml.write_text(broker_xml(xml.read_text(), ports[0], ports[1]))
         (conf / "log4j.properties").write_text(LOG4J)
         argv = (
             java,
@@ -74,6 +79,9 @@ class ActiveMQProvisioner(Provisioner):
         )
         return (Command("activemq", argv),)
 
+    def launch_extra(self, ports: list[int]) -> dict[str, str]:
+        return {"openwire": f"tcp://{LOOPBACK}:{ports[1]}"}
+
     def probe(self, url: str, timeout: float) -> str:
         """STOMP CONNECT; ready on CONNECTED, whose ``server`` header carries the version."""
         host, port = host_port(url, 61613)
@@ -91,11 +99,17 @@ class ActiveMQProvisioner(Provisioner):
         return match.group(1) if match else ""
 
 
-def broker_xml(text: str, stomp_port: int) -> str:
-    """The instance's activemq.xml with STOMP as its only connector, on ``stomp_port`` of loopback."""
+def broker_xml(text: str, stomp_port: int, openwire_port: int | None = None) -> str:
+    """The instance's activemq.xml whose connectors are STOMP on ``stomp_port`` of loopback and, when
+    given, OpenWire on ``openwire_port``."""
+    openwire = (
+        f'            <transportConnector name="openwire" uri="tcp://{LOOPBACK}:{openwire_port}?transport.tcpNoDelay=true"/>\n'
+        if openwire_port is not None else ""
+    )
     connector = (
         "<transportConnectors>\n"
         f'            <transportConnector name="stomp" uri="stomp://{LOOPBACK}:{stomp_port}?transport.tcpNoDelay=true"/>\n'
+        f"{openwire}"
         "        </transportConnectors>"
     )
     if CONNECTORS.search(text) is None:
