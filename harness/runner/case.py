@@ -25,6 +25,7 @@ from harness.drivers.base import BrokerEndpoint, Driver, Pattern, Role, Topology
 from harness.runner._records import assemble_rows, finalize, read_errors
 from harness.runner._workers import CaseFailed, Workers
 from harness.runner.faults import FaultInjector, Sampler, WorkerHooks, depth_probe
+from harness.runner.proc import CpuUse
 from harness.runner.worker import WorkerSpec
 from harness.scenario import Scenario, Variant
 
@@ -55,6 +56,7 @@ class CaseResult:
     faults: list[dict[str, Any]] = field(default_factory=list)  # what FaultInjector did, one dict per fault
     timeseries: pd.DataFrame | None = None  # Sampler rows (runs with faults or a slow consumer)
     send_errors: pd.DataFrame | None = None  # producer, seq, t_ns of sends that raised (runs with faults)
+    cpu: list[CpuUse] = field(default_factory=list)  # per process role, from the start event to the end
 
 
 Progress = Callable[[int, int], None]  # (received so far, expected so far)
@@ -149,6 +151,7 @@ def _run(
     sampler: Sampler | None = None
     fault_records: list[dict[str, Any]] = []
     samples: list[dict[str, Any]] = []
+    cpu: list[CpuUse] = []
     try:
         # All at once: producers only send after the start event, by which time every consumer is ready.
         for spec in [*consumers, *producers]:
@@ -181,11 +184,13 @@ def _run(
                 sc.faults, int(w.start_ns.value), WorkerHooks(w.kill, w.relaunch, w.mark_done), control,
                 driver.needs_broker, [s.name for s in producers], [s.name for s in consumers],
             )
+        w.measure_cpu(case.broker, control.pids() if control is not None else None)
         w.start.set()
         for thread in (sampler, injector):
             if thread is not None:
                 thread.start()
         complete = _watch(case, w, producers, consumers, problems, on_progress, injector)
+        cpu = w.cpu_used()
     finally:
         if injector is not None:
             fault_records = injector.stop()
@@ -220,7 +225,7 @@ def _run(
     rows = assemble_rows(case, producers, consumers, work_dir)
     return CaseResult(
         rows=rows, complete=complete, problems=problems, start_ns=int(w.start_ns.value), faults=fault_records,
-        timeseries=pd.DataFrame(samples) if evaluating else None, send_errors=send_errors,
+        timeseries=pd.DataFrame(samples) if evaluating else None, send_errors=send_errors, cpu=cpu,
     )
 
 

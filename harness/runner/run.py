@@ -20,6 +20,7 @@ from harness.drivers import driver_class
 from harness.drivers.base import BrokerEndpoint, Driver, DriverError
 from harness.runfolder import RunFolder
 from harness.runner.case import Case, CaseFailed, CaseResult, run_case
+from harness.runner.cpu import CpuTable
 from harness.runner.evaluation import EvaluationFiles
 from harness.scenario import Scenario, Variant
 
@@ -76,6 +77,7 @@ def run_cases(
     ``observe`` gets the result of each case that ran (a rate search judges its trials by them)."""
     complete = True
     evaluation = EvaluationFiles(run)
+    cpu = CpuTable(run)
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     with Progress(*columns, console=console, transient=False) as bar:
         overall = bar.add_task("cases", total=len(specs))
@@ -107,6 +109,7 @@ def run_cases(
             complete = complete and result.complete
             name = run.raw_name(sc.name, variant.system, variant.name, size, rate, rep)
             run.write_raw(name, result.rows, result.send_errors)
+            cpu.add(name, case, result.cpu)
             if observe is not None:
                 observe(result)
             if result.faults or result.timeseries is not None or result.send_errors is not None:
