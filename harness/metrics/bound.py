@@ -36,6 +36,10 @@ RULE = (
     f"{CLIENT_BUSY_PCT:.0f}%)"
 )
 
+#: The rule in a line short enough for a chart's axis label.
+RULE_SHORT = (f"{MARK}: client-bound (busiest client ≥ {CLIENT_BUSY_PCT:.0f}% of a core, broker < "
+              f"{BROKER_IDLE_PCT:.0f}%)")
+
 
 def _missing(value: float | None) -> bool:
     return value is None or math.isnan(value)
