@@ -281,7 +281,8 @@ def figure(summary: Summary, head: Headline) -> Figure:
     names = [("≈ " if r.approximate else "") + (f"{MARK} " if r.bound else "")
              + " · ".join(x for x in (r.name, r.guarantee) if x) for r in head.rows]
     bars.set_yticks(y, names, fontsize=8)
-    bars.set_xlim(0, max(float((msgs + err[1]).max()), 1.0) * 1.25)  # room for the ratio text
+    room = 1.7 if any(row.bound for row in head.rows) else 1.25  # for the ratio text (and the CPU figures)
+    bars.set_xlim(0, max(float((msgs + err[1]).max()), 1.0) * room)
     for yi, row, width in zip(y, head.rows, msgs + err[1], strict=True):
         text = "reference" if row.name == head.reference else f"{row.ratio:.2g}×"
         if row.bound:

@@ -1,0 +1,58 @@
+"""A smoke run of a brokerless system (zmq) and a broker that starts fast (redis) through the real runner:
+the run folder's CPU table has every process role of every case, the summary's CPU columns are filled,
+and the report shows them."""
+
+from __future__ import annotations
+
+import math
+import os
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from rich.console import Console
+
+from harness.brokers import choose_backend
+from harness.compare import compare
+from harness.metrics.bound import NO_BROKER
+from harness.runfolder import RunFolder
+from harness.runfolder.schema import CPU, CPU_SUMMARY_COLUMNS, CPU_TABLE_COLUMNS
+from harness.scenario import parse_scenario
+
+
+def test_zmq_and_redis_record_cpu_per_process(tmp_path: Path) -> None:
+    choice = choose_backend("redis")
+    if choice.backend is None:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"redis: {choice.reason}")
+        pytest.skip(f"redis: {choice.reason}")
+    scenario = parse_scenario({"name": "cpu-smoke", "pattern": "queue", "message_sizes": [100], "messages": 5000,
+                               "warmup": 200, "repetitions": 1}, "test.yaml")
+    out = compare([scenario], systems=["zmq", "redis"], out_root=tmp_path,
+                  console=Console(file=open(os.devnull, "w")), write_report=True)  # noqa: SIM115
+    assert out.complete, out.problems
+
+    cpu = RunFolder.open(out.run_dir).read_table(CPU)
+    assert list(cpu.columns) == list(CPU_TABLE_COLUMNS)
+    assert (out.run_dir / f"{CPU}.csv").is_file()
+    roles = {system: set(group["role"]) for system, group in cpu.groupby("system")}
+    assert roles == {"zmq": {"harness", "producer-0", "consumer-0"},
+                     "redis": {"harness", "broker", "producer-0", "consumer-0"}}
+    assert cpu["cpu_s"].notna().all() and (cpu["cpu_s"] >= 0).all() and (cpu["wall_s"] > 0).all()
+
+    summary = out.summary.set_index("system")
+    assert set(CPU_SUMMARY_COLUMNS) <= set(out.summary.columns)
+    redis, zmq = summary.loc["redis"], summary.loc["zmq"]
+    for row in (redis, zmq):
+        assert not math.isnan(row["client_cpu_pct"]) and row["client_cpu_role"] in ("producer-0", "consumer-0")
+        assert not math.isnan(row["harness_cpu_pct"]) and row["cpu_total_s"] >= 0
+    assert not math.isnan(redis["broker_cpu_pct"]) and redis["cpu_note"] == ""
+    assert math.isnan(zmq["broker_cpu_pct"]) and zmq["cpu_note"] == NO_BROKER
+
+    html = (out.run_dir / "report.html").read_text()
+    md = (out.run_dir / "summary.md").read_text()
+    table = md[md.index("## CPU per case"):md.index("## Delivery")]
+    assert "CPU per case" in html and "broker CPU" in html
+    broker_figure = f"{redis['broker_cpu_pct']:.0f}%"
+    assert any(line.startswith("| redis") and broker_figure in line for line in table.splitlines())
+    assert pd.read_csv(out.run_dir / "summary.csv")["cpu_note"].fillna("").tolist().count(NO_BROKER) == 1
