@@ -22,7 +22,7 @@ import math
 
 CLIENT_BUSY_PCT = 90.0
 BROKER_IDLE_PCT = 70.0
-#: The summary's ``cpu_note`` of a system without a broker.
+#: How the summary's ``cpu_note`` of a system without a broker begins.
 NO_BROKER = "no broker"
 #: The short mark a label puts on a row or bar (tables, charts, the terminal).
 MARK = "†"

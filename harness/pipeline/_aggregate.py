@@ -97,5 +97,5 @@ def _cpu_labels(group: pd.DataFrame, row: dict[str, object]) -> dict[str, str]:
     role = str(roles.mode().iloc[0]) if not roles.empty else ""
     notes = [str(n) for n in dict.fromkeys(group.get("cpu_note", pd.Series(dtype=str)).dropna().astype(str)) if n]
     label = client_bound(row["client_cpu_pct_mean"], row["broker_cpu_pct_mean"], role,  # type: ignore[arg-type]
-                         brokerless=notes == [NO_BROKER])
+                         brokerless=bool(notes) and all(n.startswith(NO_BROKER) for n in notes))
     return {"client_cpu_role": role, "cpu_note": "; ".join(notes), "client_bound": label or ""}

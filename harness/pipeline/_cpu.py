@@ -46,7 +46,7 @@ def _one_case(roles: list[dict[str, object]]) -> dict[str, object]:
     client = workers[busiest] if busiest else math.nan
     has_broker = "broker" in pct
     broker = pct.get("broker", math.nan)
-    notes = [n for r in roles if isinstance(n := r.get("note"), str) and n]
+    notes = [*([] if has_broker else [NO_BROKER]), *(n for r in roles if isinstance(n := r.get("note"), str) and n)]
     seconds = [s for r in roles if not math.isnan(s := float(r["cpu_s"]))]  # type: ignore[arg-type]
     return {
         "broker_cpu_pct": broker,
@@ -54,7 +54,7 @@ def _one_case(roles: list[dict[str, object]]) -> dict[str, object]:
         "client_cpu_role": busiest,
         "harness_cpu_pct": pct.get("harness", math.nan),
         "cpu_total_s": sum(seconds) if seconds else math.nan,
-        "cpu_note": "; ".join(notes) if has_broker else NO_BROKER,
+        "cpu_note": "; ".join(dict.fromkeys(notes)),
         "client_bound": client_bound(client, broker, busiest, brokerless=not has_broker) or "",
     }
 

@@ -14,6 +14,8 @@ from harness.runfolder.schema import CPU, CPU_TABLE_COLUMNS
 from harness.runner.case import Case
 from harness.runner.proc import CpuUse
 
+FAULT_NOTE = "a case with faults: a process restarted by a fault is not counted after its restart"
+
 
 class CpuTable:
     """Accumulates one run's CPU rows and rewrites the table after each case (an interrupted run keeps what
@@ -32,8 +34,11 @@ class CpuTable:
             "rate": float("nan") if case.rate is None else float(case.rate), "repetition": case.repetition,
             "case": raw_name.removesuffix(".parquet"),
         }
+        # The meter's pids are fixed at the start: a broker or worker a fault restarts is not counted after.
+        partial = FAULT_NOTE if case.scenario.faults else ""
         self.rows += [
-            {**keys, "role": u.role, "cpu_s": u.cpu_s, "wall_s": u.wall_s, "core_pct": u.core_pct, "note": u.note}
+            {**keys, "role": u.role, "cpu_s": u.cpu_s, "wall_s": u.wall_s, "core_pct": u.core_pct,
+             "note": "; ".join(n for n in (u.note, partial) if n)}
             for u in used
         ]
         self.run.write_table(CPU, pd.DataFrame(self.rows, columns=list(CPU_TABLE_COLUMNS)), csv=True)

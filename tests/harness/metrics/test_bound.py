@@ -71,3 +71,13 @@ def test_summary_cpu_columns_from_the_cpu_table() -> None:
     assert zmq["client_bound"].startswith("receiver-bound: consumer-0 used 92%")
     assert rabbit["client_bound"] == "" and rabbit["cpu_note"].startswith("not measured")
     assert nats["cpu_note"] == NOT_RECORDED and math.isnan(nats["client_cpu_pct"]) and nats["client_bound"] == ""
+
+
+def test_notes_of_a_case_with_faults_keep_a_brokerless_row_labelled() -> None:
+    note = "a case with faults: a process restarted by a fault is not counted after its restart"
+    rows = _cpu("zmq", 0, {"harness": 1.0, "producer-0": 96.0}, {"harness": note, "producer-0": note})
+    cases = pd.DataFrame({"run_id": ["r"], "scenario": "s", "system": "zmq", "variant": "default", "size": 100,
+                          "rate": math.nan, "repetition": 0})
+    out = cpu_columns(cases, pd.DataFrame(rows, columns=list(CPU_TABLE_COLUMNS))).iloc[0]
+    assert out["cpu_note"] == f"{NO_BROKER}; {note}"  # once, however many roles carry it
+    assert out["client_bound"].startswith("sender-bound")

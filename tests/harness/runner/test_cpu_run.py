@@ -56,3 +56,41 @@ def test_zmq_and_redis_record_cpu_per_process(tmp_path: Path) -> None:
     broker_figure = f"{redis['broker_cpu_pct']:.0f}%"
     assert any(line.startswith("| redis") and broker_figure in line for line in table.splitlines())
     assert pd.read_csv(out.run_dir / "summary.csv")["cpu_note"].fillna("").tolist().count(NO_BROKER) == 1
+
+
+def test_a_worker_whose_client_runs_in_the_jvm_is_metered_with_its_jvm(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from harness.drivers.java import JeromqDriver, unavailable_reason
+    from harness.runner import _workers
+    from harness.runner.case import Case, run_case
+    from harness.scenario import Variant
+
+    reason = unavailable_reason()
+    if reason:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"the JVM worker cannot run: {reason}")
+        pytest.skip(reason)
+    metered: dict[str, list[str]] = {}
+
+    class Recording(_workers.CpuMeter):
+        def __init__(self, roles: dict[str, list[int]]) -> None:
+            super().__init__(roles)
+            metered.update({role: [_command(pid) for pid in pids] for role, pids in roles.items()})
+
+    monkeypatch.setattr(_workers, "CpuMeter", Recording)
+    scenario = parse_scenario({"name": "j", "pattern": "queue", "message_sizes": [100], "messages": 2000,
+                               "warmup": 0, "timeout": 20}, "t.yaml")
+    variant = Variant(system="jeromq", name="default", options={})
+    result = run_case(Case(scenario, variant, 100, None, 0, "run", None), JeromqDriver({}), tmp_path / "work")
+    assert result.complete, result.problems
+    assert {u.role for u in result.cpu} == {"harness", "producer-0", "consumer-0"}  # no broker row
+    for role in ("producer-0", "consumer-0"):
+        assert metered[role][-1] == "java", metered  # the worker's relay and the JVM it started
+
+
+def _command(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return ""
