@@ -107,8 +107,9 @@ class Workers:
         if broker is not None and broker_pids:
             roles["broker"] = broker_pids
         elif broker is not None:
-            where = "an external broker" if broker.backend == "external" else f"a {broker.backend} broker"
-            self._unmeasured.append(("broker", f"not measured: {where} is not a process of this harness"))
+            why = ("its processes were not found" if broker.backend == "process"
+                   else f"it runs outside this harness ({broker.backend})")
+            self._unmeasured.append(("broker", f"not measured: {why}"))
         for name, p in self.procs.items():
             if p.pid is not None:
                 roles[name] = [p.pid, *([self.client_pids[name]] if name in self.client_pids else [])]

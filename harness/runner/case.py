@@ -56,7 +56,7 @@ class CaseResult:
     faults: list[dict[str, Any]] = field(default_factory=list)  # what FaultInjector did, one dict per fault
     timeseries: pd.DataFrame | None = None  # Sampler rows (runs with faults or a slow consumer)
     send_errors: pd.DataFrame | None = None  # producer, seq, t_ns of sends that raised (runs with faults)
-    cpu: list[CpuUse] = field(default_factory=list)  # per process role, from the start event to the end
+    cpu: list[CpuUse] = field(default_factory=list)  # per process role, start event to last message moved
 
 
 Progress = Callable[[int, int], None]  # (received so far, expected so far)

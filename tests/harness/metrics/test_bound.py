@@ -55,7 +55,7 @@ def test_summary_cpu_columns_from_the_cpu_table() -> None:
         *_cpu("redis", 0, {"harness": 3.0, "broker": 35.0, "producer-0": 97.0, "consumer-0": 60.0}),
         *_cpu("zmq", 0, {"harness": 2.0, "producer-0": 80.0, "consumer-0": 92.0}),
         *_cpu("rabbitmq", 0, {"harness": 2.0, "broker": math.nan, "producer-0": 99.0},
-              {"broker": "not measured: an external broker is not a process of this harness"}),
+              {"broker": "not measured: it runs outside this harness (external)"}),
     ]
     cpu = pd.DataFrame(rows, columns=list(CPU_TABLE_COLUMNS))
     cases = pd.DataFrame({"run_id": "r", "scenario": "s", "system": ["redis", "zmq", "rabbitmq", "nats"],

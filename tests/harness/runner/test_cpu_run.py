@@ -94,3 +94,35 @@ def _command(pid: int) -> str:
         return Path(f"/proc/{pid}/comm").read_text().strip()
     except OSError:
         return ""
+
+
+def test_an_external_broker_is_not_measured_and_says_so(tmp_path: Path) -> None:
+    import shutil
+    import subprocess
+    import time
+
+    from harness.brokers import free_port
+
+    server = shutil.which("redis-server")
+    if server is None:
+        if os.environ.get("CI") == "true":
+            pytest.fail("redis-server is not installed (make brokers)")
+        pytest.skip("redis-server is not installed (make brokers)")
+    port = free_port()
+    redis = subprocess.Popen([server, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--dir", str(tmp_path)],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        time.sleep(0.5)  # the external check below retries the connection anyway
+        scenario = parse_scenario({"name": "ext", "pattern": "queue", "message_sizes": [100], "messages": 2000,
+                                   "warmup": 100, "repetitions": 1}, "test.yaml")
+        out = compare([scenario], systems=["redis"], out_root=tmp_path / "results",
+                      brokers={"redis": f"redis://127.0.0.1:{port}"},
+                      console=Console(file=open(os.devnull, "w")), write_report=False)  # noqa: SIM115
+    finally:
+        redis.kill()
+        redis.wait()
+    assert out.complete, out.problems
+    row = out.summary.iloc[0]
+    assert math.isnan(row["broker_cpu_pct"]) and row["cpu_note"].startswith("not measured: it runs outside")
+    assert row["client_bound"] == ""  # no claim without the broker's figure
+    assert not math.isnan(row["client_cpu_pct"])
