@@ -175,7 +175,7 @@ def render_html(
 def render_markdown(
     summary: Summary, figure_names: list[str], extra: str = "", heads: Sequence[Headline] = ()
 ) -> str:
-    """``summary.md``: headline sentences and charts, manifest tables, results, delivery, figure links."""
+    """``summary.md``: headline sentences and charts, manifest tables, results, CPU, delivery, figure links."""
     lines = ["# mqbench summary", ""]
     for run in summary.runs:
         if not run.complete:
@@ -189,13 +189,13 @@ def render_markdown(
         lines += ["## Maximum sustainable rate", "", SEARCH_NOTE, "", to_markdown(search), ""]
     for heading, table in manifest_tables(summary):
         lines += [f"## {heading}", "", to_markdown(table), ""]
+    cpu = cpu_table(summary)
     lines += [
         "## Results",
         "",
         to_markdown(results_table(summary)),
         "",
-        *(["## CPU per case", "", CPU_NOTE, "", to_markdown(cpu_table(summary)), ""]
-          if not cpu_table(summary).empty else []),
+        *(["## CPU per case", "", CPU_NOTE, "", to_markdown(cpu), ""] if not cpu.empty else []),
         "## Delivery",
         "",
         to_markdown(delivery_table(summary)),
