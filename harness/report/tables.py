@@ -81,7 +81,8 @@ def cpu_table(summary: Summary) -> pd.DataFrame:
     if agg.empty or "client_bound" not in agg:
         return pd.DataFrame()
     return pd.DataFrame({
-        "system": agg["label"],
+        "system": [label if variant in ("", "default") else f"{label} {variant}"
+                   for label, variant in zip(agg["label"], agg["variant"], strict=True)],
         "scenario": agg["scenario"],
         "size": [size_text(int(s)) for s in agg["size"]],
         "rate": [rate_text(r) for r in agg["rate"]],
