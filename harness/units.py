@@ -59,3 +59,11 @@ def duration_us(value: float | None) -> str:
         return MISSING
     assert value is not None
     return _scaled(value, _DURATION_UNITS_US, "µs")
+
+
+def percent(value: float | None) -> str:
+    """A share such as % of a core: ``97%``, ``140%`` (whole percents)."""
+    if _missing(value):
+        return MISSING
+    assert value is not None
+    return f"{value:.0f}%"

@@ -21,6 +21,7 @@ from harness.commands._options import add_broker_options, parse_brokers
 from harness.commands._terminal import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, Column, fail, numeric, table
 from harness.drivers import SYSTEMS
 from harness.drivers.base import DriverError
+from harness.metrics.bound import MARK
 from harness.scenario import Scenario, ScenarioError, load_scenarios
 
 NAME = "compare"
@@ -118,6 +119,7 @@ def end_of_run_tables(summary: pd.DataFrame) -> list[Table]:
         dup=("duplicated", "sum"),
         ooo=("out_of_order", "sum"),
         kind=("latency_kind", "first"),
+        bound=("client_bound", _mostly_bound),
     ).reset_index()
     tables = []
     for scenario, rows in cases.groupby("scenario", sort=False):
@@ -127,7 +129,8 @@ def end_of_run_tables(summary: pd.DataFrame) -> list[Table]:
         records: list[dict[str, Any]] = rows.to_dict("records")  # type: ignore[assignment]
         cells = [
             [
-                str(r["label"]) if r["variant"] in ("default", None) else f"{r['label']}/{r['variant']}",
+                (str(r["label"]) if r["variant"] in ("default", None) else f"{r['label']}/{r['variant']}")
+                + (f" {MARK}" if r["bound"] else ""),
                 units.size(int(r["size"])),
                 "max" if r["rate"] < 0 else units.count(float(r["rate"])),
                 units.count(r["snd"]),
@@ -137,5 +140,12 @@ def end_of_run_tables(summary: pd.DataFrame) -> list[Table]:
             ]
             for r in records
         ]
-        tables.append(table(_COLUMNS, cells, title=title, width=TABLE_WIDTH))
+        caption = f"{MARK} bound by its own client's CPU (summary.csv: client_bound)" if rows["bound"].any() else None
+        tables.append(table(_COLUMNS, cells, title=title, caption=caption, width=TABLE_WIDTH))
     return tables
+
+
+def _mostly_bound(labels: pd.Series) -> bool:
+    """Whether most repetitions of a case carry the CPU-based client-bound label."""
+    marked = labels.fillna("").astype(str) != ""
+    return bool(marked.sum() * 2 > len(marked))

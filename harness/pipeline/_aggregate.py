@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from harness.metrics.bound import NO_BROKER, client_bound
 from harness.runfolder.schema import CASE_KEYS, VARIANT_LABELS
 
 #: Per-repetition columns that get a mean and a confidence interval.
@@ -26,7 +27,14 @@ CI_METRICS: tuple[str, ...] = (
     "lat_p99_us",
     "lat_intended_p50_us",
     "lat_intended_p99_us",
+    "broker_cpu_pct",
+    "client_cpu_pct",
+    "harness_cpu_pct",
+    "cpu_total_s",
 )
+#: Per case, from its repetitions: the busiest worker (most often), CPU notes, and the CPU-based label judged
+#: on the mean figures (``harness.metrics.bound``), so that the label matches the means a report prints.
+CPU_LABELS: tuple[str, ...] = ("client_cpu_role", "cpu_note", "client_bound")
 #: Per-repetition counts summed over repetitions.
 SUMMED: tuple[str, ...] = ("sent", "expected", "received", "lost", "send_failed", "duplicated", "out_of_order")
 LEVEL = 0.95
@@ -56,7 +64,7 @@ def aggregate_columns() -> list[str]:
     names = [*CASE_KEYS, *VARIANT_LABELS, "latency_kind", "repetitions", "complete", *SUMMED]
     for metric in CI_METRICS:
         names += [f"{metric}_mean", f"{metric}_ci95_low", f"{metric}_ci95_high"]
-    return names
+    return [*names, *CPU_LABELS]
 
 
 def aggregate(per_repetition: pd.DataFrame, level: float = LEVEL) -> pd.DataFrame:
@@ -73,8 +81,21 @@ def aggregate(per_repetition: pd.DataFrame, level: float = LEVEL) -> pd.DataFram
         for name in SUMMED:
             row[name] = int(group[name].sum())
         for metric in CI_METRICS:
-            mean, low, high = confidence_interval(group[metric].to_numpy(dtype="float64"), level)
+            # a summary from before a metric existed (CPU) has no column for it: NaN
+            values = group[metric].to_numpy(dtype="float64") if metric in group else np.array([])
+            mean, low, high = confidence_interval(values, level)
             row.update({f"{metric}_mean": mean, f"{metric}_ci95_low": low, f"{metric}_ci95_high": high})
+        row.update(_cpu_labels(group, row))
         rows.append(row)
     out = pd.DataFrame(rows, columns=columns)
     return out.sort_values(list(CASE_KEYS), na_position="last", kind="mergesort").reset_index(drop=True)
+
+
+def _cpu_labels(group: pd.DataFrame, row: dict[str, object]) -> dict[str, str]:
+    roles = group.get("client_cpu_role", pd.Series(dtype=str)).dropna().astype(str)
+    roles = roles[roles != ""]
+    role = str(roles.mode().iloc[0]) if not roles.empty else ""
+    notes = [str(n) for n in dict.fromkeys(group.get("cpu_note", pd.Series(dtype=str)).dropna().astype(str)) if n]
+    label = client_bound(row["client_cpu_pct_mean"], row["broker_cpu_pct_mean"], role,  # type: ignore[arg-type]
+                         brokerless=bool(notes) and all(n.startswith(NO_BROKER) for n in notes))
+    return {"client_cpu_role": role, "cpu_note": "; ".join(notes), "client_bound": label or ""}

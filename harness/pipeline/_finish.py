@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from harness.metrics.compute import PERCENTILES, Delivery, rate
+from harness.pipeline._cpu import cpu_columns
 from harness.runfolder import RunInfo
 from harness.runfolder.schema import CASE_KEYS, SUMMARY_COLUMNS, VARIANT_LABELS, percentile_column
 
@@ -90,8 +91,10 @@ def _quantile_columns(frame: pd.DataFrame, source: str, names: Sequence[str], co
     return pd.DataFrame(values, columns=list(names), index=frame.index)
 
 
-def finish_per_repetition(cases: pd.DataFrame, runs: Sequence[RunInfo]) -> pd.DataFrame:
-    """Build the per-repetition summary (``PER_REPETITION_COLUMNS``) from the engines' case aggregates."""
+def finish_per_repetition(cases: pd.DataFrame, runs: Sequence[RunInfo], cpu: pd.DataFrame | None = None
+                          ) -> pd.DataFrame:
+    """Build the per-repetition summary (``PER_REPETITION_COLUMNS``) from the engines' case aggregates and
+    the runs' CPU tables (``cpu``, ``CPU_TABLE_COLUMNS``; None or empty when none was recorded)."""
     if cases.empty:
         return pd.DataFrame(columns=list(PER_REPETITION_COLUMNS))
     by_id = {run.run_id: run for run in runs}
@@ -134,6 +137,7 @@ def finish_per_repetition(cases: pd.DataFrame, runs: Sequence[RunInfo]) -> pd.Da
     out["send_delay_max_us"] = (c["delay_max_ns"].astype("float64") / 1e3).where(c["delay_count"] > 0)
     keys = c[["scenario", "system", "variant", "size", "rate", "repetition"]].itertuples(index=False)
     out["complete"] = [bool(i.case_complete(*k)) if i else False for i, k in zip(info, keys, strict=True)]
+    out = pd.concat([out, cpu_columns(out, pd.DataFrame() if cpu is None else cpu)], axis=1)
     out["lat_count"] = c["lat_count"].astype("int64")
     out["sender_span_s"] = (c["t_send_last"] - c["t_send_first"]).astype("float64") / 1e9
     out["receiver_span_s"] = (c["t_recv_last"] - c["t_recv_first"]).astype("float64") / 1e9

@@ -9,11 +9,19 @@ from collections.abc import Mapping, Sequence
 
 import pandas as pd
 
+from harness.metrics.bound import RULE
 from harness.metrics.search import KEEP_UP
 from harness.pipeline import Summary
 from harness.report.headline import Headline, caption, sentence
 from harness.report.manifest import run_table, scenarios_table, systems_table, variants_table
-from harness.report.tables import delivery_table, results_table, search_results_table, to_html, to_markdown
+from harness.report.tables import (
+    cpu_table,
+    delivery_table,
+    results_table,
+    search_results_table,
+    to_html,
+    to_markdown,
+)
 
 DEFINITIONS = (
     (
@@ -54,6 +62,13 @@ SEARCH_NOTE = (
     "A rate search runs short open-loop trials per system, bisecting the offered rate: a trial is sustained "
     f"when the receiver gets at least {KEEP_UP:.0%} of the offered rate, nothing is lost, and p99 from the intended "
     "send time stays under the scenario's bound. The knee is where the p99-vs-load curve bends upward."
+)
+
+CPU_NOTE = (
+    "CPU time of each process over the case's measured interval (the start to the last message moved), from "
+    "/proc, as % of one core (100 = one core busy throughout; a multi-threaded process can exceed it): the "
+    "broker with all its processes, the busiest client process (producer, consumer, requester or replier, "
+    f"with its JVM), the harness's parent process; means over repetitions. {RULE}. Per process figures: cpu.csv."
 )
 
 _CSS = """
@@ -138,6 +153,9 @@ def render_html(
     out.append("<h2>Results</h2>")
     out.append(f"<div class='scroll'>{to_html(results_table(summary), highlight='lost')}</div>")
     out += [_figure_html(name, png, captions.get(name, name)) for name, png in pngs.items() if name not in lead]
+    cpu = cpu_table(summary)
+    if not cpu.empty:
+        out.append(f"<h2>CPU per case</h2><p>{esc(CPU_NOTE)}</p><div class='scroll'>{to_html(cpu)}</div>")
     out.append("<h2>Delivery</h2>")
     out.append(f"<div class='scroll'>{to_html(delivery_table(summary), highlight='lost')}</div>")
     if extra:
@@ -157,7 +175,7 @@ def render_html(
 def render_markdown(
     summary: Summary, figure_names: list[str], extra: str = "", heads: Sequence[Headline] = ()
 ) -> str:
-    """``summary.md``: headline sentences and charts, manifest tables, results, delivery, figure links."""
+    """``summary.md``: headline sentences and charts, manifest tables, results, CPU, delivery, figure links."""
     lines = ["# mqbench summary", ""]
     for run in summary.runs:
         if not run.complete:
@@ -171,11 +189,13 @@ def render_markdown(
         lines += ["## Maximum sustainable rate", "", SEARCH_NOTE, "", to_markdown(search), ""]
     for heading, table in manifest_tables(summary):
         lines += [f"## {heading}", "", to_markdown(table), ""]
+    cpu = cpu_table(summary)
     lines += [
         "## Results",
         "",
         to_markdown(results_table(summary)),
         "",
+        *(["## CPU per case", "", CPU_NOTE, "", to_markdown(cpu), ""] if not cpu.empty else []),
         "## Delivery",
         "",
         to_markdown(delivery_table(summary)),

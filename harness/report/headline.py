@@ -18,6 +18,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, LogFormatter
 
 from harness import units
+from harness.metrics.bound import MARK, RULE, RULE_SHORT, cpu_text
 from harness.pipeline import Summary
 
 #: The system every other is compared with when it ran.
@@ -40,6 +41,9 @@ class Row:
     lost: int
     approximate: bool  # percentiles approximated (Spark) or the case did not run to its end
     ratio: float = math.nan  # msgs / the reference row's msgs
+    bound: str = ""  # the CPU-based label with its reason (harness.metrics.bound), "" when none
+    client_cpu: float = math.nan  # % of a core: the busiest client process, the broker (means)
+    broker_cpu: float = math.nan
 
 
 @dataclass(frozen=True)
@@ -131,6 +135,9 @@ def _row(summary: Summary, r: pd.Series, many_runs: bool, prefix: str, msgs: flo
         repetitions=int(r["repetitions"]),
         lost=int(r["lost"]),
         approximate=_approximate(summary, r),
+        bound=str(r.get("client_bound") or ""),
+        client_cpu=float(r.get("client_cpu_pct_mean", math.nan)),
+        broker_cpu=float(r.get("broker_cpu_pct_mean", math.nan)),
     )
 
 
@@ -238,7 +245,9 @@ def sentence(head: Headline) -> str:
         text += (f"; slowest is {_who(worst)} at {units.count(worst.msgs)} msgs/s"
                  f"{_ratio(worst, head.reference)}, p99 {units.duration_us(worst.p99_us)}")
     lost = [row.name for row in head.rows if row.lost]
-    return start + text + (f"; {', '.join(lost)} lost messages" if lost else "") + "."
+    bound = [f"{row.name} ({cpu_text(row.client_cpu, row.broker_cpu)})" for row in head.rows if row.bound]
+    return (start + text + (f"; {', '.join(lost)} lost messages" if lost else "")
+            + (f"; {MARK} bound by its own client's CPU: {', '.join(bound)}" if bound else "") + ".")
 
 
 class _MinorDurations(LogFormatter):
@@ -264,16 +273,25 @@ def figure(summary: Summary, head: Headline) -> Figure:
     err = np.array([[row.msgs - row.low, row.high - row.msgs] if not math.isnan(row.low) else [0.0, 0.0]
                     for row in head.rows]).T.clip(min=0)
     colors = ["#9aa7b8" if row.approximate else "#3b6ea8" for row in head.rows]
-    bars.barh(y, msgs, xerr=err, color=colors, capsize=3, height=0.6)
-    names = [("≈ " if r.approximate else "") + " · ".join(x for x in (r.name, r.guarantee) if x) for r in head.rows]
+    drawn = bars.barh(y, msgs, xerr=err, color=colors, capsize=3, height=0.6)
+    for patch, row in zip(drawn.patches, head.rows, strict=True):
+        if row.bound:
+            patch.set_hatch("///")
+            patch.set_edgecolor("white")
+    names = [("≈ " if r.approximate else "") + (f"{MARK} " if r.bound else "")
+             + " · ".join(x for x in (r.name, r.guarantee) if x) for r in head.rows]
     bars.set_yticks(y, names, fontsize=8)
-    bars.set_xlim(0, max(float((msgs + err[1]).max()), 1.0) * 1.25)  # room for the ratio text
+    room = 1.7 if any(row.bound for row in head.rows) else 1.25  # for the ratio text (and the CPU figures)
+    bars.set_xlim(0, max(float((msgs + err[1]).max()), 1.0) * room)
     for yi, row, width in zip(y, head.rows, msgs + err[1], strict=True):
         text = "reference" if row.name == head.reference else f"{row.ratio:.2g}×"
+        if row.bound:
+            text += f"  {MARK} {cpu_text(row.client_cpu, row.broker_cpu)}"
         bars.text(width, yi, f" {units.count(row.msgs)}  {text}", va="center", fontsize=8)
     bars.xaxis.set_major_formatter(FuncFormatter(lambda v, _p: units.count(v)))
     bars.set_xlabel(("max sustained msgs/s" if head.by_search else "receiver msgs/s (95% interval)")
-                    + "; ≈ approximate or incomplete")
+                    + "; ≈ approximate or incomplete"
+                    + (f"\nhatched, {RULE_SHORT}" if any(row.bound for row in head.rows) else ""))
     for attr, style, name in (("p50_us", "o", "p50"), ("p99_us", "s", "p99")):
         values = [getattr(row, attr) for row in head.rows]
         lat.plot(values, y, style, color="#c0504d" if name == "p99" else "#4f81bd", label=name, ms=6)
@@ -299,5 +317,7 @@ def _ranking(head: Headline) -> str:
 
 def caption(head: Headline) -> str:
     ranking = _ranking(head)
+    bound = (f" Hatched bars: {RULE}; the bar gives the two figures (mean % of a core)."
+             if any(row.bound for row in head.rows) else "")
     return (f"{head.scenario}: {len(head.rows)} system variants compared at {head.case_text}, "
-            f"{ranking}; means of {head.repetitions} with 95% intervals; ratios to {head.reference}.")
+            f"{ranking}; means of {head.repetitions} with 95% intervals; ratios to {head.reference}.{bound}")

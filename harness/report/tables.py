@@ -8,6 +8,7 @@ import math
 import pandas as pd
 
 from harness import units
+from harness.metrics.bound import MARK
 from harness.pipeline import Summary
 from harness.report._context import rate_text, size_text
 
@@ -46,7 +47,7 @@ def results_table(summary: Summary) -> pd.DataFrame:
         pooled = dist[mask].set_index("percentile")["latency_us"]
         rows.append(
             {
-                "system": r["label"],
+                "system": f"{r['label']} {MARK}" if r.get("client_bound") else r["label"],
                 "scenario": r["scenario"],
                 "size": size_text(int(r["size"])),
                 "rate": rate_text(r["rate"]),
@@ -66,9 +67,32 @@ def results_table(summary: Summary) -> pd.DataFrame:
                 **{f"p{p:g} µs": _num(pooled.get(p, math.nan)) for p in (50.0, 99.0, 99.9)},
                 "max µs": _num(pooled.get(100.0, math.nan)),
                 "lost": int(r["lost"]),
+                "broker CPU": units.percent(r.get("broker_cpu_pct_mean", math.nan)),
+                "client CPU": units.percent(r.get("client_cpu_pct_mean", math.nan)),
             }
         )
     return pd.DataFrame(rows)
+
+
+def cpu_table(summary: Summary) -> pd.DataFrame:
+    """Per case (means over repetitions): % of a core used by the broker, the busiest client process and
+    the harness, CPU seconds of them all, and the CPU-based label with its reason (or why there is none)."""
+    agg = summary.aggregate
+    if agg.empty or "client_bound" not in agg:
+        return pd.DataFrame()
+    return pd.DataFrame({
+        "system": [label if variant in ("", "default") else f"{label} {variant}"
+                   for label, variant in zip(agg["label"], agg["variant"], strict=True)],
+        "scenario": agg["scenario"],
+        "size": [size_text(int(s)) for s in agg["size"]],
+        "rate": [rate_text(r) for r in agg["rate"]],
+        "broker CPU": [units.percent(v) for v in agg["broker_cpu_pct_mean"]],
+        "busiest client": agg["client_cpu_role"],
+        "client CPU": [units.percent(v) for v in agg["client_cpu_pct_mean"]],
+        "harness CPU": [units.percent(v) for v in agg["harness_cpu_pct_mean"]],
+        "CPU s, all": [_num(v) for v in agg["cpu_total_s_mean"]],
+        "bound by CPU": [b or n for b, n in zip(agg["client_bound"], agg["cpu_note"], strict=True)],
+    })
 
 
 def delivery_table(summary: Summary) -> pd.DataFrame:

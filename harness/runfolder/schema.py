@@ -55,6 +55,16 @@ def percentile_column(p: float, prefix: str = "lat") -> str:
     return f"{prefix}_p{text}_us"
 
 
+#: The summary's CPU columns (from ``cpu.parquet``; percent of one core over the case's measured interval):
+#: the broker (all its processes; NaN when brokerless or not measured), the busiest worker and its role, the
+#: harness parent, the CPU seconds of all of them, ``cpu_note`` ("no broker", why a figure is missing) and
+#: ``client_bound``: the CPU-based label with its reason in words, empty when the rule does not apply
+#: (``harness.metrics.bound``).
+CPU_SUMMARY_COLUMNS = (
+    "broker_cpu_pct", "client_cpu_pct", "client_cpu_role", "harness_cpu_pct", "cpu_total_s", "cpu_note",
+    "client_bound",
+)
+
 #: Summary columns (``summary.parquet`` / ``summary.csv``), one row per case and repetition.
 SUMMARY_COLUMNS = (
     *CASE_KEYS,
@@ -84,10 +94,18 @@ SUMMARY_COLUMNS = (
     "send_delay_p99_us",
     "send_delay_max_us",
     "complete",
+    *CPU_SUMMARY_COLUMNS,
 )
 
 #: ``recovery.parquet`` / ``.csv``: one row per fault of a case (``harness.metrics.recovery``).
 RECOVERY_TABLE_COLUMNS = (*CASE_COLUMNS, "case", *RECOVERY_COLUMNS)
+#: ``cpu.parquet`` / ``.csv``: the runner's CPU figures, one row per process role of every case and repetition,
+#: over the case's measured interval (start event to the end of the wait). ``role`` is ``broker`` (all its
+#: processes; ``cpu_s`` NaN and ``note`` saying why when it runs elsewhere; no row for a brokerless system),
+#: a worker (``producer-0``, ``consumer-1``, ``requester-0``, ``replier-0``; with its JVM when the client runs
+#: there) or ``harness`` (the runner's parent process). ``core_pct`` is percent of one core (100 = one core busy
+#: the whole interval).
+CPU_TABLE_COLUMNS = (*CASE_KEYS, "repetition", "case", "role", "cpu_s", "wall_s", "core_pct", "note")
 #: ``faults.parquet``: the runner's fault events: case columns, ``case``, what the injector reported
 #: (``fault action carried_out_as at_s target t_fault_ns t_back_ns ok detail``) and ``t_start_ns``.
 #: ``send_errors.parquet``: case columns, ``case``, ``producer seq t_ns`` of every send that raised.
@@ -104,6 +122,7 @@ TIMESERIES_DIR = "timeseries"
 FAULTS = "faults"
 SEND_ERRORS = "send_errors"
 RECOVERY = "recovery"
+CPU = "cpu"
 #: The rate-search table (``rate: search`` scenarios only): max sustained rate and knee per system variant.
 SEARCH = "search"
 #: The pipeline's tables, each as ``<name>.parquet`` + ``<name>.csv``; ``summary`` is the one summary.

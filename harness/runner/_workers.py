@@ -1,10 +1,12 @@
 """The worker processes of one case, and the objects they share with the parent (parent process only).
 
-``specs`` gives the worker specs of a case. ``Workers`` starts each worker from its spec (forked from a preloaded server process), collects their status
-messages, waits for readiness and the slow-joiner handshake, and stops them: ask (the stop event), then
+``specs`` gives the worker specs of a case. ``Workers`` starts each worker from its spec (forked from a
+preloaded server process), collects their status messages, waits for readiness and the slow-joiner handshake, and stops them: ask (the stop event), then
 interrupt (SIGUSR1: a worker saves its records even when blocked in a send), then terminate and kill. The
-fault injector kills and relaunches single workers through it (``faults.WorkerHooks``). ``watch`` follows
-the shared progress counters until the case is over.
+fault injector kills and relaunches single workers through it (``faults.WorkerHooks``). It also meters the
+CPU of the case's processes over the measured interval (:meth:`Workers.measure_cpu`): each worker with the
+process its client runs in (the JVM, whose pid the worker names in its ready message), the broker and the
+harness parent. ``watch`` follows the shared progress counters until the case is over.
 """
 
 from __future__ import annotations
@@ -19,10 +21,11 @@ from pathlib import Path
 from typing import Any
 
 from harness.drivers import class_path
-from harness.drivers.base import Driver, Pattern, Role
+from harness.drivers.base import BrokerEndpoint, Driver, Pattern, Role
 from harness.runner._context import Case
 from harness.runner._records import leading_count
 from harness.runner.faults import FaultInjector
+from harness.runner.proc import CpuMeter, CpuUse, CpuWhileActive
 from harness.runner.worker import WorkerContext, WorkerSpec, worker_main
 from harness.scenario import Scenario
 
@@ -57,6 +60,9 @@ class Workers:
         self.done: dict[str, tuple[int, str]] = {}
         self.errors: list[str] = []
         self.subscribed: set[str] = set()  # consumers that heard every producer's probe
+        self.client_pids: dict[str, int] = {}  # worker -> the process its client runs in (the JVM)
+        self._meter: CpuWhileActive | None = None
+        self._unmeasured: list[tuple[str, str]] = []  # (role, why) of roles the meter cannot see
 
     def launch(self, spec: WorkerSpec) -> None:
         p = _CTX.Process(target=worker_main, args=(spec, self.ctx), name=f"mqbench-{spec.name}", daemon=True)
@@ -96,7 +102,36 @@ class Workers:
             self.errors.append(f"{msg[1]}: {msg[2]}")
         elif msg[0] == "subscribed":
             self.subscribed.add(msg[1])
+        elif msg[0] == "ready" and len(msg) > 2:
+            self.client_pids[msg[1]] = int(msg[2])
         return tuple(msg)
+
+    # -- CPU over the measured interval ---------------------------------------------------------------
+
+    def measure_cpu(self, broker: BrokerEndpoint | None, broker_pids: list[int] | None) -> None:
+        """Start metering: the harness parent, each worker (with its JVM), and the broker: ``broker_pids``
+        when it runs here, "not measured" when ``broker`` runs elsewhere (external, container), no role at
+        all when the system has no broker."""
+        roles = {"harness": [os.getpid()]}
+        self._unmeasured = []
+        if broker is not None and broker_pids:
+            roles["broker"] = broker_pids
+        elif broker is not None:
+            why = ("its processes were not found" if broker.backend == "process"
+                   else f"it runs outside this harness ({broker.backend})")
+            self._unmeasured.append(("broker", f"not measured: {why}"))
+        for name, p in self.procs.items():
+            if p.pid is not None:
+                roles[name] = [p.pid, *([self.client_pids[name]] if name in self.client_pids else [])]
+        self._meter = CpuWhileActive(CpuMeter(roles), lambda: sum(self.progress)).start()
+
+    def cpu_used(self) -> list[CpuUse]:
+        """CPU per role from :meth:`measure_cpu` to the last message moved (empty when not started)."""
+        if self._meter is None:
+            return []
+        used, self._meter = self._meter.stop(), None
+        wall = used[0].wall_s
+        return [*used, *(CpuUse(role, float("nan"), wall, why) for role, why in self._unmeasured)]
 
     def _join_all(self, seconds: float) -> None:
         deadline = time.monotonic() + seconds
@@ -140,6 +175,7 @@ class Workers:
         """Stop every worker: ask (stop event), then interrupt (SIGUSR1: the worker saves its records even
         when blocked in a send), then terminate and kill. Returns the ones whose records are lost."""
         self.stop.set()
+        self.cpu_used()  # a case that failed before it was measured: stop the meter's thread
         self._join_all(grace)
         for p in self.procs.values():
             if p.is_alive() and p.pid is not None:

@@ -34,8 +34,10 @@ from harness.runfolder import RunFolder
 from harness.runner._context import Case
 from harness.runner._records import assemble_rows, finalize, read_errors
 from harness.runner._workers import SETTLE, SUBSCRIBE_TIMEOUT, CaseFailed, OnProgress, Workers, specs, watch
+from harness.runner.cpu import CpuTable
 from harness.runner.evaluation import EvaluationFiles
 from harness.runner.faults import FaultInjector, Sampler, WorkerHooks, depth_probe
+from harness.runner.proc import CpuUse
 from harness.scenario import Scenario, Variant
 
 __all__ = ["Case", "CaseFailed", "CaseResult", "CaseSpec", "System", "cases", "run_case", "run_cases", "supports",
@@ -94,6 +96,7 @@ def run_cases(
     ``observe`` gets the result of each case that ran (a rate search judges its trials by them)."""
     complete = True
     evaluation = EvaluationFiles(run)
+    cpu = CpuTable(run)
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     with Progress(*columns, console=console, transient=False) as bar:
         overall = bar.add_task("cases", total=len(specs))
@@ -125,6 +128,7 @@ def run_cases(
             complete = complete and result.complete
             name = run.raw_name(sc.name, variant.system, variant.name, size, rate, rep)
             run.write_raw(name, result.rows, result.send_errors)
+            cpu.add(name, case, result.cpu)
             if observe is not None:
                 observe(result)
             if result.faults or result.timeseries is not None or result.send_errors is not None:
@@ -175,6 +179,7 @@ class CaseResult:
     faults: list[dict[str, Any]] = field(default_factory=list)  # what FaultInjector did, one dict per fault
     timeseries: pd.DataFrame | None = None  # Sampler rows (runs with faults or a slow consumer)
     send_errors: pd.DataFrame | None = None  # producer, seq, t_ns of sends that raised (runs with faults)
+    cpu: list[CpuUse] = field(default_factory=list)  # per process role, start event to last message moved
 
 
 def run_case(case: Case, driver: Driver, work_dir: Path, on_progress: OnProgress | None = None) -> CaseResult:
@@ -202,6 +207,7 @@ def _run(
     sampler: Sampler | None = None
     fault_records: list[dict[str, Any]] = []
     samples: list[dict[str, Any]] = []
+    cpu: list[CpuUse] = []
     try:
         # All at once: producers only send after the start event, by which time every consumer is ready.
         for spec in [*consumers, *producers]:
@@ -234,11 +240,13 @@ def _run(
                 sc.faults, int(w.start_ns.value), WorkerHooks(w.kill, w.relaunch, w.mark_done), control,
                 driver.needs_broker, [s.name for s in producers], [s.name for s in consumers],
             )
+        w.measure_cpu(case.broker, control.pids() if control is not None else None)
         w.start.set()
         for thread in (sampler, injector):
             if thread is not None:
                 thread.start()
         complete = watch(case, w, producers, consumers, problems, on_progress, injector)
+        cpu = w.cpu_used()
     finally:
         if injector is not None:
             fault_records = injector.stop()
@@ -273,7 +281,7 @@ def _run(
     rows = assemble_rows(case, producers, consumers, work_dir)
     return CaseResult(
         rows=rows, complete=complete, problems=problems, start_ns=int(w.start_ns.value), faults=fault_records,
-        timeseries=pd.DataFrame(samples) if evaluating else None, send_errors=send_errors,
+        timeseries=pd.DataFrame(samples) if evaluating else None, send_errors=send_errors, cpu=cpu,
     )
 
 

@@ -173,7 +173,7 @@ def _drive(
     except _Ended:
         pass  # the error line (or the end) is handled below, in order
     else:
-        ctx.status.put(("ready", spec.name))
+        ctx.status.put(("ready", spec.name, proc.pid))  # the JVM's pid: its CPU is this worker's
     started = stopping = False
     while True:
         if not started and ctx.start.is_set():

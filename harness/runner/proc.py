@@ -8,8 +8,9 @@ vanished counts 0; nothing here raises for a pid that is gone.
 from __future__ import annotations
 
 import os
+import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
@@ -49,8 +50,9 @@ class CpuUse:
     """CPU used by one role (``broker``, ``producer-0``, ``tool`` ...) between two samples."""
 
     role: str
-    cpu_s: float
+    cpu_s: float  # NaN when not measured (``note`` says why)
     wall_s: float
+    note: str = ""
 
     @property
     def core_pct(self) -> float:
@@ -58,26 +60,72 @@ class CpuUse:
         return 100.0 * self.cpu_s / self.wall_s if self.wall_s > 0 else float("nan")
 
 
+@dataclass(frozen=True)
+class CpuSample:
+    """CPU seconds of every role at one moment (``t``: ``time.monotonic()``)."""
+
+    t: float
+    seconds: Mapping[str, float]
+
+
 class CpuMeter:
     """CPU seconds per role between ``start`` and ``stop``; a role is a list of pids summed together.
 
     Pids that end between the two samples lose their share after their last read (the kernel keeps no
     account of a process nobody waited for): sample a short-lived process's rusage at its exit instead.
+    The pids of each role are fixed at construction: a process started later (a restarted broker or
+    worker) is not counted. ``stop`` may be given an earlier :meth:`sample` as the end of the interval
+    (the moment the work ended, when the caller noticed the end later).
     """
 
     def __init__(self, roles: Mapping[str, Sequence[int]]) -> None:
         self.roles = {role: list(pids) for role, pids in roles.items()}
-        self._start: dict[str, float] = {}
-        self._t0 = 0.0
+        self._first = CpuSample(0.0, {})
+
+    def sample(self) -> CpuSample:
+        return CpuSample(time.monotonic(), {role: sum(cpu_seconds(p) for p in pids) for role, pids in self.roles.items()})
 
     def start(self) -> CpuMeter:
-        self._t0 = time.monotonic()
-        self._start = {role: sum(cpu_seconds(p) for p in pids) for role, pids in self.roles.items()}
+        self._first = self.sample()
         return self
 
-    def stop(self) -> list[CpuUse]:
-        wall = time.monotonic() - self._t0
+    def stop(self, end: CpuSample | None = None) -> list[CpuUse]:
+        last = end if end is not None else self.sample()
+        wall = last.t - self._first.t
         return [
-            CpuUse(role, max(0.0, sum(cpu_seconds(p) for p in pids) - self._start.get(role, 0.0)), wall)
-            for role, pids in self.roles.items()
+            CpuUse(role, max(0.0, last.seconds[role] - self._first.seconds.get(role, 0.0)), wall)
+            for role in self.roles
         ]
+
+
+class CpuWhileActive:
+    """A :class:`CpuMeter` whose interval ends when the work did: the last time ``count()`` (the case's
+    progress counters) changed, not when the caller noticed, which may be a polling period or more later
+    (that wait, spent idle, would otherwise dilute the figures of a short case).
+
+    A daemon thread samples the meter each time the count moves, at most every ``every`` seconds.
+    """
+
+    def __init__(self, meter: CpuMeter, count: Callable[[], int], every: float = 0.02) -> None:
+        self.meter, self.count, self.every = meter, count, every
+        self._done = threading.Event()
+        self._last: CpuSample | None = None
+        self._thread = threading.Thread(target=self._follow, name="mqbench-cpu", daemon=True)
+
+    def start(self) -> CpuWhileActive:
+        self.meter.start()
+        self._thread.start()
+        return self
+
+    def _follow(self) -> None:
+        seen = self.count()
+        while not self._done.wait(self.every):
+            now = self.count()
+            if now != seen:
+                seen, self._last = now, self.meter.sample()
+
+    def stop(self) -> list[CpuUse]:
+        """CPU per role from the start to the last move of the count (to now when it never moved)."""
+        self._done.set()
+        self._thread.join()
+        return self.meter.stop(self._last)
