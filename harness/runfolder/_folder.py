@@ -280,7 +280,7 @@ def read_json(path: Path, what: str) -> dict[str, Any]:
     return data
 
 
-def read_raw_table(files: Sequence[Path], columns: Sequence[str] | None = None) -> pa.Table:
+def read_raw_table(files: Sequence[Path | str], columns: Sequence[str] | None = None) -> pa.Table:
     """Raw rows of ``files`` in RAW_SCHEMA (a column a file predates is null), as one Arrow table."""
     names = list(columns or schema.RAW_SCHEMA.names)
     target = pa.schema([schema.RAW_SCHEMA.field(n) for n in names])
@@ -292,7 +292,18 @@ def read_raw_table(files: Sequence[Path], columns: Sequence[str] | None = None) 
     return pa.concat_tables(tables) if tables else target.empty_table()
 
 
-def count_raw_rows(files: Iterable[Path]) -> int:
+def first_raw_row(file: Path | str, columns: Sequence[str]) -> dict[str, Any]:
+    """The first row of a raw file (``columns`` only; read from its first row group), or ``{}`` when the
+    file has no rows."""
+    parquet = pq.ParquetFile(file)
+    for index in range(parquet.num_row_groups):
+        group = parquet.read_row_group(index, columns=list(columns))
+        if len(group):
+            return dict(group.slice(0, 1).to_pylist()[0])
+    return {}
+
+
+def count_raw_rows(files: Iterable[Path | str]) -> int:
     """Total rows in ``files``, read from Parquet footers only (cheap)."""
     return sum(pq.ParquetFile(f).metadata.num_rows for f in files)
 
