@@ -28,7 +28,7 @@ from harness.pipeline._finish import (
 )
 from harness.pipeline._recovery import run_recovery
 from harness.pipeline._search import search_table
-from harness.runfolder import RunFolder, RunFolderError, RunInfo, count_raw_rows
+from harness.runfolder import RunFolder, RunFolderError, RunInfo, count_raw_rows, is_uri, local_path
 from harness.runfolder import newest_run as _newest_run
 from harness.runfolder.schema import CASE_KEYS, RECOVERY, SEARCH, SUMMARY_TABLES
 
@@ -87,10 +87,11 @@ def _as_pipeline_error() -> Iterator[None]:
         raise PipelineError(str(exc)) from None
 
 
-def _as_paths(run_dirs: Path | str | Iterable[Path | str]) -> list[Path]:
+def _as_paths(run_dirs: Path | str | Iterable[Path | str]) -> list[Path | str]:
+    """Run locations: local paths (``file://`` URIs become paths) and URIs of shared storage."""
     if isinstance(run_dirs, str | Path):
-        return [Path(run_dirs)]
-    paths = [Path(p) for p in run_dirs]
+        run_dirs = [run_dirs]
+    paths = [p if is_uri(p) else local_path(p) for p in run_dirs]
     if not paths:
         raise PipelineError("no run folders given; pass at least one results/<run-id> folder")
     return paths
@@ -192,7 +193,7 @@ def load_summary(
 def write_summary(summary: Summary, out_dir: Path | str) -> list[Path]:
     """Write the summary's tables as ``.parquet`` + ``.csv`` into ``out_dir`` (a run folder or a report
     folder of several runs), each to a temporary name first; return the paths written."""
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    if not is_uri(out_dir):
+        local_path(out_dir).mkdir(parents=True, exist_ok=True)
     with _as_pipeline_error():
-        return RunFolder.open(out).write_summary(summary.tables(), summary.engine)
+        return RunFolder.open(out_dir).write_summary(summary.tables(), summary.engine)
