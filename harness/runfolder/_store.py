@@ -32,6 +32,11 @@ def local_path(location: str | Path) -> Path:
     return Path(location)
 
 
+def _readable(uri: str) -> str:
+    scheme, rest = uri.split("://", 1)
+    return f"s3://{rest}" if scheme in _S3_ALIASES else uri
+
+
 class StoreError(Exception):
     """A location that cannot be opened (unknown scheme, no access); one sentence naming it."""
 
@@ -43,9 +48,8 @@ class Store:
     def __init__(self, uri: str, opened: tuple[pafs.FileSystem, str] | None = None) -> None:
         self.uri = uri.rstrip("/")
         if opened is None:
-            scheme, rest = self.uri.split("://", 1)
             try:
-                opened = pafs.FileSystem.from_uri(f"s3://{rest}" if scheme in _S3_ALIASES else self.uri)
+                opened = pafs.FileSystem.from_uri(_readable(self.uri))
             except (OSError, ValueError) as exc:  # pyarrow raises ArrowInvalid (a ValueError) or an OSError
                 raise StoreError(f"{uri}: cannot open this location ({exc}); use a local path, file://, "
                                  "hdfs:// or s3:// (s3a://)") from None
@@ -62,8 +66,8 @@ class Store:
         return f"{self.root}/{relpath}" if relpath else self.root
 
     def url(self, relpath: str = "") -> str:
-        """``relpath`` as a URI (what Spark and pyarrow readers take, on any host)."""
-        return f"{self.uri}/{relpath}" if relpath else self.uri
+        """``relpath`` as a URI pyarrow opens on any host (``s3a://`` spelled ``s3://``)."""
+        return _readable(f"{self.uri}/{relpath}" if relpath else self.uri)
 
     def _info(self, relpath: str) -> pafs.FileInfo:
         return self.fs.get_file_info(self.full(relpath))

@@ -65,3 +65,10 @@ def test_unusable_locations_say_what_to_do(tmp_path: Path) -> None:
     with pytest.raises(pipeline.PipelineError, match="no such run folder"):
         summarize((tmp_path / "missing").as_uri(), engine="pandas")
     assert Store("mock:///a").child("b").full("c") == "a/b/c"
+
+
+def test_hadoop_s3_names_are_opened_as_s3() -> None:
+    from harness.runfolder._store import _readable
+
+    assert _readable("s3a://bucket/results/run") == "s3://bucket/results/run"
+    assert _readable("hdfs://nn:8020/results") == "hdfs://nn:8020/results"
