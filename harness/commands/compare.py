@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -22,6 +21,7 @@ from harness.commands._terminal import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, C
 from harness.drivers import SYSTEMS
 from harness.drivers.base import DriverError
 from harness.metrics.bound import MARK
+from harness.runfolder import local_path
 from harness.scenario import Scenario, ScenarioError, load_scenarios
 
 NAME = "compare"
@@ -72,7 +72,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
         outcome = compare(
             load_all(args.scenarios or DEFAULT_SCENARIOS, args.repetitions),
             systems=systems,
-            out_root=Path(args.out),
+            out_root=local_path(args.out),
             brokers=parse_brokers(args.broker),
             backend=args.backend,
             console=console,

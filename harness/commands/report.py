@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 from typing import Any
 
 from rich.console import Console
@@ -28,14 +27,15 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 def run(args: argparse.Namespace, console: Console) -> int:
     from harness.pipeline import PipelineError, newest_run
     from harness.report import write_report
+    from harness.runfolder import local_path
 
     try:
-        runs = [Path(r) for r in args.runs] if args.runs else [newest_run(Path(args.results))]
+        runs = [local_path(r) for r in args.runs] if args.runs else [newest_run(local_path(args.results))]
         for r in runs:
             if not (r / "manifest.json").is_file():
                 raise PipelineError(f"{r}: not a run folder (no manifest.json); give a folder under results/")
         with console.status(f"summarising {len(runs)} run(s) ({args.engine} engine)…"):
-            path = write_report(runs, Path(args.out) if args.out else None, engine=args.engine,
+            path = write_report(runs, local_path(args.out) if args.out else None, engine=args.engine,
                                 spark_master=args.spark_master)
     except PipelineError as exc:
         return fail(exc)

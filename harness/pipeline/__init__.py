@@ -22,8 +22,6 @@ from harness.pipeline._finish import (
 )
 from harness.pipeline._spark import JAVA_HINT, spark_session
 from harness.pipeline._summary import (
-    APPROX_ACCURACY,
-    EXACT_LIMIT,
     PANDAS_MAX_ROWS,
     Summary,
     load_summary,
@@ -35,10 +33,8 @@ from harness.pipeline._summary import (
 from harness.runfolder import RunInfo
 
 __all__ = [
-    "APPROX_ACCURACY",
     "CI_METRICS",
     "DISTRIBUTION_COLUMNS",
-    "EXACT_LIMIT",
     "EXTRA_COLUMNS",
     "JAVA_HINT",
     "PANDAS_MAX_ROWS",

@@ -57,8 +57,8 @@ EXTRA_COLUMNS: tuple[str, ...] = (
     "lat_count",
     "sender_span_s",
     "receiver_span_s",
-    "percentile_method",  # "exact" (numpy-linear) or "approx" (Spark percentile_approx)
-    "percentile_rank_error",  # 0 when exact; else the rank error bound as a fraction of lat_count
+    "percentile_method",  # "exact" (numpy-linear), both engines
+    "percentile_rank_error",  # 0 when exact (kept so stored summaries keep their columns)
     "clock",
     "clock_resolution_ns",
     "stamped_by",  # "client": both stamps taken by the harness's workers, never by a broker

@@ -1,7 +1,8 @@
-"""The pandas/numpy engine: the whole computation in one process, for runs that fit in memory.
+"""The pandas/numpy engine: the computation of one case's summary rows from its raw rows.
 
-It follows the Spark engine step for step (see ``_spark.py``) and is the reference for it: percentiles
-are ``numpy.quantile`` with linear interpolation on the ns values, always exact.
+The pandas engine runs it case after case in this process; the Spark engine runs the same functions, one
+case per task (``_spark.py``). Percentiles are ``numpy.quantile`` with linear interpolation on the ns
+values, always exact.
 
 Definitions (non-warmup rows only):
 * a *delivery unit* is (producer, seq) for queue and reqrep and (producer, seq, consumer) for pubsub;
@@ -21,6 +22,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 import pyarrow.compute as pc
 
 from harness.metrics.compute import quantiles
@@ -31,51 +33,78 @@ from harness.pipeline._finish import (
     LAT_QUANTILES,
     concat_distributions,
 )
-from harness.runfolder import read_raw_table
+from harness.runfolder import count_raw_rows, first_raw_row, read_raw_table
 from harness.runfolder.schema import CASE_KEYS, RAW_SCHEMA
-
-_EMPTY = (pd.DataFrame(), pd.DataFrame(), pd.DataFrame())
 
 _STAMPS = ("t_intended", "t_send", "t_ack", "t_recv")
 
 
-def load_raw(files: Sequence[Path]) -> pd.DataFrame:
-    """Non-warmup raw rows as a DataFrame; null stamps become 0 with a ``has_<stamp>`` flag beside them.
+def raw_frame(table: pa.Table) -> pd.DataFrame:
+    """Non-warmup rows of an Arrow table of raw records as a DataFrame; null stamps become 0 with a
+    ``has_<stamp>`` flag beside them; a RAW_SCHEMA column the table lacks is all null.
 
     (Keeping stamps as int64 rather than float NaN keeps full ns precision on long-running hosts.)
     """
-    table = read_raw_table(files)
-    table = table.filter(pc.invert(pc.fill_null(table["warmup"], False)))
+    if "warmup" in table.column_names:
+        table = table.filter(pc.invert(pc.fill_null(table["warmup"], False)))
     columns: dict[str, object] = {}
-    for name in RAW_SCHEMA.names:
-        column = table[name]
+    for field in RAW_SCHEMA:
+        name = field.name
+        column = table[name] if name in table.column_names else pa.nulls(len(table), field.type)
         if name in _STAMPS:
             columns[f"has_{name}"] = pc.is_valid(column).to_numpy(zero_copy_only=False)
             column = pc.fill_null(column, 0)
-        elif name == "send_failed":
+        elif name in ("send_failed", "warmup"):
             column = pc.fill_null(column, False)
-        columns[name] = column.to_numpy(zero_copy_only=False)
+        if pa.types.is_string(field.type):
+            # a few distinct names per case: categorical codes group and filter far faster than str objects
+            columns[name] = column.dictionary_encode().to_pandas()
+        else:
+            columns[name] = column.to_numpy(zero_copy_only=False)
     return pd.DataFrame(columns)
 
 
-def compute_files(files: Sequence[Path]) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
-    """:func:`compute` over ``files``, one case (its repetitions together) at a time.
+def load_raw(files: Sequence[Path | str]) -> pd.DataFrame:
+    """:func:`raw_frame` of the raw rows of ``files``."""
+    return raw_frame(read_raw_table(files))
 
-    Every output row belongs to one case (``CASE_KEYS``), so computing case by case gives the same tables
-    as computing everything at once, while memory holds one case's rows instead of the whole run's (a
-    `make regress` run has ~5 million rows: ~8 GB at once).
-    """
-    groups: dict[tuple[object, ...], list[Path]] = {}
-    for f in files:
-        first = read_raw_table([f], CASE_KEYS).slice(0, 1).to_pylist()
-        # NaN (rate "max") never equals itself: key it as None so a case's repetitions meet.
-        key = tuple(None if v != v else v for v in first[0].values()) if first else ("", str(f))
-        groups.setdefault(key, []).append(f)
-    parts = [compute(load_raw(group)) for group in groups.values()]
+
+Tables = tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]
+
+
+def concat_parts(parts: Sequence[Tables]) -> Tables:
+    """The tables of several :func:`compute` calls (each over whole cases) as one set of tables."""
     parts = [part for part in parts if len(part[0])]
-    if not parts:
-        return compute(load_raw(files)) if files else _EMPTY
+    if not parts:  # no measured rows at all: the tables of no rows, with their columns
+        return compute(raw_frame(RAW_SCHEMA.empty_table()))
     return tuple(pd.concat(list(column), ignore_index=True) for column in zip(*parts, strict=True))  # type: ignore[return-value]
+
+
+def case_groups(files: Sequence[Path | str]) -> list[list[Path | str]]:
+    """``files`` grouped by case (``CASE_KEYS``, repetitions together), largest group first.
+
+    A file holds one case and repetition (``RunFolder.raw_name``); its first row names the case. Every
+    output row of :func:`compute` belongs to one case, so computing group by group gives the same tables
+    as computing everything at once, with one case's rows in memory instead of the whole run's.
+    """
+    groups: dict[tuple[object, ...], list[Path | str]] = {}
+    for f in files:
+        first = first_raw_row(f, CASE_KEYS)
+        # NaN (rate "max") never equals itself: key it as None so a case's repetitions meet.
+        key = tuple(None if v != v else v for v in first.values()) if first else ("", str(f))
+        groups.setdefault(key, []).append(f)
+    return sorted(groups.values(), key=count_raw_rows, reverse=True)
+
+
+def compute_group(files: Sequence[Path | str]) -> Tables:
+    """:func:`compute` of the raw rows of ``files`` (one group of :func:`case_groups`)."""
+    return compute(load_raw(files))
+
+
+def compute_files(files: Sequence[Path | str]) -> Tables:
+    """:func:`compute` over ``files``, one case at a time (a `make regress` run has ~5 million rows: ~8 GB
+    at once)."""
+    return concat_parts([compute_group(group) for group in case_groups(files)])
 
 
 def _group_stats(ids: np.ndarray, values: np.ndarray, fractions: Sequence[float]) -> pd.DataFrame:
@@ -113,13 +142,17 @@ def _prefixed(stats: pd.DataFrame, prefix: str, index: pd.Index) -> pd.DataFrame
 def compute(raw: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """(case aggregates, per-second receipt counts, pooled latency distribution) of non-warmup rows."""
     keys = list(GROUP_KEYS)
-    df = raw.copy()
-    df["cid"] = df.groupby(keys, dropna=False, sort=False).ngroup()
-    cases = df.groupby("cid")[keys].first()
+    # Rows carry only the case id and numbers from here on: every filter and sort below then moves a
+    # handful of int64 columns instead of the seven key columns (most of the time on a large case).
+    cid = raw.groupby(keys, dropna=False, sort=False, observed=True).ngroup()
+    numbers = [c for c in raw.columns if c not in keys and c != "pattern"]
+    df = raw[numbers].assign(cid=cid.to_numpy())
+    cases = raw[keys].assign(cid=df["cid"]).drop_duplicates("cid").set_index("cid").sort_index()
+    cases = cases.astype({k: object for k in keys if isinstance(cases[k].dtype, pd.CategoricalDtype)})
     cases["rows"] = df.groupby("cid").size()
     cases["producers"] = df.groupby("cid")["producer"].nunique()
     cases["consumers"] = df[df["consumer"] >= 0].groupby("cid")["consumer"].nunique()
-    df["dcons"] = np.where(df["pattern"] == "pubsub", df["consumer"], 0)
+    df["dcons"] = np.where(raw["pattern"].to_numpy() == "pubsub", df["consumer"], 0)
     unit = ["cid", "producer", "seq", "dcons"]
 
     cases["expected"] = df.drop_duplicates(unit).groupby("cid").size()
@@ -176,14 +209,15 @@ def compute(raw: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame
     second = (rec["t_recv"] - rec["cid"].map(cases["t_recv_first"]).astype("int64")) // 1_000_000_000
     series = rec.assign(second=second).groupby(["cid", "second"]).size().rename("msgs").reset_index()
     series = series.join(cases[keys], on="cid").drop(columns="cid")
-    return cases.reset_index(drop=True), series, _distribution(rec)
+    return cases.reset_index(drop=True), series, _distribution(rec, cases)
 
 
-def _distribution(rec: pd.DataFrame) -> pd.DataFrame:
+def _distribution(rec: pd.DataFrame, cases: pd.DataFrame) -> pd.DataFrame:
     """Latency percentiles of each case pooled over its repetitions, from the raw rows."""
     keys = list(CASE_KEYS)
-    pid = rec.groupby(keys, dropna=False, sort=False).ngroup().to_numpy()
-    pooled = rec.assign(pid=pid).groupby("pid")[keys].first()
+    pooled_id = cases.groupby(keys, dropna=False, sort=False).ngroup()
+    pid = pooled_id.loc[rec["cid"]].to_numpy()
+    pooled = cases[keys].groupby(pooled_id).first().loc[np.unique(pid)]
     lat = _group_stats(pid, (rec["t_recv"] - rec["t_send"]).to_numpy(), DISTRIBUTION_QUANTILES)
     timed = rec["has_t_intended"].to_numpy()
     lat_int = _group_stats(

@@ -1,7 +1,7 @@
 """``summarize``: raw records of one or many runs -> per-repetition summary, aggregate, series.
 
-Engine choice: ``"pandas"`` computes in this process (numpy, exact); ``"spark"`` runs a PySpark job on
-``spark_master`` (``local[*]`` by default); ``"auto"`` takes pandas when the runs hold at most
+Engine choice: ``"pandas"`` computes in this process, one case after another; ``"spark"`` computes the
+same, one case per task, as a PySpark job on ``spark_master`` (``local[*]`` by default); ``"auto"`` takes pandas when the runs hold at most
 ``PANDAS_MAX_ROWS`` raw rows (read from Parquet footers), Spark above.
 """
 
@@ -28,7 +28,7 @@ from harness.pipeline._finish import (
 )
 from harness.pipeline._recovery import run_recovery
 from harness.pipeline._search import search_table
-from harness.runfolder import RunFolder, RunFolderError, RunInfo, count_raw_rows
+from harness.runfolder import RunFolder, RunFolderError, RunInfo, count_raw_rows, is_uri, local_path
 from harness.runfolder import newest_run as _newest_run
 from harness.runfolder.schema import CASE_KEYS, CPU, RECOVERY, SEARCH, SUMMARY_TABLES
 
@@ -39,10 +39,6 @@ Engine = Literal["auto", "spark", "pandas"]
 
 #: ``engine="auto"`` uses pandas up to this many raw rows over all runs (about 200 MB in memory).
 PANDAS_MAX_ROWS = 2_000_000
-#: Spark computes exact percentiles for cases with at most this many latency samples; approx above.
-EXACT_LIMIT = 1_000_000
-#: ``percentile_approx`` accuracy above ``EXACT_LIMIT``: rank error at most n / 100_000.
-APPROX_ACCURACY = 100_000
 
 
 @dataclass(frozen=True)
@@ -91,10 +87,11 @@ def _as_pipeline_error() -> Iterator[None]:
         raise PipelineError(str(exc)) from None
 
 
-def _as_paths(run_dirs: Path | str | Iterable[Path | str]) -> list[Path]:
+def _as_paths(run_dirs: Path | str | Iterable[Path | str]) -> list[Path | str]:
+    """Run locations: local paths (``file://`` URIs become paths) and URIs of shared storage."""
     if isinstance(run_dirs, str | Path):
-        return [Path(run_dirs)]
-    paths = [Path(p) for p in run_dirs]
+        run_dirs = [run_dirs]
+    paths = [p if is_uri(p) else local_path(p) for p in run_dirs]
     if not paths:
         raise PipelineError("no run folders given; pass at least one results/<run-id> folder")
     return paths
@@ -106,15 +103,13 @@ def summarize(
     spark_master: str | None = None,
     *,
     spark: SparkSession | None = None,
-    exact_limit: int = EXACT_LIMIT,
-    approx_accuracy: int = APPROX_ACCURACY,
 ) -> Summary:
     """Summarize the raw records of ``run_dirs`` (one folder or several).
 
     ``spark`` reuses an existing session (tests, notebooks); otherwise the active one or a new one on
-    ``spark_master``. ``exact_limit`` / ``approx_accuracy`` only affect the Spark engine; the pandas engine
-    is always exact. Raises :class:`PipelineError` (one sentence) for a missing folder, a run without raw
-    Parquet files, an unknown engine, or a Spark that cannot start (Java missing).
+    ``spark_master``. Both engines compute exact percentiles and give the same tables. Raises
+    :class:`PipelineError` (one sentence) for a missing folder, a run without raw Parquet files, an unknown
+    engine, or a Spark that cannot start (Java missing).
     """
     with _as_pipeline_error():
         folders = [RunFolder.open(path) for path in _as_paths(run_dirs)]
@@ -125,7 +120,7 @@ def summarize(
             cases, series, distribution = _pandas.compute_files(files)
         elif engine == "spark":
             session = spark or _spark.spark_session(spark_master)
-            cases, series, distribution = _spark.compute(session, files, exact_limit, approx_accuracy)
+            cases, series, distribution = _spark.compute(session, files)
         else:
             raise PipelineError(f"unknown engine {engine!r}; use 'auto', 'spark' or 'pandas'")
         runs = [run.info() for run in folders]
@@ -199,7 +194,7 @@ def load_summary(
 def write_summary(summary: Summary, out_dir: Path | str) -> list[Path]:
     """Write the summary's tables as ``.parquet`` + ``.csv`` into ``out_dir`` (a run folder or a report
     folder of several runs), each to a temporary name first; return the paths written."""
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    if not is_uri(out_dir):
+        local_path(out_dir).mkdir(parents=True, exist_ok=True)
     with _as_pipeline_error():
-        return RunFolder.open(out).write_summary(summary.tables(), summary.engine)
+        return RunFolder.open(out_dir).write_summary(summary.tables(), summary.engine)

@@ -11,6 +11,7 @@ run stays marked incomplete. Secrets in URLs are redacted in the manifest.
 
 from __future__ import annotations
 
+import io
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -24,7 +25,8 @@ import pyarrow.parquet as pq
 
 from harness.runfolder import schema
 from harness.runfolder._host import git_revision, host_info, new_run_id, version
-from harness.runfolder._io import atomic_write, redact, write_frame
+from harness.runfolder._io import atomic_write, parquet_bytes, redact, write_frame
+from harness.runfolder._store import Store, StoreError, is_uri, local_path
 
 
 class RunFolderError(Exception):
@@ -91,21 +93,66 @@ class RunInfo:
 
 
 class RunFolder:
-    """One run folder. :meth:`create` starts a new run (the runner); :meth:`open` reads an existing one."""
+    """One run folder. :meth:`create` starts a new run (the runner); :meth:`open` reads an existing one.
 
-    def __init__(self, path: Path, manifest: dict[str, Any], has_manifest: bool = True) -> None:
+    A run folder is local (``path``) or on shared storage named by a URI (``store``; then ``path`` is the
+    storage's own path, for display and the run id): tables, raw files, the manifest and report files work
+    on both; ``logs_dir``, ``work_dir`` and the runner's scratch files are local only."""
+
+    def __init__(self, path: Path, manifest: dict[str, Any], has_manifest: bool = True,
+                 store: Store | None = None) -> None:
         self.path = path
         self.manifest = manifest
         self.has_manifest = has_manifest
+        self.store = store
+
+    @property
+    def location(self) -> str:
+        """Where the run is: its local path or its URI."""
+        return self.store.uri if self.store else str(self.path)
+
+    # -- the one place that touches files: a local path or the store ----------------------------------
+
+    def _is_file(self, relpath: str) -> bool:
+        return self.store.is_file(relpath) if self.store else (self.path / relpath).is_file()
+
+    def _read(self, relpath: str) -> bytes:
+        return self.store.read_bytes(relpath) if self.store else (self.path / relpath).read_bytes()
+
+    def _write(self, relpath: str, data: bytes) -> Path:
+        if self.store:
+            self.store.write_bytes(relpath, data)
+            return self.path / relpath
+        return atomic_write(self.path / relpath, data)
+
+    def _names(self, folder: str, suffix: str) -> list[str]:
+        if self.store:
+            return self.store.names(folder, suffix)
+        local = self.path / folder
+        return sorted(p.name for p in local.glob(f"*{suffix}") if not p.name.startswith(".")) if local.is_dir() else []
+
+    def _file(self, relpath: str) -> Path | str:
+        """What a reader (pyarrow, a Spark task on any host) opens for ``relpath``: a path or a URI."""
+        return self.store.url(relpath) if self.store else self.path / relpath
+
+    def _frame(self, relpath: str) -> pd.DataFrame:
+        return pd.read_parquet(io.BytesIO(self._read(relpath)) if self.store else self.path / relpath)
 
     # -- creating and the manifest -------------------------------------------------------------------
 
     @classmethod
-    def create(cls, root: Path, label: str, tool: Mapping[str, Any] | None = None) -> RunFolder:
-        """A new ``root/<run-id>/`` with ``raw/`` and a first manifest marked incomplete."""
+    def create(cls, root: Path | str, label: str, tool: Mapping[str, Any] | None = None) -> RunFolder:
+        """A new ``root/<run-id>/`` with ``raw/`` and a first manifest marked incomplete (``root``: a path,
+        ``file://`` or another URI, see :mod:`harness.runfolder._store`)."""
         run_id = new_run_id(label)
-        path = root / run_id
-        (path / schema.RAW_DIR).mkdir(parents=True, exist_ok=False)
+        store = _store(root)
+        if store:
+            store = store.child(run_id)
+            store.make_dir(schema.RAW_DIR)
+            path = Path(store.root)
+        else:
+            path = local_path(root) / run_id
+            (path / schema.RAW_DIR).mkdir(parents=True, exist_ok=False)
         manifest: dict[str, Any] = {
             "run_id": run_id,
             "complete": False,
@@ -121,21 +168,25 @@ class RunFolder:
             "problems": [],
             "cases": [],
         }
-        run = cls(path, manifest)
+        run = cls(path, manifest, store=store)
         run.write_manifest()
         return run
 
     @classmethod
-    def open(cls, path: Path | str) -> RunFolder:
-        """An existing run folder. A missing manifest is tolerated (the run then reads as incomplete and
-        unlabelled); a path that is not a folder or an unreadable manifest raise :class:`RunFolderError`."""
-        path = Path(path)
-        if not path.is_dir():
-            raise RunFolderError(f"{path}: no such run folder; pass a folder under results/ that holds raw/*.parquet")
-        manifest_path = path / schema.MANIFEST
-        if not manifest_path.is_file():
-            return cls(path, {"run_id": path.name, "complete": False}, has_manifest=False)
-        return cls(path, read_json(manifest_path, "re-run or repair the manifest"))
+    def open(cls, location: Path | str) -> RunFolder:
+        """An existing run folder (a path, ``file://`` or another URI). A missing manifest is tolerated (the
+        run then reads as incomplete and unlabelled); a location that is not a folder or an unreadable
+        manifest raise :class:`RunFolderError`."""
+        store = _store(location)
+        path = Path(store.root) if store else local_path(location)
+        if not (store.is_dir() if store else path.is_dir()):
+            raise RunFolderError(f"{location}: no such run folder; pass a folder under results/ that holds raw/*.parquet")
+        run = cls(path, {"run_id": path.name, "complete": False}, has_manifest=False, store=store)
+        if run._is_file(schema.MANIFEST):
+            run.manifest = _parse_json(run._read(schema.MANIFEST), f"{run.location}/{schema.MANIFEST}",
+                                       "re-run or repair the manifest")
+            run.has_manifest = True
+        return run
 
     @property
     def run_id(self) -> str:
@@ -169,7 +220,7 @@ class RunFolder:
 
     def write_manifest(self) -> None:
         text = redact(json.dumps(self.manifest, indent=2, default=str))
-        atomic_write(self.path / schema.MANIFEST, text.encode())
+        self._write(schema.MANIFEST, text.encode())
 
     def finish(self, complete: bool, problems: Iterable[str] = ()) -> None:
         self.manifest["complete"] = complete
@@ -197,64 +248,70 @@ class RunFolder:
         table = pa.Table.from_pandas(rows, schema=schema.RAW_SCHEMA, preserve_index=False)
         buffer = pa.BufferOutputStream()
         pq.write_table(table, buffer, compression="zstd")
-        return atomic_write(self.path / schema.RAW_DIR / name, buffer.getvalue().to_pybytes())
+        return self._write(f"{schema.RAW_DIR}/{name}", buffer.getvalue().to_pybytes())
 
-    def raw_files(self) -> list[Path]:
-        """The run's raw Parquet files, sorted; :class:`RunFolderError` if there are none."""
-        raw = self.path / schema.RAW_DIR
-        if not raw.is_dir():
+    def raw_files(self) -> list[Path | str]:
+        """The run's raw Parquet files, sorted (URIs for a run on shared storage); :class:`RunFolderError`
+        if there are none."""
+        raw = f"{self.location}/{schema.RAW_DIR}"
+        if not (self.store.is_dir(schema.RAW_DIR) if self.store else (self.path / schema.RAW_DIR).is_dir()):
             raise RunFolderError(f"{raw}: no raw folder; this run recorded no messages (was it interrupted at start?)")
-        files = sorted(p for p in raw.glob("*.parquet") if not p.name.startswith("."))
+        files = [self._file(f"{schema.RAW_DIR}/{name}") for name in self._names(schema.RAW_DIR, ".parquet")]
         if not files:
             raise RunFolderError(f"{raw}: no raw Parquet files; this run recorded no messages")
         return files
 
     def read_raw(self, name: str, columns: Sequence[str] | None = None) -> pd.DataFrame:
         """One case's raw rows (``name`` as written by :meth:`write_raw`, with or without ``.parquet``)."""
-        path = self.path / schema.RAW_DIR / (name if name.endswith(".parquet") else f"{name}.parquet")
+        path = self._file(f"{schema.RAW_DIR}/{name if name.endswith('.parquet') else f'{name}.parquet'}")
         return read_raw_table([path], columns).to_pandas()
 
     # -- tables --------------------------------------------------------------------------------------
 
     def write_table(self, name: str, frame: pd.DataFrame, csv: bool = False) -> Path:
         """``<name>.parquet`` (``name`` may hold a folder: ``timeseries/<case>``), + ``.csv`` when ``csv``."""
-        return write_frame(frame, self.path / f"{name}.parquet", csv=csv)[0]
+        if self.store is None:
+            return write_frame(frame, self.path / f"{name}.parquet", csv=csv)[0]
+        if csv:
+            self._write(f"{name}.csv", frame.to_csv(index=False).encode("utf-8"))
+        return self._write(f"{name}.parquet", parquet_bytes(frame))
 
     def read_table(self, name: str) -> pd.DataFrame:
         """``<name>.parquet``, or an empty frame when the run has none."""
-        path = self.path / f"{name}.parquet"
-        return pd.read_parquet(path) if path.is_file() else pd.DataFrame()
+        relpath = f"{name}.parquet"
+        return self._frame(relpath) if self._is_file(relpath) else pd.DataFrame()
 
     def read_timeseries(self) -> pd.DataFrame:
         """Every ``timeseries/*.parquet`` of the run, concatenated (empty when none)."""
-        files = sorted((self.path / schema.TIMESERIES_DIR).glob("*.parquet"))
-        frames = [pd.read_parquet(p) for p in files if not p.name.startswith(".")]
+        names = self._names(schema.TIMESERIES_DIR, ".parquet")
+        frames = [self._frame(f"{schema.TIMESERIES_DIR}/{n}") for n in names]
         return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
     def write_summary(self, tables: Mapping[str, pd.DataFrame], engine: str) -> list[Path]:
         """The pipeline's tables (``SUMMARY_TABLES`` and ``recovery``), each ``.parquet`` + ``.csv``."""
         written: list[Path] = []
         for name, frame in tables.items():
-            written += write_frame(frame, self.path / f"{name}.parquet", csv=True)
+            written += [self.write_table(name, frame, csv=True), self.path / f"{name}.csv"]
         self.manifest["summary"] = {"engine": engine, "tables": list(tables)}
         if self.has_manifest:
             self.write_manifest()
         return written
 
     def has_summary(self, tables: Sequence[str] = schema.SUMMARY_TABLES) -> bool:
-        return all((self.path / f"{name}.parquet").is_file() for name in tables)
+        return all(self._is_file(f"{name}.parquet") for name in tables)
 
     def read_summary(self, tables: Sequence[str] = schema.SUMMARY_TABLES) -> dict[str, pd.DataFrame]:
         """The pipeline's ``tables`` as written by :meth:`write_summary`, ``recovery`` and ``search`` (empty
         when none).
 
         ``tables=("summary",)`` reads the per-repetition summary alone (the regression check)."""
-        missing = [name for name in tables if not (self.path / f"{name}.parquet").is_file()]
+        missing = [name for name in tables if not self._is_file(f"{name}.parquet")]
         if missing:
             raise RunFolderError(
-                f"{self.path / missing[0]}.parquet: missing; run `mqbench report {self.path}` to compute the summary"
+                f"{self.location}/{missing[0]}.parquet: missing; run `mqbench report {self.location}` to compute "
+                "the summary"
             )
-        read = {name: pd.read_parquet(self.path / f"{name}.parquet") for name in tables}
+        read = {name: self._frame(f"{name}.parquet") for name in tables}
         return {**read, **{name: self.read_table(name) for name in (schema.RECOVERY, schema.SEARCH)}}
 
     @property
@@ -263,7 +320,27 @@ class RunFolder:
 
     def write_file(self, relpath: str, data: bytes) -> Path:
         """A report file (``report.html``, ``summary.md``, ``figures/<name>.png``...), atomically."""
-        return atomic_write(self.path / relpath, data)
+        return self._write(relpath, data)
+
+
+def _store(location: Path | str) -> Store | None:
+    """The store of a URI location, ``None`` for a local one; :class:`RunFolderError` when unusable."""
+    if not is_uri(location):
+        return None
+    try:
+        return Store(str(location))
+    except StoreError as exc:
+        raise RunFolderError(str(exc)) from None
+
+
+def _parse_json(data: bytes, name: str, what: str) -> dict[str, Any]:
+    try:
+        parsed = json.loads(data.decode("utf-8"))
+    except ValueError as exc:
+        raise RunFolderError(f"{name}: not readable JSON ({exc}); {what}") from None
+    if not isinstance(parsed, dict):
+        raise RunFolderError(f"{name}: expected a JSON object; {what}")
+    return parsed
 
 
 def read_json(path: Path, what: str) -> dict[str, Any]:
@@ -272,15 +349,13 @@ def read_json(path: Path, what: str) -> dict[str, Any]:
     if not path.is_file():
         raise RunFolderError(f"{path}: missing; {what}")
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
+        data = path.read_bytes()
+    except OSError as exc:
         raise RunFolderError(f"{path}: not readable JSON ({exc}); {what}") from None
-    if not isinstance(data, dict):
-        raise RunFolderError(f"{path}: expected a JSON object; {what}")
-    return data
+    return _parse_json(data, str(path), what)
 
 
-def read_raw_table(files: Sequence[Path], columns: Sequence[str] | None = None) -> pa.Table:
+def read_raw_table(files: Sequence[Path | str], columns: Sequence[str] | None = None) -> pa.Table:
     """Raw rows of ``files`` in RAW_SCHEMA (a column a file predates is null), as one Arrow table."""
     names = list(columns or schema.RAW_SCHEMA.names)
     target = pa.schema([schema.RAW_SCHEMA.field(n) for n in names])
@@ -292,7 +367,18 @@ def read_raw_table(files: Sequence[Path], columns: Sequence[str] | None = None) 
     return pa.concat_tables(tables) if tables else target.empty_table()
 
 
-def count_raw_rows(files: Iterable[Path]) -> int:
+def first_raw_row(file: Path | str, columns: Sequence[str]) -> dict[str, Any]:
+    """The first row of a raw file (``columns`` only; read from its first row group), or ``{}`` when the
+    file has no rows."""
+    parquet = pq.ParquetFile(file)
+    for index in range(parquet.num_row_groups):
+        group = parquet.read_row_group(index, columns=list(columns))
+        if len(group):
+            return dict(group.slice(0, 1).to_pylist()[0])
+    return {}
+
+
+def count_raw_rows(files: Iterable[Path | str]) -> int:
     """Total rows in ``files``, read from Parquet footers only (cheap)."""
     return sum(pq.ParquetFile(f).metadata.num_rows for f in files)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,7 @@ def spark() -> Iterator[Any]:
         pytest.skip("PySpark needs Java 17: install openjdk-17-jre-headless")
     from pyspark.sql import SparkSession
 
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # the engine's tasks import harness
     session = (
         SparkSession.builder.master("local[2]")
         .appName("mqbench-tests")

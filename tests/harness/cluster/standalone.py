@@ -1,0 +1,85 @@
+"""A Spark standalone master and workers started from the installed PySpark, stopped by their pids."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pyspark
+
+from harness.cluster import HOST_VARIABLE
+
+
+@dataclass
+class Cluster:
+    master: str
+    pids: list[int] = field(default_factory=list)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _alive_workers(ui_port: int) -> int:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{ui_port}/json/", timeout=2) as answer:
+            return int(json.load(answer).get("aliveworkers", 0))
+    except (OSError, ValueError):
+        return 0
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    with suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGTERM)  # the JVM and what it started (executors, Python workers)
+    try:
+        proc.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        with suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+
+
+@contextmanager
+def standalone(tmp: Path, hosts: Sequence[str] = ("host-a", "host-b"), timeout: float = 240) -> Iterator[Cluster]:
+    """A master on 127.0.0.1 and one worker (1 core) per name in ``hosts``, each with ``MQBENCH_HOST``
+    set to that name; every process is stopped when the block ends, also on failure."""
+    home = Path(pyspark.__file__).parent
+    env = {**os.environ, "SPARK_HOME": str(home), "PYSPARK_PYTHON": sys.executable, "SPARK_LOG_DIR": str(tmp),
+           "SPARK_WORKER_DIR": str(tmp / "work"), "SPARK_LOCAL_DIRS": str(tmp / "local")}
+    port, ui = _free_port(), _free_port()
+    cls = [str(home / "bin" / "spark-class")]
+    procs: list[subprocess.Popen[bytes]] = []
+
+    def start(args: list[str], extra: dict[str, str], log: str) -> None:
+        with open(tmp / log, "wb") as out:
+            procs.append(subprocess.Popen([*cls, *args], env={**env, **extra}, stdout=out, stderr=subprocess.STDOUT,
+                                          start_new_session=True))
+
+    try:
+        start(["org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port", str(port),
+               "--webui-port", str(ui)], {}, "master.log")
+        url = f"spark://127.0.0.1:{port}"
+        for name in hosts:
+            start(["org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1", "--cores", "1", "--memory", "1g",
+                   "--webui-port", str(_free_port()), url], {HOST_VARIABLE: name}, f"worker-{name}.log")
+        deadline = time.monotonic() + timeout
+        while _alive_workers(ui) < len(hosts):
+            if time.monotonic() > deadline or any(p.poll() is not None for p in procs):
+                raise RuntimeError(f"standalone cluster did not come up; logs in {tmp}")
+            time.sleep(1)
+        yield Cluster(url, [p.pid for p in procs])
+    finally:
+        for proc in reversed(procs):
+            _stop(proc)
