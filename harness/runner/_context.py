@@ -42,6 +42,9 @@ class WorkerSpec:
     # consumer reports ("subscribed", name) once it has heard one from each producer listed here.
     probe: bool = False
     probe_from: tuple[int, ...] = ()
+    # The network namespace of the worker's host (``hosts:``), entered before any socket exists; None: the
+    # root namespace. Child processes (the JVM a relay starts) inherit it.
+    namespace: str | None = None
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,8 @@ import pandas as pd
 
 from harness.drivers import class_path
 from harness.drivers.base import BrokerEndpoint, Driver, Pattern, Role, Topology
+from harness.runner._netfaults import NetworkFaults
+from harness.runner._placement import place
 from harness.runner._records import assemble_rows, finalize, read_errors
 from harness.runner._workers import CaseFailed, Workers
 from harness.runner.faults import FaultInjector, Sampler, WorkerHooks, depth_probe
@@ -44,6 +46,7 @@ class Case:
     repetition: int
     run_id: str
     broker: BrokerEndpoint | None
+    network: Any = None  # harness.network.Network of the run when scenarios place parts on hosts
 
 
 @dataclass
@@ -140,6 +143,8 @@ def _run(
 ) -> CaseResult:
     work_dir.mkdir(parents=True, exist_ok=True)
     producers, consumers = _specs(case, driver, plan, work_dir)
+    placed, routes = place(case.network, case.scenario, driver.needs_broker, [*producers, *consumers])
+    producers, consumers = placed[: len(producers)], placed[len(producers) :]
     w = Workers(len(producers) + len(consumers))
     problems: list[str] = []
     complete = True
@@ -180,6 +185,7 @@ def _run(
             injector = FaultInjector(
                 sc.faults, int(w.start_ns.value), WorkerHooks(w.kill, w.relaunch, w.mark_done), control,
                 driver.needs_broker, [s.name for s in producers], [s.name for s in consumers],
+                NetworkFaults(case.network, routes) if case.network is not None else None,
             )
         w.start.set()
         for thread in (sampler, injector):

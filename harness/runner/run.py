@@ -69,11 +69,12 @@ class System:
 
 def run_cases(
     specs: Sequence[CaseSpec], systems: Mapping[str, System], run: RunFolder, console: Console, problems: list[str],
-    observe: Callable[[CaseResult], None] | None = None,
+    observe: Callable[[CaseResult], None] | None = None, network: Any = None,
 ) -> bool:
     """Run ``specs`` into ``run``; append what went wrong to ``problems``; True when every case completed.
 
-    ``observe`` gets the result of each case that ran (a rate search judges its trials by them)."""
+    ``observe`` gets the result of each case that ran (a rate search judges its trials by them); ``network``
+    is the run's ``harness.network.Network`` when scenarios place parts on hosts."""
     complete = True
     evaluation = EvaluationFiles(run)
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
@@ -88,7 +89,7 @@ def run_cases(
                 bar.update(task, completed=done, total=total or None)
 
             system = systems[variant.system]
-            case = Case(sc, variant, size, rate, rep, run.run_id, system.broker)
+            case = Case(sc, variant, size, rate, rep, run.run_id, system.broker, network)
             try:
                 driver = driver_class(variant.system, variant.options.get("client"))(variant.options, system.broker)
                 labels = _record_variant(run, variant, driver, system.backend)
