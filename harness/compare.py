@@ -20,7 +20,15 @@ from rich.console import Console
 from harness.brokers import Placement, choose_backend, provision
 from harness.drivers import BROKERLESS, SYSTEMS, driver_class
 from harness.drivers.base import DriverError
-from harness.network import Network, NetworkError, ToxiproxyError, find_binary, loopback_ports, network, routes_for
+from harness.network import (
+    Network,
+    NetworkError,
+    ToxiproxyError,
+    find_binary,
+    loopback_ports,
+    network,
+    routes_for,
+)
 from harness.pipeline import PipelineError, summarise_run
 from harness.report import write_report_from_summary
 from harness.runfolder import RunFolder

@@ -77,10 +77,12 @@ class Routes:
             return tuple(self.rewrite(v, client, ports) for v in value)
         return value
 
-    def proxies_of(self, client: str | None) -> list[str]:
-        """Names of the proxies serving ``client`` (every proxy when ``client`` is the server's own host)."""
+    def proxies_of(self, client: str | None, ports: set[int]) -> list[str]:
+        """Names of the proxies to ``ports`` serving ``client`` (all of them when ``client`` is the server's
+        own host)."""
         with self._lock:
-            return [self.proxy_name(c, p) for (c, p) in self.listen if client == self.server or c == client]
+            return [self.proxy_name(c, p) for (c, p) in self.listen
+                    if p in ports and (client == self.server or c == client)]
 
 
 def routes_for(net: Network, server: str | None) -> Routes:

@@ -24,11 +24,11 @@ _STREAMS = ("upstream", "downstream")
 class NetworkFaults:
     """The network of a run and the routes of one case, as the fault injector acts on them."""
 
-    def __init__(self, net: Network, routes: Routes | None) -> None:
-        self.net, self.routes = net, routes
+    def __init__(self, net: Network, routes: Routes | None, ports: set[int]) -> None:
+        self.net, self.routes, self.ports = net, routes, ports
 
     def _proxies(self, fault: Fault) -> list[str]:
-        return [] if self.routes is None else self.routes.proxies_of(fault.host)
+        return [] if self.routes is None else self.routes.proxies_of(fault.host, self.ports)
 
     def apply(self, fault: Fault) -> str:
         """Start the fault; returns what was done (one phrase). Raises on failure."""

@@ -26,25 +26,30 @@ def server_host(sc: Scenario, broker: BrokerEndpoint | None, needs_broker: bool)
 
 def place(
     net: Network | None, sc: Scenario, needs_broker: bool, specs: list[WorkerSpec]
-) -> tuple[list[WorkerSpec], Routes | None]:
-    """``specs`` as they run on their hosts, and the routes they use (None: no hosts, nothing changes)."""
+) -> tuple[list[WorkerSpec], Routes | None, set[int]]:
+    """``specs`` as they run on their hosts, the routes they use (None: no hosts, nothing changes) and the
+    server ports of this case (its proxies are the routes' proxies to those ports)."""
     if net is None:
-        return specs, None
+        return specs, None, set()
     broker = specs[0].broker if specs else None
     server = server_host(sc, broker, needs_broker)
     hosts = {spec.name: sc.hosts.of("producers" if spec.kind in ("producer", "requester") else "consumers")
              for spec in specs}
     if server is None and not any(hosts.values()):
-        return specs, None
+        return specs, None, set()
+    if needs_broker:
+        ports = loopback_ports(str(broker.extra.get("local_url", broker.url))) if broker is not None else set()
+    else:
+        ports = loopback_ports(specs[0].plan) if specs else set()
     try:
-        return _placed(net, sc, needs_broker, specs, server, hosts), routes_for(net, server)
+        return _placed(net, sc, needs_broker, specs, server, hosts, ports), routes_for(net, server), ports
     except ToxiproxyError as exc:
         raise CaseFailed(f"the route between hosts could not be set up: {exc}") from None
 
 
 def _placed(
     net: Network, sc: Scenario, needs_broker: bool, specs: list[WorkerSpec], server: str | None,
-    hosts: dict[str, str | None],
+    hosts: dict[str, str | None], ports: set[int],
 ) -> list[WorkerSpec]:
     broker = specs[0].broker if specs else None
     routes = routes_for(net, server)
@@ -54,11 +59,10 @@ def _placed(
         changes: dict[str, Any] = {"namespace": net.namespace(host)}
         if needs_broker and broker is not None:
             local = str(broker.extra.get("local_url", broker.url))
-            ports = loopback_ports(local)
             changes["broker"] = replace(broker, url=routes.rewrite(local, host, ports))
             changes["plan"] = routes.rewrite(spec.plan, host, ports)
         elif not _binds(sc, spec):
-            changes["plan"] = routes.rewrite(spec.plan, host, loopback_ports(spec.plan))
+            changes["plan"] = routes.rewrite(spec.plan, host, ports)
         out.append(replace(spec, **changes))
     return out
 

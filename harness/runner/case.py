@@ -143,7 +143,7 @@ def _run(
 ) -> CaseResult:
     work_dir.mkdir(parents=True, exist_ok=True)
     producers, consumers = _specs(case, driver, plan, work_dir)
-    placed, routes = place(case.network, case.scenario, driver.needs_broker, [*producers, *consumers])
+    placed, routes, ports = place(case.network, case.scenario, driver.needs_broker, [*producers, *consumers])
     producers, consumers = placed[: len(producers)], placed[len(producers) :]
     w = Workers(len(producers) + len(consumers))
     problems: list[str] = []
@@ -185,7 +185,7 @@ def _run(
             injector = FaultInjector(
                 sc.faults, int(w.start_ns.value), WorkerHooks(w.kill, w.relaunch, w.mark_done), control,
                 driver.needs_broker, [s.name for s in producers], [s.name for s in consumers],
-                NetworkFaults(case.network, routes) if case.network is not None else None,
+                NetworkFaults(case.network, routes, ports) if case.network is not None else None,
             )
         w.start.set()
         for thread in (sampler, injector):

@@ -129,6 +129,8 @@ class FaultInjector(threading.Thread):
             "target": fault.target,
             "at_s": fault.at,
             "down_s": fault.duration if fault.network else fault.down,
+            "host": fault.host,
+            "delay_s": fault.delay if fault.action == "delay" else None,
             "t_planned_ns": self.start_ns + int(fault.at * 1e9),
             "t_fault_ns": t_fault,
             "t_back_ns": t_back,
