@@ -6,7 +6,7 @@ import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from harness.scenario._model import Fault, Hosts
+from harness.scenario._model import NETWORK_ACTIONS, Fault, Hosts
 
 if TYPE_CHECKING:
     from harness.scenario._parse import _Checker
@@ -15,6 +15,7 @@ _HOST_RE = re.compile(r"^[a-z][a-z0-9]{0,11}$")
 _ROLES = ("broker", "producers", "consumers")
 _RATE_RE = re.compile(r"^\d+(?:\.\d+)?(?:bit|kbit|mbit|gbit|bps|kbps|mbps|gbps)$")
 NETWORK_FAULT_KEYS = ("duration", "host", "delay", "jitter", "rate")
+__all__ = ["NETWORK_ACTIONS", "NETWORK_FAULT_KEYS", "parse_hosts", "parse_network_fault"]
 
 
 def parse_hosts(c: _Checker, raw: Any) -> Hosts:

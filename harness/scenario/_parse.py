@@ -6,22 +6,16 @@ import difflib
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
 from harness.drivers.base import Pattern
-from harness.scenario._model import (
-    FAULT_ACTIONS,
-    MIN_MESSAGE_SIZE,
-    NETWORK_ACTIONS,
-    Fault,
-    Hosts,
-    Scenario,
-    ScenarioError,
-    Variant,
-)
-from harness.scenario._network import NETWORK_FAULT_KEYS, parse_hosts, parse_network_fault
+from harness.scenario._model import FAULT_ACTIONS, MIN_MESSAGE_SIZE, Fault, Scenario, ScenarioError, Variant
+from harness.scenario._network import NETWORK_ACTIONS, NETWORK_FAULT_KEYS, parse_hosts, parse_network_fault
+
+if TYPE_CHECKING:
+    from harness.scenario._model import Hosts
 
 _FIELDS = (
     "name",

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import socket
-import sys
 import subprocess
+import sys
 import threading
+from pathlib import Path
 
 import pytest
 
@@ -106,8 +107,8 @@ def test_a_client_host_reaches_the_root_through_the_proxy_and_the_delay_shows() 
             url = routes.rewrite(f"tcp://127.0.0.1:{port_box[0]}", "c", {port_box[0]})
             host, port = url.removeprefix("tcp://").split(":")
             assert host == net.address(None)
-            probe = ("import socket,sys,time; s=socket.create_connection(('%s', %s), 5); t=time.monotonic(); "
-                     "s.sendall(b'x'); s.recv(1); print(time.monotonic()-t)") % (host, port)
+            probe = (f"import socket,sys,time; s=socket.create_connection(('{host}', {port}), 5); "
+                     "t=time.monotonic(); s.sendall(b'x'); s.recv(1); print(time.monotonic()-t)")
             quick = float(_in_namespace(str(net.namespace("c")), sys.executable, "-c", probe).stdout)
             proxy = net.toxiproxy(None)
             (name,) = routes.proxies_of("c", {port_box[0]})
@@ -125,9 +126,9 @@ def test_enter_moves_a_process_into_a_host() -> None:
     require_root()
     with network(["a"]) as net:
         assert net is not None
-        code = ("import socket; from harness.network import enter; enter(%r); s=socket.socket(); "
-                "s.bind((%r, 0)); print('bound')") % (net.namespace("a"), net.address("a"))
+        code = (f"import socket; from harness.network import enter; enter({net.namespace('a')!r}); "
+                f"s=socket.socket(); s.bind(({net.address('a')!r}, 0)); print('bound')")
         done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30,
-                              cwd=str(__import__("pathlib").Path(__file__).parents[3]))
+                              cwd=str(Path(__file__).parents[3]))
         assert done.stdout.strip() == "bound", done.stderr
     assert callable(enter)

@@ -5,10 +5,6 @@ ours left after a run, a failing run or Ctrl-C. Root and toxiproxy-server are ne
 from __future__ import annotations
 
 import os
-import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +15,7 @@ from rich.console import Console
 import harness.compare
 from harness.compare import compare
 from harness.scenario import parse_scenario
+from tests.harness.brokers.test_interrupt import interrupt_mid_run
 from tests.harness.drivers.conformance import require_backend
 from tests.harness.network.support import assert_nothing_left, require_toxiproxy, snapshot
 
@@ -90,27 +87,10 @@ def test_a_failing_run_leaves_no_hosts(tmp_path: Path, monkeypatch: pytest.Monke
 def test_ctrl_c_during_compare_leaves_no_hosts(tmp_path: Path) -> None:
     require_toxiproxy()
     before = snapshot()
-    scenario = tmp_path / "net.yaml"
-    scenario.write_text(
+    # SIGINT once the cons host's Toxiproxy (comm is cut to 15 characters) and the workers run, mid-partition
+    interrupt_mid_run(tmp_path, (
         "name: ctrl-c\npattern: queue\nmessage_sizes: [100]\nduration: 20s\nrate: 200\nwarmup: 0\n"
         "systems: [zmq]\nhosts: {producers: prod, consumers: cons}\n"
-        "faults: [{at: 1s, action: partition, duration: 10s}]\n"
-    )
-    proc = subprocess.Popen([sys.executable, "-m", "harness.cli", "compare", str(scenario), "--out",
-                             str(tmp_path / "out"), "--no-report"], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, text=True)
-    try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:  # wait until the run's hosts exist and its partition is on
-            if (tmp_path / "out").exists() and any((tmp_path / "out").glob("*/.work/case-0")):
-                break
-            time.sleep(0.2)
-        time.sleep(2.0)
-        proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    assert proc.returncode == 130, err
+        "faults: [{at: 0.5s, action: partition, duration: 10s}]\n"
+    ), "toxiproxy-serve", wait=60)
     assert_nothing_left(before)
