@@ -178,8 +178,10 @@ def _network(rec: pd.DataFrame) -> str:
     parts = []
     for action in ("reset", "bandwidth"):
         for variant, g in _network_rows(rec, action).groupby("variant", sort=False):
-            parts.append(f"{action}, {variant}: lost {int(g['lost'].sum())} of {int(g['accepted'].sum()):,}, "
-                         f"dup {int(g['duplicated'].sum())}, refused {int(g['refused'].sum())}, "
+            lost, told = int(g["lost"].sum()), int(g["refused"].sum())
+            silent = " silently" if lost and not told else ""
+            parts.append(f"{action}, {variant}: lost {lost}{silent} of {int(g['accepted'].sum()):,}, "
+                         f"dup {int(g['duplicated'].sum())}, producer told of {told} failed sends, "
                          f"back to the pre-fault rate {_num(g['back_rate_s'].median())} s after")
     return "; ".join(parts) if parts else NOT_MEASURED
 

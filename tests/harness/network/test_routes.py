@@ -40,3 +40,15 @@ def test_only_the_servers_ports_are_rewritten_one_proxy_per_client_host() -> Non
     assert net.tox.made == [("cons-5000", 5000), ("cons-5001", 5001), ("root-5000", 5000)]
     assert routes.proxies_of("cons", {5000}) == ["cons-5000"]
     assert sorted(routes.proxies_of("server", {5000})) == ["cons-5000", "root-5000"]  # the server's own host
+
+
+def test_a_placed_broker_command_runs_in_its_host_and_as_its_user() -> None:
+    from harness.brokers import Placement
+    from harness.brokers._spec import Command
+
+    placement = Placement("server", ("ip", "netns", "exec", "mqnabcde-server"), lambda url: url)
+    plain = placement.command(Command("redis-server", ("redis-server", "--port", "1")))
+    assert plain.argv == ("ip", "netns", "exec", "mqnabcde-server", "redis-server", "--port", "1")
+    as_user = placement.command(Command("rabbitmq-server", ("rabbitmq-server",), user="rabbitmq"))
+    # entering a namespace needs root: the user is taken after entering
+    assert as_user.argv[4:] == ("runuser", "-u", "rabbitmq", "--", "rabbitmq-server") and as_user.user is None

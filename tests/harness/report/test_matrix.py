@@ -108,6 +108,7 @@ def test_network_cells_follow_the_numbers() -> None:
         net("aof", "partition", 0),
         net("default", "delay", 0),
         net("default", "reset", 2, refused=1),
+        net("default", "bandwidth", 3),
         rec("redis", "aof", "restart-broker", 0),
     ])
     m = feature_matrix(pd.DataFrame(), recovery, ROLES, {"redis": False}).set_index("system")
@@ -116,7 +117,8 @@ def test_network_cells_follow_the_numbers() -> None:
     assert "aof: lost 0 of 500" in row["survives a partition without loss"]
     assert "first delivery 1.25 s" in row["survives a partition without loss"]
     assert row["latency under delay"].startswith("default: p50 +20.1 ms with 20 ms injected")
-    assert row["resets, bandwidth limit"].startswith("reset, default: lost 2 of 500, dup 0, refused 1")
+    assert row["resets, bandwidth limit"].startswith("reset, default: lost 2 of 500, dup 0, producer told of 1")
+    assert "bandwidth, default: lost 3 silently of 500" in row["resets, bandwidth limit"]
     assert "partition" not in row["recovery after crash"]  # crashes and network faults stay apart
 
 
