@@ -17,7 +17,7 @@ from pathlib import Path
 import pandas as pd
 from rich.console import Console
 
-from harness.brokers import Placement, choose_backend, provision
+from harness.brokers import Placement, advertises_address, choose_backend, provision
 from harness.drivers import BROKERLESS, SYSTEMS, driver_class
 from harness.drivers.base import DriverError
 from harness.network import (
@@ -244,7 +244,7 @@ def _provision(
             try:
                 endpoint = stack.enter_context(
                     provision(system, backend=backend, url=brokers.get(system), logs_dir=run.logs_dir,
-                              placement=placement)
+                              placement=None if advertises_address(system) else placement)
                 )
             except DriverError as exc:
                 raise CompareError(f"{system}: {exc}") from None

@@ -46,6 +46,12 @@ class Placement:
         return replace(command, argv=(*self.prefix, *argv), user=None)
 
 
+def advertises_address(system: str) -> bool:
+    """True when ``system``'s broker tells clients an address to connect to next (cannot run across hosts)."""
+    prov = provisioner(system)
+    return prov is not None and prov.advertises_address
+
+
 class StartFailed(Exception):
     """The broker exited or did not answer its probe in time (message: what happened)."""
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from harness.brokers import advertises_address
 from harness.drivers.base import BrokerEndpoint, Pattern
 from harness.network import Network, Routes, ToxiproxyError, loopback_ports, routes_for
 from harness.runner._context import WorkerSpec
@@ -37,6 +38,9 @@ def place(
              for spec in specs}
     if server is None and not any(hosts.values()):
         return specs, None, set()
+    if needs_broker and specs and advertises_address(specs[0].system):
+        raise CaseFailed(f"{specs[0].system} tells its clients the address to connect to next, which the routes "
+                         "between hosts do not rewrite: run it in a scenario without hosts: (docs/network.md)")
     if needs_broker:
         ports = loopback_ports(str(broker.extra.get("local_url", broker.url))) if broker is not None else set()
     else:
