@@ -20,6 +20,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import random
+import socket
 import subprocess
 import tempfile
 import threading
@@ -169,8 +170,6 @@ class Network:
 
 
 def _free_port(address: str) -> int:
-    import socket
-
     with socket.socket() as s:
         s.bind((address, 0))
         return int(s.getsockname()[1])
