@@ -22,6 +22,7 @@ import pandas as pd
 
 from harness.drivers import class_path
 from harness.drivers.base import BrokerEndpoint, Driver, Pattern, Role, Topology
+from harness.network import Network
 from harness.runner._netfaults import NetworkFaults
 from harness.runner._placement import place
 from harness.runner._records import assemble_rows, finalize, read_errors
@@ -46,7 +47,7 @@ class Case:
     repetition: int
     run_id: str
     broker: BrokerEndpoint | None
-    network: Any = None  # harness.network.Network of the run when scenarios place parts on hosts
+    network: Network | None = None  # the run's hosts, when scenarios place parts on them
 
 
 @dataclass

@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from harness.runner._netfaults import NetworkFaults
 from harness.runner.proc import rss_bytes
 from harness.scenario import Fault
 
@@ -74,7 +75,7 @@ class FaultInjector(threading.Thread):
         needs_broker: bool,
         producers: Sequence[str],
         consumers: Sequence[str],
-        network: Any = None,  # harness.runner._netfaults.NetworkFaults | None (runs with hosts)
+        network: NetworkFaults | None = None,  # runs with hosts
     ) -> None:
         super().__init__(name="mqbench-faults", daemon=True)
         self.faults = list(faults)

@@ -18,6 +18,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from harness.drivers import driver_class
 from harness.drivers.base import BrokerEndpoint, Driver, DriverError
+from harness.network import Network
 from harness.runfolder import RunFolder
 from harness.runner.case import Case, CaseFailed, CaseResult, run_case
 from harness.runner.evaluation import EvaluationFiles
@@ -69,7 +70,7 @@ class System:
 
 def run_cases(
     specs: Sequence[CaseSpec], systems: Mapping[str, System], run: RunFolder, console: Console, problems: list[str],
-    observe: Callable[[CaseResult], None] | None = None, network: Any = None,
+    observe: Callable[[CaseResult], None] | None = None, network: Network | None = None,
 ) -> bool:
     """Run ``specs`` into ``run``; append what went wrong to ``problems``; True when every case completed.
 
