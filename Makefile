@@ -14,7 +14,7 @@ JVM_SOURCES := jvm/pom.xml $(shell find jvm/src -name '*.java' 2>/dev/null)
 
 LATEST_RUN = $$(ls -1dt results/*/manifest.json 2>/dev/null | head -1 | xargs -r dirname)
 
-.PHONY: compare test report regress baseline evaluate brokers toolchain lint jvm
+.PHONY: compare test report regress baseline evaluate brokers toxiproxy toolchain lint jvm
 
 # The virtual environment, rebuilt only when pyproject.toml or the C loops change.
 $(STAMP): pyproject.toml setup.py harness/runner/_hotloop.c
@@ -45,9 +45,24 @@ baseline: $(STAMP)
 	for i in 1 2 3; do $(VENV)/bin/mqbench compare scenarios/regress.yaml --out "$$out" --no-report || exit 1; done; \
 	$(VENV)/bin/mqbench baseline "$$out"/*/ --out results/baseline
 
-## evaluate: slow consumers, broker/peer crashes, recovery, durability, measured feature matrix (docs/evaluation.md)
-evaluate: $(STAMP)
+## evaluate: slow consumers, broker/peer crashes, recovery, durability, measured feature matrix (docs/evaluation.md),
+## then the network scenarios across hosts (docs/network.md: needs root and toxiproxy)
+evaluate: $(STAMP) toxiproxy
 	$(VENV)/bin/mqbench compare scenarios/evaluation.yaml --backend process
+	$(VENV)/bin/mqbench compare scenarios/network.yaml --backend process
+
+## toxiproxy: Shopify's Toxiproxy server (network faults between hosts) from the Go module proxy into
+## .brokers/bin/toxiproxy-server; with CI=true a missing Go toolchain is a failure
+TOXIPROXY_VERSION := v2.12.0
+toxiproxy:
+	@bin=$$(realpath -m $${MQBENCH_BROKERS_DIR:-.brokers}/bin); \
+	if [ -x $$bin/toxiproxy-server ] || command -v toxiproxy-server >/dev/null; then exit 0; fi; \
+	if ! command -v go >/dev/null; then echo "toxiproxy: needs Go (https://go.dev) to build; network faults will be skipped"; \
+	  [ "$$CI" != "true" ]; exit; fi; \
+	echo "toxiproxy: building $(TOXIPROXY_VERSION) into $$bin"; tmp=$$(mktemp -d); \
+	GOBIN=$$tmp go install github.com/Shopify/toxiproxy/v2/cmd/server@$(TOXIPROXY_VERSION) && \
+	mkdir -p $$bin && mv $$tmp/server $$bin/toxiproxy-server; rc=$$?; rm -rf $$tmp; \
+	[ $$rc -eq 0 ] || [ "$$CI" != "true" ]
 
 ## brokers: install the broker binaries from Debian's packages (as root, on Debian/Ubuntu), then fetch the
 ## Apache Kafka and Apache RocketMQ jars with Maven into .brokers/ (harness/brokers/maven/*.xml pin them)
@@ -95,7 +110,7 @@ toolchain:
 
 ## test: the whole suite, then the performance-regression check (make regress) that guards mqcore;
 ## in CI (CI=true) a missing broker or browser fails instead of skipping
-test: toolchain $(STAMP) brokers jvm
+test: toolchain $(STAMP) brokers toxiproxy jvm
 	@set +e; $(PY) -m pytest $(PYTEST_ARGS); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: that is a failure here"; exit 1; fi; exit $$rc
 	@$(MAKE) --no-print-directory regress

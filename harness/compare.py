@@ -17,9 +17,18 @@ from pathlib import Path
 import pandas as pd
 from rich.console import Console
 
-from harness.brokers import choose_backend, provision
+from harness.brokers import Placement, advertises_address, choose_backend, provision
 from harness.drivers import BROKERLESS, SYSTEMS, driver_class
 from harness.drivers.base import DriverError
+from harness.network import (
+    Network,
+    NetworkError,
+    ToxiproxyError,
+    find_binary,
+    loopback_ports,
+    network,
+    routes_for,
+)
 from harness.pipeline import PipelineError, summarise_run
 from harness.report import write_report_from_summary
 from harness.runfolder import RunFolder
@@ -145,8 +154,9 @@ def compare(
     complete = True
     try:
         with contextlib.ExitStack() as stack:
-            provisioned = _provision(stack, order, ready, brokers, backend, run, console)
-            complete = run_cases(specs, provisioned, run, console, problems) and complete
+            net = _network(stack, scenarios, run)
+            provisioned = _provision(stack, order, ready, brokers, backend, run, console, _placement(scenarios, net))
+            complete = run_cases(specs, provisioned, run, console, problems, network=net) and complete
             complete = run_searches(scenarios, provisioned, run, console, problems) and complete
     except KeyboardInterrupt:
         problems.append("interrupted by the user (Ctrl-C / SIGTERM)")
@@ -187,6 +197,34 @@ def _unrunnable_variants(scenarios: Sequence[Scenario], systems: Sequence[str]) 
     return out
 
 
+def _network(stack: contextlib.ExitStack, scenarios: Sequence[Scenario], run: RunFolder) -> Network | None:
+    """The run's hosts (every host any scenario names), removed when the run ends, however it ends."""
+    hosts = [h for sc in scenarios for h in sc.hosts.names()]
+    if not hosts:
+        return None
+    if find_binary() is None:
+        raise CompareError("hosts need toxiproxy-server, which is not installed; run `make toxiproxy`")
+    try:
+        net = stack.enter_context(network(hosts))
+    except (NetworkError, ToxiproxyError) as exc:
+        raise CompareError(f"the scenarios' hosts cannot be set up: {exc}") from None
+    assert net is not None
+    run.manifest["network"] = net.describe()
+    return net
+
+
+def _placement(scenarios: Sequence[Scenario], net: Network | None) -> Placement | None:
+    """Where local broker processes run: the one host the scenarios give the broker, if any."""
+    placed = sorted({sc.hosts.broker for sc in scenarios if sc.hosts.broker is not None})
+    if net is None or not placed:
+        return None
+    if len(placed) > 1:
+        raise CompareError(f"the scenarios of one run place the broker on different hosts ({', '.join(placed)}); "
+                           "run them separately or give them the same broker host")
+    routes = routes_for(net, placed[0])
+    return Placement(placed[0], net.prefix_for(placed[0]), lambda url: routes.rewrite(url, None, loopback_ports(url)))
+
+
 def _provision(
     stack: contextlib.ExitStack,
     order: Sequence[str],
@@ -195,6 +233,7 @@ def _provision(
     backend: str,
     run: RunFolder,
     console: Console,
+    placement: Placement | None = None,
 ) -> dict[str, System]:
     out: dict[str, System] = {}
     for system in order:
@@ -204,7 +243,8 @@ def _provision(
         with console.status(f"starting {system} ({ready[system].backend})…"):
             try:
                 endpoint = stack.enter_context(
-                    provision(system, backend=backend, url=brokers.get(system), logs_dir=run.logs_dir)
+                    provision(system, backend=backend, url=brokers.get(system), logs_dir=run.logs_dir,
+                              placement=None if advertises_address(system) else placement)
                 )
             except DriverError as exc:
                 raise CompareError(f"{system}: {exc}") from None

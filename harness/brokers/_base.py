@@ -51,6 +51,9 @@ class Provisioner(ABC):
     stop_grace: ClassVar[float] = 5.0
     #: Why ``queue_depth`` gives no probe for this broker (shown beside the queue-depth figure).
     depth_note: ClassVar[str] = "queue depth is not sampled for this broker; sent - received stands in"
+    # The broker tells clients an address to connect to next (Kafka metadata, RocketMQ's name server), which
+    # the routes between hosts (harness.network) do not rewrite: such a broker cannot run across hosts.
+    advertises_address: ClassVar[bool] = False
 
     def find_binary(self) -> str | None:
         """Path of the broker executable on this machine, or None."""

@@ -15,6 +15,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from harness.brokers._base import Provisioner, redact
@@ -23,10 +24,32 @@ from harness.brokers._containers import BrokerContainer, docker_host
 from harness.brokers._ports import free_port
 from harness.brokers._process import BrokerProcess, _descendants
 from harness.brokers._registry import provisioner
-from harness.brokers._spec import Launch
+from harness.brokers._spec import Command, Launch
 from harness.drivers.base import BrokerEndpoint, DriverError
 
 EXTERNAL_PROBE_TIMEOUT = 5.0
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where a local broker process runs when a scenario places it on a host (``harness.network``): its
+    commands start behind ``prefix`` (``ip netns exec NS``) and listen on that host's loopback as usual;
+    ``route`` turns the launch's URL into the one this process (the root namespace) reaches it by."""
+
+    host: str
+    prefix: tuple[str, ...]
+    route: Callable[[str], str]
+
+    def command(self, command: Command) -> Command:
+        # ``ip netns exec`` needs root, so a command run as another user drops to it after entering
+        argv = command.argv if command.user is None else ("runuser", "-u", command.user, "--", *command.argv)
+        return replace(command, argv=(*self.prefix, *argv), user=None)
+
+
+def advertises_address(system: str) -> bool:
+    """True when ``system``'s broker tells clients an address to connect to next (cannot run across hosts)."""
+    prov = provisioner(system)
+    return prov is not None and prov.advertises_address
 
 
 class StartFailed(Exception):
@@ -35,12 +58,14 @@ class StartFailed(Exception):
 
 @contextlib.contextmanager
 def provision(
-    system: str, backend: str = "auto", url: str | None = None, logs_dir: Path | None = None
+    system: str, backend: str = "auto", url: str | None = None, logs_dir: Path | None = None,
+    placement: Placement | None = None,
 ) -> Iterator[BrokerEndpoint]:
     """Yield the endpoint of a ready ``system`` broker; stop it (if started here) when the block ends.
 
     Raises DriverError (one sentence) when no backend can be used, an external broker does not answer, or
-    a broker fails to start; in the last case its logs are in ``logs_dir/<system>/``.
+    a broker fails to start; in the last case its logs are in ``logs_dir/<system>/``. ``placement`` puts a
+    local process broker on a host (other backends ignore it: their broker stays where it is).
     """
     choice = choose_backend(system, backend, url)
     prov = provisioner(system)
@@ -50,7 +75,7 @@ def provision(
         assert url is not None
         yield _external(prov, url)
     elif choice.backend == "process":
-        with _process_broker(prov, logs_dir) as endpoint:
+        with _process_broker(prov, logs_dir, placement) as endpoint:
             yield endpoint
     else:
         with _container_broker(prov, logs_dir) as endpoint:
@@ -136,13 +161,17 @@ def broker_control(endpoint: BrokerEndpoint | None) -> BrokerControl | None:
 
 
 @contextlib.contextmanager
-def _process_broker(prov: Provisioner, logs_dir: Path | None) -> Iterator[BrokerEndpoint]:
+def _process_broker(prov: Provisioner, logs_dir: Path | None, placement: Placement | None) -> Iterator[BrokerEndpoint]:
     workdir = Path(tempfile.mkdtemp(prefix=f"mqbench-{prov.system}-"))
     started: list[BrokerProcess] = []
     launch = None
     try:
         try:
             launch = prov.prepare_process(workdir)
+            local_url = launch.url
+            if placement is not None:
+                commands = tuple(placement.command(c) for c in launch.commands)
+                launch = replace(launch, commands=commands, url=placement.route(launch.url))
             launched = time.monotonic()
             for command in launch.commands:
                 started.append(BrokerProcess(command, cwd=workdir, log_dir=workdir / "logs"))
@@ -160,7 +189,9 @@ def _process_broker(prov: Provisioner, logs_dir: Path | None) -> Iterator[Broker
             backend="process",
             implementation=prov.process_implementation,
             version=version or launch.version,
-            extra={**launch.extra, "pids": [p.pid for p in started], "workdir": str(workdir), "startup_s": ready - launched},
+            extra={**launch.extra, "pids": [p.pid for p in started], "workdir": str(workdir),
+                   "startup_s": ready - launched,
+                   **({} if placement is None else {"host": placement.host, "local_url": local_url})},
         )
     finally:
         if launch is not None:

@@ -41,6 +41,8 @@ logger.request.level = WARN
 class KafkaProtocolProbe(Provisioner):
     """Readiness of any broker that speaks the Kafka protocol."""
 
+    advertises_address = True  # metadata names the brokers to connect to
+
     def probe(self, url: str, timeout: float) -> str:
         """ApiVersions v0 request; ready when the broker answers it without an error code."""
         host, port = host_port(url.split(",")[0], 9092)

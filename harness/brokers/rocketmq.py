@@ -32,6 +32,7 @@ JVM_COMMON = ("-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20", "-Djava.awt.headless=tr
 
 class RocketMQProvisioner(_jars.JarsBroker, Provisioner):
     system = "rocketmq"
+    advertises_address = True  # the name server names the broker to connect to
     schemes = ("rocketmq",)
     jars, display = "rocketmq", "Apache RocketMQ"
     ready_timeout = 150.0  # two JVMs on two cores: the broker registers 30-55 s after launch

@@ -15,6 +15,14 @@ belongs to both); give a case one fault to charge each loss to exactly one fault
 - ``first_new_s``: from the fault to the first receipt of a message sent at or after the fault;
 - ``max_gap_s``: the longest stretch without any receipt from the fault to the last receipt of the window.
 The three times look at the faulted consumer's receipts only when the fault was a consumer's.
+
+Where the fault has an end (``t_back_ns``: the restarted part back, a network fault healed or undone):
+- ``back_first_s``: from that end to the first receipt at or after it;
+- ``back_rate_s``: from that end to the first 200 ms bin whose receipts reach 90 % of the rate received in
+  the second before the fault (NaN when there was no such rate or it never came back);
+- ``latency_before_s``, ``latency_during_s``, ``latency_after_s``: median latency (receipt - send) of the
+  window's messages sent before the fault, between fault and end, and after the end; with
+  ``injected_delay_s`` (a ``delay`` fault's delay) the shift during the fault can be checked against it.
 """
 
 from __future__ import annotations
@@ -43,7 +51,15 @@ RECOVERY_COLUMNS = (
     "first_new_s",
     "max_gap_s",
     "producer_saw_errors",
+    "back_first_s",
+    "back_rate_s",
+    "latency_before_s",
+    "latency_during_s",
+    "latency_after_s",
+    "injected_delay_s",
 )
+RATE_BIN_NS = 200_000_000
+RATE_FRACTION = 0.9
 
 
 def _stamps(column: pd.Series) -> np.ndarray:
@@ -90,7 +106,10 @@ def recovery_table(
         # a consumer fault: time the restarted consumer itself, not the others that kept going
         done_as = str(f.get("carried_out_as") or f.get("action") or "")
         only = int(f.get("target") or 0) if done_as.endswith("-consumer") else None
-        out.append({**base, **_one(pattern, keys, t_send, t_recv, consumer, err_keys, err_t, t_f, t_back, lo, hi, only)})
+        one = _one(pattern, keys, t_send, t_recv, consumer, err_keys, err_t, t_f, t_back, lo, hi, only)
+        delay = f.get("delay_s")
+        injected = math.nan if delay is None or (isinstance(delay, float) and math.isnan(delay)) else float(delay)
+        out.append({**base, **one, **_after(t_send, t_recv, t_f, t_back, lo, hi), "injected_delay_s": injected})
     return pd.DataFrame(out, columns=list(RECOVERY_COLUMNS))
 
 
@@ -146,4 +165,33 @@ def _one(
         "first_new_s": first_new_s,
         "max_gap_s": max_gap_s,
         "producer_saw_errors": bool(refused_keys.size),
+    }
+
+
+def _after(t_send: np.ndarray, t_recv: np.ndarray, t_f: int, t_back: int, lo: int, hi: int) -> dict[str, float]:
+    """What the fault's end and window did to timing: see the module docstring."""
+    arrived = t_recv >= 0
+    recv = np.sort(t_recv[arrived])
+    later = recv[recv >= t_back]
+    back_first_s = (int(later[0]) - t_back) / 1e9 if later.size else math.nan
+    before = np.count_nonzero((recv >= t_f - 1_000_000_000) & (recv < t_f))
+    back_rate_s = math.nan
+    if before and later.size:
+        need = RATE_FRACTION * before * RATE_BIN_NS / 1e9
+        bins = (later - t_back) // RATE_BIN_NS
+        counts = np.bincount(bins)
+        reached = np.flatnonzero(counts >= need)
+        if reached.size:
+            back_rate_s = float(reached[0] * RATE_BIN_NS + RATE_BIN_NS) / 1e9
+
+    def median_latency(sel: np.ndarray) -> float:
+        sel = sel & arrived
+        return float(np.median(t_recv[sel] - t_send[sel])) / 1e9 if sel.any() else math.nan
+
+    return {
+        "back_first_s": back_first_s,
+        "back_rate_s": back_rate_s,
+        "latency_before_s": median_latency((t_send >= max(lo, 0)) & (t_send < t_f) & (t_send >= 0)),
+        "latency_during_s": median_latency((t_send >= t_f) & (t_send < t_back)),
+        "latency_after_s": median_latency((t_send >= t_back) & (t_send < hi)),
     }

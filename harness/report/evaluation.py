@@ -188,9 +188,23 @@ def recovery_view(ev: Evaluation) -> pd.DataFrame:
         "back after s": r["recovery_s"].map(secs),
         "first new msg s": r["first_new_s"].map(secs),
         "longest gap s": r["max_gap_s"].map(secs),
+        # after the fault's end (restart back, network healed): first delivery, pre-fault rate again
+        "end → first s": _column(r, "back_first_s").map(secs),
+        "end → rate s": _column(r, "back_rate_s").map(secs),
+        "p50 ms before/during/after": r.apply(_latencies, axis=1),
         "verdict": r.apply(verdict, axis=1),
     })
     return out.fillna("—")
+
+
+def _column(frame: pd.DataFrame, name: str) -> pd.Series:
+    """A recovery column, NaN for runs recorded before it existed."""
+    return frame[name] if name in frame else pd.Series(float("nan"), index=frame.index)
+
+
+def _latencies(row: pd.Series) -> str:
+    values = [row.get(k) for k in ("latency_before_s", "latency_during_s", "latency_after_s")]
+    return " / ".join("—" if v is None or pd.isna(v) else f"{v * 1e3:.3g}" for v in values)
 
 
 def faults_view(ev: Evaluation) -> pd.DataFrame:

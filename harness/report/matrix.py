@@ -23,10 +23,14 @@ MATRIX_COLUMNS = (
     "ordering",
     "loss under slow consumer",
     "recovery after crash",
+    "survives a partition without loss",
+    "latency under delay",
+    "resets, bandwidth limit",
     "throughput",
     "latency",
 )
 NOT_MEASURED = "not measured"
+NETWORK_ACTIONS = ("delay", "bandwidth", "partition", "reset")  # harness.scenario's network fault actions
 
 
 def scenario_roles(scenarios: Iterable[Mapping[str, Any]]) -> dict[str, str]:
@@ -119,7 +123,7 @@ def _slow(reps: pd.DataFrame) -> str:
 
 
 def _recovery(rec: pd.DataFrame) -> str:
-    done = rec.dropna(subset=["lost"])
+    done = rec[~rec["carried_out_as"].isin(NETWORK_ACTIONS)].dropna(subset=["lost"])
     if done.empty:
         return NOT_MEASURED
     parts = []
@@ -131,6 +135,55 @@ def _recovery(rec: pd.DataFrame) -> str:
         parts.append(f"{variant}, {what}: {when}, lost {int(g['lost'].sum())}, dup {int(g['duplicated'].sum())}")
     ok = done["recovery_s"].notna().any()
     return f"{'yes' if ok else 'no'} — {'; '.join(parts)}"
+
+
+def _network_rows(rec: pd.DataFrame, action: str) -> pd.DataFrame:
+    return rec[rec["carried_out_as"] == action].dropna(subset=["lost"])
+
+
+def _partition(rec: pd.DataFrame) -> str:
+    """Loss and duplication across the partition per variant, who was told, and how fast it came back."""
+    done = _network_rows(rec, "partition")
+    if done.empty:
+        return NOT_MEASURED
+    parts, kept = [], False
+    for variant, g in done.groupby("variant", sort=False):
+        lost, acc = int(g["lost"].sum()), int(g["accepted"].sum())
+        kept = kept or (lost == 0 and acc > 0)
+        told = int(g["refused"].sum())
+        first = g["back_first_s"].median() if "back_first_s" in g else math.nan
+        rate = g["back_rate_s"].median() if "back_rate_s" in g else math.nan
+        parts.append(f"{variant}: lost {lost} of {acc:,}, dup {int(g['duplicated'].sum())}, "
+                     f"out of order {int(g['reordered'].sum())}, producer told of {told} failed sends; "
+                     f"first delivery {_num(first)} s and pre-fault rate {_num(rate)} s after the heal")
+    return f"{'yes' if kept else 'no'} — {'; '.join(parts)}"
+
+
+def _delay(rec: pd.DataFrame) -> str:
+    """The median latency shift while the delay was on, next to the delay injected."""
+    done = _network_rows(rec, "delay")
+    if done.empty or "latency_during_s" not in done:
+        return NOT_MEASURED
+    parts = []
+    for variant, g in done.groupby("variant", sort=False):
+        before, during = g["latency_before_s"].median(), g["latency_during_s"].median()
+        injected = g["injected_delay_s"].median()
+        parts.append(f"{variant}: p50 +{_num((during - before) * 1e3)} ms with {_num(injected * 1e3)} ms injected "
+                     f"(before {_num(before * 1e3)} ms, during {_num(during * 1e3)} ms, "
+                     f"after {_num(g['latency_after_s'].median() * 1e3)} ms)")
+    return "; ".join(parts)
+
+
+def _network(rec: pd.DataFrame) -> str:
+    parts = []
+    for action in ("reset", "bandwidth"):
+        for variant, g in _network_rows(rec, action).groupby("variant", sort=False):
+            lost, told = int(g["lost"].sum()), int(g["refused"].sum())
+            silent = " silently" if lost and not told else ""
+            parts.append(f"{action}, {variant}: lost {lost}{silent} of {int(g['accepted'].sum()):,}, "
+                         f"dup {int(g['duplicated'].sum())}, producer told of {told} failed sends, "
+                         f"back to the pre-fault rate {_num(g['back_rate_s'].median())} s after")
+    return "; ".join(parts) if parts else NOT_MEASURED
 
 
 def _best(reps: pd.DataFrame) -> pd.Series | None:
@@ -189,6 +242,9 @@ def feature_matrix(
             "ordering": _ordering(pd.concat([base, _rows(reps, roles, "slow-consumer")])),
             "loss under slow consumer": _slow(_rows(reps, roles, "slow-consumer")),
             "recovery after crash": _recovery(rec),
+            "survives a partition without loss": _partition(rec),
+            "latency under delay": _delay(rec),
+            "resets, bandwidth limit": _network(rec),
             "throughput": _throughput(base),
             "latency": _latency(base),
         })

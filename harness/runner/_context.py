@@ -12,10 +12,13 @@ so far (sent, received or served), read by the parent while the case runs.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from harness.drivers.base import BrokerEndpoint, Role
 from harness.scenario import Scenario, Variant
+
+if TYPE_CHECKING:  # worker processes need no network code
+    from harness.network import Network
 
 
 @dataclass(frozen=True)
@@ -43,6 +46,9 @@ class WorkerSpec:
     # consumer reports ("subscribed", name) once it has heard one from each producer listed here.
     probe: bool = False
     probe_from: tuple[int, ...] = ()
+    # The network namespace of the worker's host (``hosts:``), entered before any socket exists; None: the
+    # root namespace. Child processes (the JVM a relay starts) inherit it.
+    namespace: str | None = None
 
 
 @dataclass(frozen=True)
@@ -91,3 +97,4 @@ class Case:
     repetition: int
     run_id: str
     broker: BrokerEndpoint | None
+    network: Network | None = None  # the run's hosts, when scenarios place parts on them

@@ -30,8 +30,11 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from harness.drivers import driver_class
 from harness.drivers.base import BrokerEndpoint, Driver, DriverError, Pattern, Topology
+from harness.network import Network
 from harness.runfolder import RunFolder
 from harness.runner._context import Case
+from harness.runner._netfaults import NetworkFaults
+from harness.runner._placement import place
 from harness.runner._records import assemble_rows, finalize, read_errors
 from harness.runner._workers import SETTLE, SUBSCRIBE_TIMEOUT, CaseFailed, OnProgress, Workers, specs, watch
 from harness.runner.cpu import CpuTable
@@ -89,11 +92,12 @@ class System:
 
 def run_cases(
     specs: Sequence[CaseSpec], systems: Mapping[str, System], run: RunFolder, console: Console, problems: list[str],
-    observe: Callable[[CaseResult], None] | None = None,
+    observe: Callable[[CaseResult], None] | None = None, network: Network | None = None,
 ) -> bool:
     """Run ``specs`` into ``run``; append what went wrong to ``problems``; True when every case completed.
 
-    ``observe`` gets the result of each case that ran (a rate search judges its trials by them)."""
+    ``observe`` gets the result of each case that ran (a rate search judges its trials by them); ``network``
+    is the run's ``harness.network.Network`` when scenarios place parts on hosts."""
     complete = True
     evaluation = EvaluationFiles(run)
     cpu = CpuTable(run)
@@ -109,7 +113,7 @@ def run_cases(
                 bar.update(task, completed=done, total=total or None)
 
             system = systems[variant.system]
-            case = Case(sc, variant, size, rate, rep, run.run_id, system.broker)
+            case = Case(sc, variant, size, rate, rep, run.run_id, system.broker, network)
             try:
                 driver = driver_class(variant.system, variant.options.get("client"))(variant.options, system.broker)
                 labels = _record_variant(run, variant, driver, system.backend)
@@ -198,6 +202,8 @@ def _run(
 ) -> CaseResult:
     work_dir.mkdir(parents=True, exist_ok=True)
     producers, consumers = specs(case, driver, plan, work_dir)
+    placed, routes, ports = place(case.network, case.scenario, driver.needs_broker, [*producers, *consumers])
+    producers, consumers = placed[: len(producers)], placed[len(producers) :]
     w = Workers(len(producers) + len(consumers))
     problems: list[str] = []
     complete = True
@@ -239,6 +245,7 @@ def _run(
             injector = FaultInjector(
                 sc.faults, int(w.start_ns.value), WorkerHooks(w.kill, w.relaunch, w.mark_done), control,
                 driver.needs_broker, [s.name for s in producers], [s.name for s in consumers],
+                NetworkFaults(case.network, routes, ports) if case.network is not None else None,
             )
         w.measure_cpu(case.broker, control.pids() if control is not None else None)
         w.start.set()

@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from harness.runner._netfaults import NetworkFaults
 from harness.runner.proc import rss_bytes
 from harness.scenario import Fault
 
@@ -74,6 +75,7 @@ class FaultInjector(threading.Thread):
         needs_broker: bool,
         producers: Sequence[str],
         consumers: Sequence[str],
+        network: NetworkFaults | None = None,  # runs with hosts
     ) -> None:
         super().__init__(name="mqbench-faults", daemon=True)
         self.faults = list(faults)
@@ -83,6 +85,7 @@ class FaultInjector(threading.Thread):
         self.needs_broker = needs_broker
         self.producers = list(producers)
         self.consumers = list(consumers)
+        self.network = network
         self.records: list[dict[str, Any]] = []
         self.halt = threading.Event()
         self.broker_down = False
@@ -126,7 +129,9 @@ class FaultInjector(threading.Thread):
             "carried_out_as": done_as,
             "target": fault.target,
             "at_s": fault.at,
-            "down_s": fault.down,
+            "down_s": fault.duration if fault.network else fault.down,
+            "host": fault.host,
+            "delay_s": fault.delay if fault.action == "delay" else None,
             "t_planned_ns": self.start_ns + int(fault.at * 1e9),
             "t_fault_ns": t_fault,
             "t_back_ns": t_back,
@@ -135,6 +140,8 @@ class FaultInjector(threading.Thread):
         }
 
     def _carry_out(self, index: int, fault: Fault) -> dict[str, Any]:
+        if fault.network:
+            return self._network(index, fault)
         action = fault.action
         if action == "restart-peer":
             action = "restart-broker" if self.needs_broker else "restart-consumer"
@@ -171,6 +178,22 @@ class FaultInjector(threading.Thread):
         self.halt.wait(fault.down)
         self.hooks.relaunch(name)
         return self._record(index, fault, action, t, time.monotonic_ns(), True, f"{name} SIGKILLed and started again")
+
+    def _network(self, index: int, fault: Fault) -> dict[str, Any]:
+        """A network fault: apply, hold for its duration (or until the case ends), always undo."""
+        if self.network is None:
+            return self._record(index, fault, fault.action, None, None, False, "skipped: the case runs on no hosts")
+        t = time.monotonic_ns()
+        try:
+            detail = self.network.apply(fault)
+        except Exception as exc:  # noqa: BLE001 - recorded; the case goes on without the fault
+            self.network.undo(fault)
+            return self._record(index, fault, fault.action, None, None, False, f"not applied: {exc}")
+        try:
+            self.halt.wait(fault.duration)
+        finally:
+            self.network.undo(fault)
+        return self._record(index, fault, fault.action, t, time.monotonic_ns(), True, detail)
 
     def ensure_broker(self) -> str:
         """After the case: start the broker again if a fault left it dead (the next case needs it)."""

@@ -171,6 +171,10 @@ def worker_main(spec: WorkerSpec, ctx: WorkerContext) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGUSR1, _interrupt)
     try:
+        if spec.namespace is not None:
+            from harness.network import enter
+
+            enter(spec.namespace)
         driver = load_class(spec.driver)(spec.options, spec.broker)
         if driver.runs_in_jvm:  # Java clients: this process relays to the JVM worker
             from harness.runner.jvm import relay

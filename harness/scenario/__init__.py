@@ -31,15 +31,29 @@ Fields (see ``scenarios/*.yaml`` for examples)::
       - {at: 4s, action: restart-consumer, target: 0}  # SIGKILL consumer 0, start it again
     # actions: kill-broker, restart-broker, kill-consumer, restart-consumer, kill-producer,
     # restart-producer, restart-peer (brokerless systems: restart-consumer; broker systems: restart-broker)
+    hosts: {broker: server, producers: a, consumers: b}   # optional: network namespaces (harness.network)
+    # network actions, each {at, action, duration, host (default: the consumers' host)}: delay (delay,
+    # jitter), bandwidth (rate: 10mbit), partition, reset -- see docs/network.md
 """
 
-from harness.scenario._model import FAULT_ACTIONS, MIN_MESSAGE_SIZE, Fault, Scenario, ScenarioError, Variant
+from harness.scenario._model import (
+    FAULT_ACTIONS,
+    MIN_MESSAGE_SIZE,
+    NETWORK_ACTIONS,
+    Fault,
+    Hosts,
+    Scenario,
+    ScenarioError,
+    Variant,
+)
 from harness.scenario._parse import load_scenarios, parse_scenario
 
 __all__ = [
     "FAULT_ACTIONS",
     "MIN_MESSAGE_SIZE",
     "Fault",
+    "Hosts",
+    "NETWORK_ACTIONS",
     "Scenario",
     "ScenarioError",
     "Variant",

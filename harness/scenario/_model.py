@@ -26,7 +26,7 @@ class Variant:
     options: Mapping[str, Any] = field(default_factory=dict)
 
 
-FAULT_ACTIONS = (
+WORKER_ACTIONS = (
     "kill-broker",
     "restart-broker",
     "kill-consumer",
@@ -35,6 +35,9 @@ FAULT_ACTIONS = (
     "restart-producer",
     "restart-peer",
 )
+#: Network faults between hosts (``hosts:``): each lasts ``duration`` seconds, then is undone.
+NETWORK_ACTIONS = ("delay", "bandwidth", "partition", "reset")
+FAULT_ACTIONS = WORKER_ACTIONS + NETWORK_ACTIONS
 
 
 @dataclass(frozen=True)
@@ -44,15 +47,52 @@ class Fault:
     Kills are SIGKILL. ``restart-*`` kills, waits ``down`` seconds, and starts the same broker (same port,
     same data directory) or the same worker (same role and endpoint; it continues the records of the one it
     replaces). ``target`` is the producer/consumer index for worker actions.
+
+    Network actions act on ``host`` (a host name of ``hosts:``) for ``duration`` seconds: ``delay`` adds
+    ``delay`` seconds (± ``jitter``) each way to the host's connections, ``bandwidth`` limits its link to
+    ``rate`` (tc syntax, e.g. ``10mbit``), ``partition`` cuts it off, ``reset`` resets its connections
+    (and any new one) until the end.
     """
 
     at: float
     action: str
     target: int = 0
     down: float = 0.0
+    duration: float = 0.0
+    host: str | None = None
+    delay: float = 0.0
+    jitter: float = 0.0
+    rate: str = ""
+
+    @property
+    def network(self) -> bool:
+        return self.action in NETWORK_ACTIONS
 
     def as_dict(self) -> dict[str, Any]:
-        return {"at": self.at, "action": self.action, "target": self.target, "down": self.down}
+        out: dict[str, Any] = {"at": self.at, "action": self.action, "target": self.target, "down": self.down}
+        if self.network:
+            out.update(duration=self.duration, host=self.host, delay=self.delay, jitter=self.jitter, rate=self.rate)
+        return out
+
+
+@dataclass(frozen=True)
+class Hosts:
+    """Where each part runs (``hosts:``): a host name per role; None = the root namespace, as without hosts.
+    Every name becomes a network namespace of the run (``harness.network``)."""
+
+    broker: str | None = None
+    producers: str | None = None
+    consumers: str | None = None
+
+    def names(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(h for h in (self.broker, self.producers, self.consumers) if h is not None))
+
+    def of(self, role: str) -> str | None:
+        """The host of ``role`` (broker, producers, consumers)."""
+        return {"broker": self.broker, "producers": self.producers, "consumers": self.consumers}[role]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"broker": self.broker, "producers": self.producers, "consumers": self.consumers}
 
 
 @dataclass(frozen=True)
@@ -75,6 +115,7 @@ class Scenario:
     variants: Mapping[str, tuple[Variant, ...]] = field(default_factory=dict)
     consumer_rate: float | None = None  # msgs/s each consumer handles at most; None = as fast as it can
     faults: tuple[Fault, ...] = ()
+    hosts: Hosts = field(default_factory=Hosts)
     source: str = ""
     # ``rate: search``: ``rates`` is empty; per system a bisection over short trials (each as long as
     # ``messages``/``duration``) within ``search_range`` finds the highest rate sustained with p99 <= bound
@@ -102,6 +143,8 @@ class Scenario:
                 value = {s: [{"name": v.name, **dict(v.options)} for v in vs] for s, vs in value.items()}
             elif f.name == "faults":
                 value = [fault.as_dict() for fault in value]
+            elif f.name == "hosts":
+                value = value.as_dict()
             elif isinstance(value, tuple):
                 value = list(value)
             out[f.name] = value

@@ -6,12 +6,16 @@ import difflib
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
 from harness.drivers.base import Pattern
 from harness.scenario._model import FAULT_ACTIONS, MIN_MESSAGE_SIZE, Fault, Scenario, ScenarioError, Variant
+from harness.scenario._network import NETWORK_ACTIONS, NETWORK_FAULT_KEYS, parse_hosts, parse_network_fault
+
+if TYPE_CHECKING:
+    from harness.scenario._model import Hosts
 
 _FIELDS = (
     "name",
@@ -32,6 +36,7 @@ _FIELDS = (
     "variants",
     "consumer_rate",
     "faults",
+    "hosts",
     "p99_bound",
     "search_range",
 )
@@ -219,7 +224,8 @@ def parse_scenario(data: Any, source: str = "<scenario>") -> Scenario:
         consumer_rate = c.rate(data["consumer_rate"], "consumer_rate")
         if consumer_rate is None:
             raise c.fail("consumer_rate", "must be messages per second > 0 (leave it out for no limit)")
-    faults = _parse_faults(c, data.get("faults"), producers, consumers, pattern)
+    hosts = parse_hosts(c, data.get("hosts"))
+    faults = _parse_faults(c, data.get("faults"), producers, consumers, pattern, hosts)
 
     return Scenario(
         name=name,
@@ -240,6 +246,7 @@ def parse_scenario(data: Any, source: str = "<scenario>") -> Scenario:
         variants=variants,
         consumer_rate=consumer_rate,
         faults=faults,
+        hosts=hosts,
         source=source,
         p99_bound=p99_bound,
         search_range=search_range,
@@ -312,10 +319,12 @@ def _parse_variants(c: _Checker, raw: Any, systems: tuple[str, ...] | None) -> d
     return out
 
 
-_FAULT_KEYS = ("at", "action", "target", "down")
+_FAULT_KEYS = ("at", "action", "target", "down", *NETWORK_FAULT_KEYS)
 
 
-def _parse_faults(c: _Checker, raw: Any, producers: int, consumers: int, pattern: Pattern) -> tuple[Fault, ...]:
+def _parse_faults(
+    c: _Checker, raw: Any, producers: int, consumers: int, pattern: Pattern, hosts: Hosts
+) -> tuple[Fault, ...]:
     if raw in (None, []):
         return ()
     if not isinstance(raw, list):
@@ -334,6 +343,12 @@ def _parse_faults(c: _Checker, raw: Any, producers: int, consumers: int, pattern
         action = item.get("action")
         if action not in FAULT_ACTIONS:
             raise c.fail(f"{where}.action", f"must be one of {', '.join(FAULT_ACTIONS)}, got {action!r}")
+        if action in NETWORK_ACTIONS:
+            out.append(parse_network_fault(c, where, item, at, hosts))
+            continue
+        extra = [k for k in NETWORK_FAULT_KEYS if k in item]
+        if extra:
+            raise c.fail(f"{where}.{extra[0]}", f"only network actions ({', '.join(NETWORK_ACTIONS)}) have it")
         if pattern is Pattern.REQREP and "broker" not in action:
             raise c.fail(f"{where}.action", "worker faults are supported for pubsub and queue scenarios only")
         target = c.integer(f"{where}.target", item.get("target", 0), 0)

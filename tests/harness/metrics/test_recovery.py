@@ -114,3 +114,26 @@ def test_consumer_fault_times_the_restarted_consumer_only() -> None:
     assert r["lost"] == 7
     assert r["recovery_s"] == pytest.approx(0.7, abs=1e-6)  # consumer 1's first receipt after the fault
     assert r["max_gap_s"] == pytest.approx(0.7, abs=1e-6)
+
+
+def test_network_fault_end_rate_and_latency_before_during_after() -> None:
+    sends = [i * S // 100 for i in range(400)]  # 100 msgs/s for 4 s
+    # 1 ms latency, but 21 ms for messages sent while a 20 ms delay was on (1 s .. 2 s)
+    receipts = [(i, t + (21 if S <= t < 2 * S else 1) * 1_000_000) for i, t in enumerate(sends)]
+    f = {**fault(S, back=2 * S, action="delay"), "delay_s": 0.02}
+    r = recovery_table(rows("queue", sends, {0: receipts}), [f]).iloc[0]
+    assert r["latency_before_s"] == pytest.approx(0.001)
+    assert r["latency_during_s"] == pytest.approx(0.021)
+    assert r["latency_after_s"] == pytest.approx(0.001)
+    assert r["injected_delay_s"] == pytest.approx(0.02)
+    assert r["back_first_s"] == pytest.approx(0.001, abs=1e-6)  # the message sent at 1.99 s arrives at 2.011 s
+    assert r["back_rate_s"] == pytest.approx(0.2)  # the first 200 ms bin after the end has the full rate
+
+
+def test_no_rate_after_a_partition_that_never_healed() -> None:
+    sends = [i * S // 100 for i in range(300)]
+    receipts = [(i, t + 1_000_000) for i, t in enumerate(sends) if t < S]  # nothing after the cut at 1 s
+    r = recovery_table(rows("queue", sends, {0: receipts}), [fault(S, back=2 * S, action="partition")]).iloc[0]
+    assert r["lost"] == 200
+    assert math.isnan(r["back_first_s"]) and math.isnan(r["back_rate_s"])
+    assert math.isnan(r["latency_during_s"]) and math.isnan(r["injected_delay_s"])

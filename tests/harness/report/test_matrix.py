@@ -93,3 +93,37 @@ def test_system_without_any_evaluation_data_says_not_measured() -> None:
     assert row["recovery after crash"] == NOT_MEASURED
     assert row["throughput"] == NOT_MEASURED
     assert row["loss under slow consumer"].startswith("none")
+
+
+def test_network_cells_follow_the_numbers() -> None:
+    def net(variant: str, action: str, lost: int, **kw: float) -> dict:
+        row = {**rec("redis", variant, action, lost), "reordered": 0, "back_first_s": 1.25, "back_rate_s": 1.4,
+               "latency_before_s": 0.0002, "latency_during_s": 0.0203, "latency_after_s": 0.0002,
+               "injected_delay_s": 0.02}
+        row.update(kw)
+        return row
+
+    recovery = pd.DataFrame([
+        net("transient", "partition", 7),
+        net("aof", "partition", 0),
+        net("default", "delay", 0),
+        net("default", "reset", 2, refused=1),
+        net("default", "bandwidth", 3),
+        rec("redis", "aof", "restart-broker", 0),
+    ])
+    m = feature_matrix(pd.DataFrame(), recovery, ROLES, {"redis": False}).set_index("system")
+    row = m.loc["redis"]
+    assert row["survives a partition without loss"].startswith("yes — transient: lost 7 of 500")
+    assert "aof: lost 0 of 500" in row["survives a partition without loss"]
+    assert "first delivery 1.25 s" in row["survives a partition without loss"]
+    assert row["latency under delay"].startswith("default: p50 +20.1 ms with 20 ms injected")
+    assert row["resets, bandwidth limit"].startswith("reset, default: lost 2 of 500, dup 0, producer told of 1")
+    assert "bandwidth, default: lost 3 silently of 500" in row["resets, bandwidth limit"]
+    assert "partition" not in row["recovery after crash"]  # crashes and network faults stay apart
+
+
+def test_a_partition_every_variant_lost_in_is_a_no() -> None:
+    recovery = pd.DataFrame([{**rec("zmq", "default", "partition", 3), "reordered": 0}])
+    m = feature_matrix(pd.DataFrame(), recovery, ROLES, {"zmq": True}).set_index("system")
+    assert m.loc["zmq", "survives a partition without loss"].startswith("no — default: lost 3 of 500")
+    assert m.loc["zmq", "latency under delay"] == NOT_MEASURED

@@ -1,0 +1,209 @@
+"""Hosts of one run: network namespaces joined by veth pairs to a bridge in the root namespace.
+
+Layout (names carry the run's prefix ``mqn<5 hex>``, so ``leftovers()`` finds exactly ours):
+  bridge ``<prefix>br`` in the root namespace, address ``10.A.B.1/24`` (the root namespace, where the
+  parent and un-placed workers run, reaches every host through it);
+  host i: namespace ``<prefix>-<name>``, veth ``<prefix>v<i>`` (root side, a bridge port) paired with
+  ``<prefix>h<i>`` (inside the namespace) holding ``10.A.B.<i+2>/24``; its loopback is up.
+Nothing of the root namespace is changed besides what is created here: ``lo`` and existing interfaces
+are never touched. Partitions set a host's root-side veth down (packets are dropped silently, as on a cut
+cable: TCP retransmits and resumes after the heal); bandwidth limits are ``tc tbf`` on both ends of the
+host's veth pair.
+
+Invariants: everything created is listed in the ``Network`` before the next step, ``close`` removes it
+all and is idempotent; an atexit hook closes networks still open when the interpreter exits (the
+``with`` block normally does it, also on Ctrl-C/SIGTERM, which the CLI turns into KeyboardInterrupt).
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import random
+import socket
+import subprocess
+import tempfile
+import threading
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+from harness.network._netns import exec_prefix
+from harness.network.toxiproxy import Toxiproxy
+
+PREFIX = "mqn"  # every namespace and link of ours starts with this
+_LIVE: set[Network] = set()
+_LIVE_LOCK = threading.Lock()
+
+
+class NetworkError(RuntimeError):
+    """The hosts cannot be set up (not root, no ``ip``); one sentence."""
+
+
+def _ip(*args: str, check: bool = True) -> str:
+    proc = subprocess.run(["ip", *args], capture_output=True, text=True)
+    if check and proc.returncode != 0:
+        raise NetworkError(f"`ip {' '.join(args)}` failed: {proc.stderr.strip() or proc.returncode} "
+                           "(hosts need root and iproute2)")
+    return proc.stdout
+
+
+def _tc(*args: str) -> None:
+    proc = subprocess.run(["tc", *args], capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise NetworkError(f"`tc {' '.join(args)}` failed: {proc.stderr.strip()}")
+
+
+class Network:
+    """The hosts of a run. ``namespace(host)``/``address(host)`` for a host name; ``None`` is the root."""
+
+    def __init__(self, hosts: Sequence[str]) -> None:
+        self.tag = f"{random.getrandbits(20):05x}"
+        self.prefix = f"{PREFIX}{self.tag}"
+        self.bridge = f"{self.prefix}br"
+        net = random.Random(self.tag)
+        self.subnet = f"10.{net.randrange(200, 250)}.{net.randrange(1, 255)}"
+        self.hosts = list(dict.fromkeys(hosts))
+        self.created_ns: list[str] = []
+        self.created_links: list[str] = []
+        self.shaped: set[str] = set()
+        self.proxies: dict[str | None, Toxiproxy] = {}
+        self.log_dir = Path(tempfile.mkdtemp(prefix=f"mqbench-{self.prefix}-"))
+        self._lock = threading.Lock()
+        with _LIVE_LOCK:
+            _LIVE.add(self)
+        try:
+            self._create()
+        except BaseException:
+            self.close()
+            raise
+
+    # -- names ---------------------------------------------------------------------------------------
+
+    def namespace(self, host: str | None) -> str | None:
+        return None if host is None else f"{self.prefix}-{host}"
+
+    def address(self, host: str | None) -> str:
+        return f"{self.subnet}.1" if host is None else f"{self.subnet}.{self.hosts.index(host) + 2}"
+
+    def _veth(self, host: str) -> tuple[str, str]:
+        i = self.hosts.index(host)
+        return f"{self.prefix}v{i}", f"{self.prefix}h{i}"
+
+    def describe(self) -> dict[str, object]:
+        """For the manifest: what a host is here and how the clocks relate."""
+        return {
+            "hosts": {h: {"namespace": self.namespace(h), "address": self.address(h)} for h in self.hosts},
+            "root_address": self.address(None),
+            "kind": "network namespaces of one kernel, joined by veth pairs to one bridge",
+            "clock": "CLOCK_MONOTONIC is shared by every host (one kernel): no offset to apply",
+            "proxy": "clients reach a host's servers through that host's Toxiproxy (one proxy per client host)",
+        }
+
+    # -- set up and tear down ------------------------------------------------------------------------
+
+    def _create(self) -> None:
+        _ip("link", "add", self.bridge, "type", "bridge")
+        self.created_links.append(self.bridge)
+        _ip("addr", "add", f"{self.address(None)}/24", "dev", self.bridge)
+        _ip("link", "set", self.bridge, "up")
+        for host in self.hosts:
+            ns = self.namespace(host)
+            assert ns is not None
+            outer, inner = self._veth(host)
+            _ip("netns", "add", ns)
+            self.created_ns.append(ns)
+            _ip("link", "add", outer, "type", "veth", "peer", "name", inner)
+            self.created_links.append(outer)
+            _ip("link", "set", inner, "netns", ns)
+            _ip("link", "set", outer, "master", self.bridge)
+            _ip("link", "set", outer, "up")
+            _ip("-n", ns, "addr", "add", f"{self.address(host)}/24", "dev", inner)
+            _ip("-n", ns, "link", "set", inner, "up")
+            _ip("-n", ns, "link", "set", "lo", "up")
+
+    def close(self) -> None:
+        """Stop the Toxiproxy servers, delete the namespaces (their veth ends go with them) and the bridge."""
+        with self._lock:
+            for proxy in self.proxies.values():
+                with contextlib.suppress(Exception):
+                    proxy.stop()
+            self.proxies.clear()
+            for ns in reversed(self.created_ns):
+                _ip("netns", "del", ns, check=False)
+            for link in reversed(self.created_links):
+                _ip("link", "del", link, check=False)  # gone already when its namespace went
+            self.created_ns.clear()
+            self.created_links.clear()
+        with _LIVE_LOCK:
+            _LIVE.discard(self)
+
+    # -- what faults and routes use ------------------------------------------------------------------
+
+    def toxiproxy(self, host: str | None) -> Toxiproxy:
+        """The Toxiproxy of ``host`` (started on first use), listening on the host's address."""
+        with self._lock:
+            if host not in self.proxies:
+                port = 8474 if host is not None else _free_port(self.address(None))
+                log = self.log_dir / f"toxiproxy-{host or 'root'}.log"
+                self.proxies[host] = Toxiproxy(self.namespace(host), self.address(host), port, log)
+            return self.proxies[host]
+
+    def set_link(self, host: str, up: bool) -> None:
+        """Cut ``host`` off (its bridge port down) or join it again."""
+        _ip("link", "set", self._veth(host)[0], "up" if up else "down")
+
+    def shape(self, host: str, rate: str | None) -> None:
+        """Limit ``host``'s link to ``rate`` (``tc`` syntax, e.g. ``10mbit``) each way; None removes it."""
+        outer, inner = self._veth(host)
+        ns = self.namespace(host)
+        for dev, where in ((outer, ()), (inner, ("-n", str(ns)))):
+            if rate is None:
+                subprocess.run(["tc", *where, "qdisc", "del", "dev", dev, "root"], capture_output=True)
+            else:
+                # burst: at least one MTU-sized packet per timer tick; latency: how long packets may queue
+                _tc(*where, "qdisc", "replace", "dev", dev, "root", "tbf", "rate", rate, "burst", "32kbit",
+                    "latency", "400ms")
+
+    def prefix_for(self, host: str | None) -> tuple[str, ...]:
+        """The argv prefix running a command on ``host``."""
+        return exec_prefix(self.namespace(host))
+
+
+def _free_port(address: str) -> int:
+    with socket.socket() as s:
+        s.bind((address, 0))
+        return int(s.getsockname()[1])
+
+
+@contextlib.contextmanager
+def network(hosts: Sequence[str]) -> Iterator[Network | None]:
+    """The hosts for a ``with`` block (None when there are none), always removed at its end."""
+    if not hosts:
+        yield None
+        return
+    net = Network(hosts)
+    try:
+        yield net
+    finally:
+        net.close()
+
+
+def leftovers(prefix: str = PREFIX) -> list[str]:
+    """Namespaces and root-namespace links whose names start with ``prefix`` (ours), for checks."""
+    names = [line.split()[0] for line in _ip("netns", "list", check=False).splitlines() if line.strip()]
+    for line in _ip("-o", "link", "show", check=False).splitlines():
+        parts = line.split(":")
+        if len(parts) > 1:
+            names.append(parts[1].strip().split("@")[0])
+    return [n for n in names if n.startswith(prefix)]
+
+
+def close_all() -> None:
+    """Close every network still open (the atexit fallback)."""
+    with _LIVE_LOCK:
+        live = list(_LIVE)
+    for net in live:
+        net.close()
+
+
+atexit.register(close_all)
