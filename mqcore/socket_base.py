@@ -236,8 +236,16 @@ class SocketBase:
         msg = self._xrecv()
         if msg is not None:
             return msg
+        return self._recv_wait(flags)
+
+    def _recv_wait(self, flags: int) -> Msg:
+        """``_recv_msg`` after the queued-message attempt failed: read inline, or wait."""
+        timeout = self._opts.rcvtimeo
+        blocking = not flags & 1 and timeout != 0
         engine = self._inline_eng
-        if engine is not None and (engine.parked or engine._backlog):
+        # A blocking wait polls the parked engine's fd anyway; only decoded messages a full pipe
+        # refused (_backlog) or a non-blocking call need the read now.
+        if engine is not None and (engine._backlog or (engine.parked and not blocking)):
             engine.recv_inline()
             self._mailbox.process()
             msg = self._xrecv()
@@ -245,8 +253,7 @@ class SocketBase:
                 return msg
         if self._ctx_terminated:
             raise ContextTerminated()
-        timeout = self._opts.rcvtimeo
-        if flags & 1 or timeout == 0:
+        if not blocking:
             raise Again()
         deadline = self._deadline(timeout)
         while True:
@@ -301,7 +308,7 @@ class SocketBase:
             if msg is not None and len(msg) == 1 and copy:
                 return msg[0]
             if msg is None:
-                msg = self._recv_msg(flags)
+                msg = self._recv_wait(flags)
             frame = msg[0]
             if len(msg) == 1:
                 more = False

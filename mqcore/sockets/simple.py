@@ -87,6 +87,7 @@ class Pull(SocketImpl):
     def __init__(self, options: Options) -> None:
         super().__init__(options)
         self.fq = FairQueue()
+        self.xrecv = self.fq.recv  # type: ignore[method-assign]  # one call less per message
 
     def attach(self, pipe: Pipe) -> None:
         self.fq.attach(pipe)
