@@ -77,6 +77,7 @@ class SocketBase:
         self._poll.register(self._mailbox.fd, select.POLLIN)
         self._inline_fd = -1  # fd of the engine polled beside the mailbox by _wait(for_input=True)
         self._inline_eng: Any = None
+        self._inline_pipe: Any = None  # our end of the inline engine's pipe
         self._in_parts: deque[bytes] = deque()
         self._out_parts: list[bytes] = []
         # RCVMORE is ``bool(_in_parts)``: send/recv write no attribute of the socket, so that
@@ -167,10 +168,23 @@ class SocketBase:
                 if fd == mbox.fd:
                     mbox.drain_fd()
                 elif engine is not None:
-                    engine.recv_inline()
-        mbox.process()
+                    self._read_inline(engine)
+        if mbox.queue:
+            mbox.process()
         if self._ctx_terminated:
             raise ContextTerminated()
+
+    def _read_inline(self, engine: Any) -> None:
+        """Read ``engine`` in this thread; what it delivers is activated here, not by command.
+
+        The pipe is marked awake while the engine writes (so its flush posts nothing), then put back
+        to sleep by ``check_read`` if nothing came: the same protocol as a read that found it empty.
+        """
+        pipe = self._inline_pipe
+        pipe.in_active = True
+        engine.recv_inline()
+        if pipe.check_read():
+            self._impl.read_activated(pipe)
 
     def _inline_engine(self) -> Any:
         """The engine behind the socket's only pipe, with its fd registered in ``_poll``; else None.
@@ -191,6 +205,7 @@ class SocketBase:
                 self._poll.register(engine.fd, select.POLLIN)
                 self._inline_fd = engine.fd
                 self._inline_eng = engine
+                self._inline_pipe = pipe
         return engine
 
     def _release_engine(self) -> None:
@@ -198,7 +213,7 @@ class SocketBase:
         engine = self._inline_eng
         if engine is None:
             return
-        self._inline_eng = None
+        self._inline_eng = self._inline_pipe = None
         self._poll.unregister(self._inline_fd)
         self._inline_fd = -1
         engine.request_unpark()
@@ -207,7 +222,7 @@ class SocketBase:
         """If our engine is parked (its IO thread leaves reading to us), read what the OS holds."""
         engine = self._inline_eng
         if engine is not None and (engine.parked or engine._backlog):
-            engine.recv_inline()
+            self._read_inline(engine)
 
     @staticmethod
     def _deadline(timeout_ms: int) -> float | None:
@@ -246,7 +261,7 @@ class SocketBase:
         # A blocking wait polls the parked engine's fd anyway; only decoded messages a full pipe
         # refused (_backlog) or a non-blocking call need the read now.
         if engine is not None and (engine._backlog or (engine.parked and not blocking)):
-            engine.recv_inline()
+            self._read_inline(engine)
             self._mailbox.process()
             msg = self._xrecv()
             if msg is not None:
