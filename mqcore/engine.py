@@ -58,7 +58,7 @@ from mqcore.zmtp import (
     Subscribe,
     ZmtpConnection,
 )
-from mqcore.zmtp._frames import MORE, encode_message, frame_header
+from mqcore.zmtp._frames import MORE, encode_messages, frame_header
 
 if TYPE_CHECKING:
     from mqcore.io_thread import IoThread, Timer
@@ -521,7 +521,7 @@ class StreamEngine:
                     and sum(map(len, queued[0])) < ZERO_COPY):
                 # The round-trip case: one small message waits. Read it (HWM accounting) and encode
                 # it here; the pipe stays asleep (in_active False), so the next flush comes here too.
-                out: bytes | list[bytes | memoryview] = encode_message(pipe.read())  # type: ignore[arg-type, union-attr]
+                out: bytes | list[bytes | memoryview] = encode_messages((pipe.read(),))  # type: ignore[arg-type, union-attr]
             else:
                 out = self._fill()
             if not out:
