@@ -9,8 +9,10 @@ a pipe offered while the socket closes is either attached (and then terminated b
 Hot path: ``send``/``recv`` check the mailbox (one deque truthiness test), call the type's ``xsend`` /
 ``xrecv`` and return (single-frame fast paths); they sleep on the mailbox fd only when the pipes are
 empty/full. Waiting for input with exactly one pipe to a tcp/ipc peer, the socket also polls that
-connection's OS socket and reads it in this thread (``StreamEngine.recv_inline``); before sleeping any
-other way it gives reading back to the IO thread (``_release_engine``).
+connection's OS socket and reads it in this thread (``StreamEngine.recv_inline``), activating what
+came in itself instead of by a command to its own mailbox (``_read_inline``); a blocking recv goes
+straight to that poll, without a read that would find nothing yet. Before sleeping any other way it
+gives reading back to the IO thread (``_release_engine``).
 """
 
 from __future__ import annotations
