@@ -58,7 +58,7 @@ from mqcore.zmtp import (
     Subscribe,
     ZmtpConnection,
 )
-from mqcore.zmtp._frames import MORE, frame_header
+from mqcore.zmtp._frames import MORE, encode_messages, frame_header
 
 if TYPE_CHECKING:
     from mqcore.io_thread import IoThread, Timer
@@ -255,7 +255,7 @@ class StreamEngine:
             conn = self.conn
             out = conn.data_to_send()
             rest = self._put_messages(conn.next_events())
-            if out or conn.dead or any(type(ev) is not Message for ev in rest):
+            if out or conn.dead or (rest and any(type(ev) is not Message for ev in rest)):
                 self._handoff = (out, rest)
                 self._backlog = False
                 self.io.post(self._take_handoff)
@@ -272,17 +272,15 @@ class StreamEngine:
         pipe = self.session.pipe
         if pipe is None:
             return events
-        i = 0
         n = len(events)
         message = Message
-        check_write = pipe.check_write
-        write = pipe.write
-        while i < n:
-            ev = events[i]
-            if type(ev) is not message or not check_write():
-                break
-            write(ev.frames)
-            i += 1
+        msgs = [ev.frames for ev in events if type(ev) is message]
+        if len(msgs) < n:  # other events among them: only the leading messages
+            i = 0
+            while type(events[i]) is message:
+                i += 1
+            msgs = msgs[:i]
+        i = pipe.write_batch(msgs) if msgs else 0
         if i:
             pipe.flush()
         return events[i:] if i < n else []
@@ -363,6 +361,7 @@ class StreamEngine:
             self._error("protocol error")
 
     def _deliver(self, events: list) -> None:  # type: ignore[type-arg]
+        events = self._put_messages(events)  # the common case: all are messages, written in one step
         pipe = self.session.pipe
         i = 0
         n = len(events)
@@ -516,7 +515,15 @@ class StreamEngine:
         try:
             if not self.alive or self._out or self._mask & WRITE:
                 return False
-            out = self._fill()
+            pipe = self.session.pipe
+            queued = pipe.inbound if pipe is not None else None
+            if (queued is not None and len(queued) == 1 and self.handshaken and not self.is_sub
+                    and sum(map(len, queued[0])) < ZERO_COPY):
+                # The round-trip case: one small message waits. Read it (HWM accounting) and encode
+                # it here; the pipe stays asleep (in_active False), so the next flush comes here too.
+                out: bytes | list[bytes | memoryview] = encode_messages((pipe.read(),))  # type: ignore[arg-type, union-attr]
+            else:
+                out = self._fill()
             if not out:
                 return False
             try:

@@ -9,8 +9,10 @@ a pipe offered while the socket closes is either attached (and then terminated b
 Hot path: ``send``/``recv`` check the mailbox (one deque truthiness test), call the type's ``xsend`` /
 ``xrecv`` and return (single-frame fast paths); they sleep on the mailbox fd only when the pipes are
 empty/full. Waiting for input with exactly one pipe to a tcp/ipc peer, the socket also polls that
-connection's OS socket and reads it in this thread (``StreamEngine.recv_inline``); before sleeping any
-other way it gives reading back to the IO thread (``_release_engine``).
+connection's OS socket and reads it in this thread (``StreamEngine.recv_inline``), activating what
+came in itself instead of by a command to its own mailbox (``_read_inline``); a blocking recv goes
+straight to that poll, without a read that would find nothing yet. Before sleeping any other way it
+gives reading back to the IO thread (``_release_engine``).
 """
 
 from __future__ import annotations
@@ -77,6 +79,7 @@ class SocketBase:
         self._poll.register(self._mailbox.fd, select.POLLIN)
         self._inline_fd = -1  # fd of the engine polled beside the mailbox by _wait(for_input=True)
         self._inline_eng: Any = None
+        self._inline_pipe: Any = None  # our end of the inline engine's pipe
         self._in_parts: deque[bytes] = deque()
         self._out_parts: list[bytes] = []
         # RCVMORE is ``bool(_in_parts)``: send/recv write no attribute of the socket, so that
@@ -167,10 +170,23 @@ class SocketBase:
                 if fd == mbox.fd:
                     mbox.drain_fd()
                 elif engine is not None:
-                    engine.recv_inline()
-        mbox.process()
+                    self._read_inline(engine)
+        if mbox.queue:
+            mbox.process()
         if self._ctx_terminated:
             raise ContextTerminated()
+
+    def _read_inline(self, engine: Any) -> None:
+        """Read ``engine`` in this thread; what it delivers is activated here, not by command.
+
+        The pipe is marked awake while the engine writes (so its flush posts nothing), then put back
+        to sleep by ``check_read`` if nothing came: the same protocol as a read that found it empty.
+        """
+        pipe = self._inline_pipe
+        pipe.in_active = True
+        engine.recv_inline()
+        if pipe.check_read():
+            self._impl.read_activated(pipe)
 
     def _inline_engine(self) -> Any:
         """The engine behind the socket's only pipe, with its fd registered in ``_poll``; else None.
@@ -191,6 +207,7 @@ class SocketBase:
                 self._poll.register(engine.fd, select.POLLIN)
                 self._inline_fd = engine.fd
                 self._inline_eng = engine
+                self._inline_pipe = pipe
         return engine
 
     def _release_engine(self) -> None:
@@ -198,7 +215,7 @@ class SocketBase:
         engine = self._inline_eng
         if engine is None:
             return
-        self._inline_eng = None
+        self._inline_eng = self._inline_pipe = None
         self._poll.unregister(self._inline_fd)
         self._inline_fd = -1
         engine.request_unpark()
@@ -207,7 +224,7 @@ class SocketBase:
         """If our engine is parked (its IO thread leaves reading to us), read what the OS holds."""
         engine = self._inline_eng
         if engine is not None and (engine.parked or engine._backlog):
-            engine.recv_inline()
+            self._read_inline(engine)
 
     @staticmethod
     def _deadline(timeout_ms: int) -> float | None:
@@ -236,17 +253,24 @@ class SocketBase:
         msg = self._xrecv()
         if msg is not None:
             return msg
+        return self._recv_wait(flags)
+
+    def _recv_wait(self, flags: int) -> Msg:
+        """``_recv_msg`` after the queued-message attempt failed: read inline, or wait."""
+        timeout = self._opts.rcvtimeo
+        blocking = not flags & 1 and timeout != 0
         engine = self._inline_eng
-        if engine is not None and (engine.parked or engine._backlog):
-            engine.recv_inline()
+        # A blocking wait polls the parked engine's fd anyway; only decoded messages a full pipe
+        # refused (_backlog) or a non-blocking call need the read now.
+        if engine is not None and (engine._backlog or (engine.parked and not blocking)):
+            self._read_inline(engine)
             self._mailbox.process()
             msg = self._xrecv()
             if msg is not None:
                 return msg
         if self._ctx_terminated:
             raise ContextTerminated()
-        timeout = self._opts.rcvtimeo
-        if flags & 1 or timeout == 0:
+        if not blocking:
             raise Again()
         deadline = self._deadline(timeout)
         while True:
@@ -301,7 +325,7 @@ class SocketBase:
             if msg is not None and len(msg) == 1 and copy:
                 return msg[0]
             if msg is None:
-                msg = self._recv_msg(flags)
+                msg = self._recv_wait(flags)
             frame = msg[0]
             if len(msg) == 1:
                 more = False

@@ -1,7 +1,7 @@
 """SocketType behaviour base: what a socket type does with its pipes (libzmq's x* hooks).
 
 A ``SocketImpl`` lives in its socket's thread and is only called by ``SocketBase``. Messages are whole
-lists of frames. ``xsend`` returns False when the message cannot be queued now (EAGAIN; the caller may
+lists of frames. ``xsend`` returns a false value (False, None) when the message cannot be queued now (EAGAIN; the caller may
 block and retry) and raises ZMQError for state errors; ``xrecv`` returns None when nothing is queued.
 Subclasses override what their type supports; the defaults raise ENOTSUP like libzmq.
 """

@@ -24,6 +24,8 @@ from mqcore.pipe import Msg, Pipe
 from mqcore.routing import FairQueue, LoadBalancer
 from mqcore.sockets.base import SocketImpl
 
+_DELIMITER: Msg = [b""]  # the envelope of a request that came straight from a REQ (never mutated)
+
 
 class Router(SocketImpl):
     name = "ROUTER"
@@ -153,6 +155,11 @@ class Rep(SocketImpl):
             msg = fq.recv()
             if msg is None:
                 return None
+            if not msg[0]:  # straight from a REQ: the delimiter alone is the envelope
+                self.envelope = _DELIMITER
+                self.reply_pipe = fq.last_pipe
+                del msg[0]
+                return msg
             for i, frame in enumerate(msg):
                 if not frame:
                     self.envelope = msg[: i + 1]
@@ -200,14 +207,17 @@ class Req(SocketImpl):
             raise ZMQError(Errno.EFSM)
 
     def xsend(self, msg: Msg) -> bool:
-        self.check_send_start()
-        if self.options.req_correlate:
+        options = self.options
+        if self.expecting_reply and not options.req_relaxed:
+            raise ZMQError(Errno.EFSM)
+        if options.req_correlate:
             # REQ_CORRELATE: a request id frame before the delimiter; only its reply is accepted
             self.request_id = (self.request_id + 1) & 0xFFFFFFFF
             envelope = [struct.pack("=I", self.request_id), b""]
+            msg[0:0] = envelope
         else:
-            envelope = [b""]
-        msg[0:0] = envelope
+            envelope = _DELIMITER
+            msg.insert(0, b"")
         pipe = self.lb.send(msg)
         if pipe is None:
             del msg[: len(envelope)]
@@ -226,6 +236,11 @@ class Req(SocketImpl):
                 return None
             if fq.last_pipe is not self.reply_pipe:
                 continue  # a reply to an older request (REQ_RELAXED): dropped
+            if len(msg) == 2 and not msg[0] and not self.options.req_correlate:  # the usual reply
+                self.expecting_reply = False
+                self.reply_pipe = None
+                del msg[0]
+                return msg
             if self.options.req_correlate:
                 if len(msg) < 3 or msg[0] != struct.pack("=I", self.request_id) or msg[1]:
                     continue  # not the reply to the current request id

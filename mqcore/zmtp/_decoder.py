@@ -172,21 +172,27 @@ class FrameDecoder:
     def _scan(self, buf: bytes, pos: int) -> None:
         end = len(buf)
         limit = self.limit
-        short_limit = min(limit, 255)
         emit = self.events.append
         frames = self._frames
         fast = self.messages_allowed and not self.subscription_messages
         new, set_frames, message = _new, _set_frames, Message
         while end - pos >= 2:
             flags = buf[pos]
-            # Hot path: a complete short message frame (flags 0 or MORE) once traffic flows.
-            if flags < 2 and fast:
-                size = buf[pos + 1]
-                stop = pos + 2 + size
-                if stop <= end and size <= short_limit:
-                    body = buf[pos + 2 : stop]
+            # Hot path: a complete message frame (flags 0 or MORE, short or LONG) once traffic flows.
+            if flags < 4 and fast:
+                if flags < 2:
+                    start = pos + 2
+                    size = buf[pos + 1]
+                elif end - pos >= 9:
+                    start = pos + 9
+                    size = _unpack_size(buf, pos + 1)[0]
+                else:
+                    break  # a partial long header: kept in _tail below
+                stop = start + size
+                if stop <= end and size <= limit:
+                    body = buf[start:stop]
                     pos = stop
-                    if flags:
+                    if flags & MORE:
                         frames.append(body)
                     elif frames:
                         frames.append(body)
@@ -199,7 +205,7 @@ class FrameDecoder:
                         set_frames(event, [body])
                         emit(event)
                     continue
-            # General path: long frames, commands, handshake, limits, partial bodies.
+            # General path: commands, handshake, limits, partial bodies.
             if flags & LONG:
                 if end - pos < 9:
                     break

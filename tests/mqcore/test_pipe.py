@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from mqcore.pipe import Pipe, lwm_for, pipe_pair
+from mqcore.pipe import Pipe, lwm_for, make_conflating, pipe_pair
 
 
 class Recorder:
@@ -93,3 +93,27 @@ def test_drop_inbound_reactivates_writer() -> None:
     assert not a.check_write()
     assert b.drop_inbound() == 2
     assert ("_pipe_activate_write", a) in ra.commands
+
+
+def test_write_batch_stops_at_the_hwm_like_single_writes() -> None:
+    a, b, ra, _ = make(hwm_a=4)
+    assert a.write_batch([[b"1"], [b"2"], [b"3"]]) == 3
+    assert a.write_batch([[b"4"], [b"5"], [b"6"]]) == 1  # one more fits under the HWM of 4
+    assert a.write_batch([[b"5"]]) == 0 and not a.out_active  # full: armed like check_write
+    assert [b.read() for _ in range(2)] == [[b"1"], [b"2"]]  # down to the low-water mark
+    assert ("_pipe_activate_write", a) in ra.commands
+    assert a.write_batch([[b"5"], [b"6"], [b"7"]]) == 2
+    assert [b.read() for _ in range(5)] == [[b"3"], [b"4"], [b"5"], [b"6"], None]
+
+
+def test_write_batch_refused_after_termination() -> None:
+    a, b, _, _ = make()
+    b.terminate()
+    assert a.write_batch([[b"x"]]) == 0
+
+
+def test_conflating_write_batch_keeps_only_the_newest() -> None:
+    a, b, _, _ = make()
+    make_conflating(a, b)
+    assert a.write_batch([[b"old"], [b"new"]]) == 2
+    assert [b.read(), b.read()] == [[b"new"], None]
