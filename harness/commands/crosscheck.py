@@ -1,0 +1,97 @@
+"""``mqbench crosscheck``: each broker's own benchmark tool against the broker the harness measures.
+
+Prints one table (median over repetitions of each variant x tool; the per-repetition rows are in the run
+folder's ``crosscheck.csv``) within :data:`TABLE_WIDTH` columns. Exit status: 0 complete, 1 a tool failed
+(or, with CI=true, was missing), 2 unusable input, 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from rich.console import Console
+from rich.table import Table
+
+from harness import units
+from harness.commands._options import add_broker_options, parse_brokers
+from harness.commands._terminal import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, Column, fail, numeric, table
+from harness.commands.compare import load_all
+from harness.drivers.base import DriverError
+from harness.scenario import ScenarioError
+
+NAME = "crosscheck"
+DEFAULT_SCENARIOS = ("scenarios/crosscheck.yaml",)
+TABLE_WIDTH = 100
+_COLUMNS = (Column("system/variant"), Column("tool"), *numeric("harness\nmsg/s", "tool\nmsg/s", "R"),
+            Column("vs"), *numeric("tool p50", "tool p99"), Column("note"))
+
+
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    p: argparse.ArgumentParser = subparsers.add_parser(
+        NAME, help="run each broker's own benchmark tool beside the harness and report harness ÷ tool (R)")
+    p.add_argument("scenarios", nargs="*", help=f"scenario YAML files (default: {' '.join(DEFAULT_SCENARIOS)})")
+    p.add_argument("--systems", help="comma-separated subset of the broker systems (default: every ready one)")
+    p.add_argument("--out", default="results", help="folder for run folders (default: results)")
+    p.add_argument("--repetitions", type=int, help="override every scenario's repetitions (at least 3 advised)")
+    add_broker_options(p)
+    p.add_argument("--no-report", action="store_true", help="skip the HTML report at the end")
+    return p
+
+
+def run(args: argparse.Namespace, console: Console) -> int:
+    from harness.compare import CompareError
+    from harness.crosscheck.run import crosscheck
+
+    console = Console(file=console.file, width=min(console.width, TABLE_WIDTH), force_terminal=console.is_terminal,
+                      no_color=console.no_color)
+    systems = [s.strip() for s in args.systems.split(",") if s.strip()] if args.systems else None
+    try:
+        outcome = crosscheck(
+            load_all(args.scenarios or DEFAULT_SCENARIOS, args.repetitions),
+            systems=systems, out_root=Path(args.out), brokers=parse_brokers(args.broker), backend=args.backend,
+            console=console, strict=os.environ.get("CI") == "true", write_report=not args.no_report,
+        )
+    except (ScenarioError, CompareError, DriverError) as exc:
+        return fail(exc)
+    except KeyboardInterrupt:
+        console.print("[yellow]interrupted: brokers and tools stopped; the run folder is marked incomplete[/]")
+        return EXIT_INTERRUPTED
+    console.print(crosscheck_table(outcome.rows), width=TABLE_WIDTH)
+    state = "complete" if outcome.complete else "INCOMPLETE"
+    console.print(f"results: {outcome.run_dir}  ({state})", highlight=False)
+    for p in outcome.problems:
+        console.print(f"  [yellow]-[/] {p.splitlines()[0]}", highlight=False)
+    return EXIT_OK if outcome.complete else EXIT_FAILED
+
+
+def crosscheck_table(rows: pd.DataFrame) -> Table:
+    """Median over repetitions per variant x tool; R < 0.5 marked client-bound."""
+    from harness.metrics.crosscheck import CLIENT_BOUND, median_rows
+
+    medians = median_rows(rows.to_dict("records")) if not rows.empty else []
+    cells = []
+    for m in medians:
+        variant = m["system"] if m["variant"] in ("default", "", None) else f"{m['system']}/{m['variant']}"
+        if m["status"] != "ok":
+            cells.append([variant, str(m["tool"]), "", "", "", "", "", "", f"{m['status']}: {m['note']}"])
+            continue
+        kind = m["tool_lat_kind"]
+        cells.append([
+            variant, str(m["tool"]), units.count(m["harness_rate"]), units.count(m["tool_rate"]), _r(m["R"]),
+            "sender" if m["rate_kind"] == "sender" else "recv",
+            units.duration_us(m["tool_lat_p50_us"]), units.duration_us(m["tool_lat_p99_us"]),
+            ("CLIENT-BOUND " if m["client_bound"] else "") + (f"{kind} latency" if kind else ""),
+        ])
+    reps = max((m["reps"] for m in medians), default=0)
+    title = (f"crosscheck: median of {reps} repetitions; R = harness receiver ÷ tool (receiver, or sender "
+             f"where 'vs' says so); R < {CLIENT_BOUND:g}: client-bound")
+    return table(_COLUMNS, cells, title=title, width=TABLE_WIDTH)
+
+
+def _r(value: float) -> str:
+    return "" if not math.isfinite(value) else f"{value:.2f}"
