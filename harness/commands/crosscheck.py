@@ -28,7 +28,7 @@ NAME = "crosscheck"
 DEFAULT_SCENARIOS = ("scenarios/crosscheck.yaml",)
 TABLE_WIDTH = 100
 _COLUMNS = (Column("system/variant"), Column("tool"), *numeric("harness\nmsg/s", "tool\nmsg/s", "R"),
-            Column("vs"), *numeric("tool p50", "tool p99"), Column("note"))
+            Column("vs"), *numeric("tool\np50", "tool\np99"), Column("latency"), Column("label"))
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -62,6 +62,8 @@ def run(args: argparse.Namespace, console: Console) -> int:
         console.print("[yellow]interrupted: brokers and tools stopped; the run folder is marked incomplete[/]")
         return EXIT_INTERRUPTED
     console.print(crosscheck_table(outcome.rows), width=TABLE_WIDTH)
+    for line in not_measured(outcome.rows):
+        console.print(line, highlight=False)
     state = "complete" if outcome.complete else "INCOMPLETE"
     console.print(f"results: {outcome.run_dir}  ({state})", highlight=False)
     for p in outcome.problems:
@@ -78,19 +80,26 @@ def crosscheck_table(rows: pd.DataFrame) -> Table:
     for m in medians:
         variant = m["system"] if m["variant"] in ("default", "", None) else f"{m['system']}/{m['variant']}"
         if m["status"] != "ok":
-            cells.append([variant, str(m["tool"]), "", "", "", "", "", "", f"{m['status']}: {m['note']}"])
+            cells.append([variant, str(m["tool"]), "", "", "", "", "", "", "", m["status"]])
             continue
-        kind = m["tool_lat_kind"]
         cells.append([
             variant, str(m["tool"]), units.count(m["harness_rate"]), units.count(m["tool_rate"]), _r(m["R"]),
             "sender" if m["rate_kind"] == "sender" else "recv",
             units.duration_us(m["tool_lat_p50_us"]), units.duration_us(m["tool_lat_p99_us"]),
-            ("CLIENT-BOUND " if m["client_bound"] else "") + (f"{kind} latency" if kind else ""),
+            m["tool_lat_kind"], "client-bound" if m["client_bound"] else "",
         ])
     reps = max((m["reps"] for m in medians), default=0)
     title = (f"crosscheck: median of {reps} repetitions; R = harness receiver ÷ tool (receiver, or sender "
              f"where 'vs' says so); R < {CLIENT_BOUND:g}: client-bound")
     return table(_COLUMNS, cells, title=title, width=TABLE_WIDTH)
+
+
+def not_measured(rows: pd.DataFrame) -> list[str]:
+    """One line per tool that gave no figure: what is missing or what failed, and what to do."""
+    if rows.empty:
+        return []
+    bad = rows[rows["status"] != "ok"].drop_duplicates(["system", "tool", "note"])
+    return [f"{r.system}: {r.tool}: {r.status}: {r.note}" for r in bad.itertuples()]
 
 
 def _r(value: float) -> str:

@@ -14,10 +14,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from harness.crosscheck._tool import CrossCase, ToolResult
-from harness.runner.proc import CpuUse
 from harness.metrics.crosscheck import CLIENT_BOUND, client_bound, finite, ratio
 from harness.runfolder.schema import CROSSCHECK_COLUMNS
-
+from harness.runner.proc import CpuUse
 
 
 @dataclass(frozen=True)

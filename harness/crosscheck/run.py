@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import multiprocessing.forkserver as mp_forkserver
 import resource
 import shutil
 import time
@@ -34,7 +35,7 @@ from harness.pipeline import PipelineError, summarise_run
 from harness.report import write_report_from_summary
 from harness.runfolder import RunFolder
 from harness.runfolder.schema import CROSSCHECK, CROSSCHECK_COLUMNS
-from harness.runner.proc import CpuMeter, CpuUse
+from harness.runner.proc import CpuMeter, CpuUse, cpu_seconds
 from harness.runner.run import System, run_cases, supports, variant_reason
 from harness.runner.worker import HOT_LOOPS
 from harness.scenario import Scenario, Variant
@@ -185,7 +186,8 @@ def _case(sc: Scenario, variant: Variant, size: int, endpoint: BrokerEndpoint) -
     """The CrossCase of one variant (its guarantee, window and options as its driver parsed them)."""
     driver = driver_class(variant.system, variant.options.get("client"))(variant.options, endpoint)
     opts = getattr(driver, "opts", None)
-    options: dict[str, Any] = dataclasses.asdict(opts) if dataclasses.is_dataclass(opts) else {}
+    options: dict[str, Any] = (dataclasses.asdict(opts)
+                               if dataclasses.is_dataclass(opts) and not isinstance(opts, type) else {})
     window = int(options.get(WINDOW_OPTION.get(variant.system, ""), DEFAULT_WINDOW))
     case = CrossCase(variant.system, size, sc.messages or 0, sc.producers, sc.consumers,
                      driver.guarantee().value, window, options)
@@ -196,15 +198,24 @@ def _harness(
     sc: Scenario, variant: Variant, size: int, rep: int, endpoint: BrokerEndpoint, backend: str,
     pids: list[int], run: RunFolder, console: Console, problems: list[str],
 ) -> list[CpuUse]:
-    """Run the harness's case once; its workers' CPU (reaped children, rusage) and the broker's."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    """Run the harness's case once; its workers' CPU and the broker's over the same interval."""
+    before = _workers_cpu()
     t0 = time.monotonic()
     meter = CpuMeter({"broker": pids}).start()
     run_cases([(sc, variant, size, None, rep)], {variant.system: System(endpoint, backend)}, run, console, problems)
     broker = [u for u in meter.stop() if pids]
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    used = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
-    return [CpuUse("harness", used, time.monotonic() - t0), *broker]
+    return [CpuUse("harness", _workers_cpu() - before, time.monotonic() - t0), *broker]
+
+
+def _workers_cpu() -> float:
+    """CPU seconds of the runner's worker processes so far (those that ended and were waited for).
+
+    Workers are forked by multiprocessing's forkserver (``harness.runner._workers``), which waits for them:
+    the kernel adds each one's CPU to the forkserver's children's account (``cutime``/``cstime``, which
+    ``cpu_seconds`` includes). Workers reaped here directly (no forkserver yet) are in our own rusage."""
+    server = getattr(getattr(mp_forkserver, "_forkserver", None), "_forkserver_pid", None)
+    own = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return (cpu_seconds(server) if server else 0.0) + own.ru_utime + own.ru_stime
 
 
 def _tool_run(

@@ -25,10 +25,10 @@ def client_bound(r: float) -> bool:
     return finite(r) and r < CLIENT_BOUND
 
 
-def median_rows(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+def median_rows(rows: Sequence[Mapping[Any, Any]]) -> list[dict[str, Any]]:
     """One row per (system, variant, tool, size): medians of the rates and R over repetitions, the
     client-bound label of the median R, and the first non-empty status/note."""
-    groups: dict[tuple[Any, ...], list[Mapping[str, Any]]] = {}
+    groups: dict[tuple[Any, ...], list[Mapping[Any, Any]]] = {}
     for r in rows:
         groups.setdefault((r["system"], r["variant"], r["tool"], r["size"]), []).append(r)
     out = []

@@ -64,7 +64,7 @@ class MosquittoClients(Tool):
             raise ToolFailed(f"mosquitto_sub received {min(n for n, _ in received)} of {expected} messages")
         senders = [f for f in measured.done if f.cpu.role.startswith("producer")]
         return ToolResult(
-            tool=f"mosquitto clients {self.version()}".strip(), command=steps[0].argv[:-4] + ["..."],
+            tool=f"mosquitto clients {self.version()}".strip(), command=[*steps[0].argv, "|", *steps[-1].argv],
             receiver_rate=sum(r for _, r in received) / len(received),
             sender_rate=sum(case.messages / f.wall_s for f in senders), cpu=measured.cpu(),
             note=f"QoS {qos}; mosquitto_pub -l, mosquitto_sub -C; receiver rate per subscriber; no latency",
