@@ -28,7 +28,8 @@ NAME = "crosscheck"
 DEFAULT_SCENARIOS = ("scenarios/crosscheck.yaml",)
 TABLE_WIDTH = 100
 _COLUMNS = (Column("system/variant"), Column("tool"), *numeric("harness\nmsg/s", "tool\nmsg/s", "R"),
-            Column("vs"), *numeric("tool\np50", "tool\np99"), Column("latency"), Column("label"))
+            Column("vs"), *numeric("tool\np50", "tool\np99"), Column("lat"), Column("bound"))
+_LATENCY = {"one-way": "1-way", "round trip": "rtt"}
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -84,13 +85,13 @@ def crosscheck_table(rows: pd.DataFrame) -> Table:
             continue
         cells.append([
             variant, str(m["tool"]), units.count(m["harness_rate"]), units.count(m["tool_rate"]), _r(m["R"]),
-            "sender" if m["rate_kind"] == "sender" else "recv",
+            "send" if m["rate_kind"] == "sender" else "recv",
             units.duration_us(m["tool_lat_p50_us"]), units.duration_us(m["tool_lat_p99_us"]),
-            m["tool_lat_kind"], "client-bound" if m["client_bound"] else "",
+            _LATENCY.get(m["tool_lat_kind"], m["tool_lat_kind"]), "client" if m["client_bound"] else "",
         ])
     reps = max((m["reps"] for m in medians), default=0)
-    title = (f"crosscheck: median of {reps} repetitions; R = harness receiver ÷ tool (receiver, or sender "
-             f"where 'vs' says so); R < {CLIENT_BOUND:g}: client-bound")
+    title = (f"crosscheck: median of {reps} repetitions; R = harness receiver msg/s ÷ tool's (receiver, or "
+             f"sender where vs = send); bound = client: R < {CLIENT_BOUND:g}, the row measures its client")
     return table(_COLUMNS, cells, title=title, width=TABLE_WIDTH)
 
 

@@ -102,6 +102,9 @@ def crosscheck(
             for system in order:
                 if (sc.systems is None or system in sc.systems) and supports(system, sc):
                     pending += _system(sc, system, statuses[system].backend, brokers, run, console, problems, strict)
+            for st in statuses.values():
+                if not st.ready and st.system not in BROKERLESS and (sc.systems is None or st.system in sc.systems):
+                    pending += _not_measured(sc, st.system, {key: st.reason for key in tool_keys(st.system)})
     except KeyboardInterrupt:
         problems.append("interrupted by the user (Ctrl-C / SIGTERM)")
         run.finish(False, problems)
@@ -143,12 +146,8 @@ def _system(
         console.print(f"[yellow]![/] {system}: tool {key} missing: {reason}", highlight=False)
         if strict:
             problems.append(f"{system}: tool {key} missing: {reason}")
-    out: list[_Pending] = []
+    out = _not_measured(sc, system, missing)
     if not tools or not variants:
-        for key, reason in missing.items():
-            case = CrossCase(system, sc.message_sizes[0], sc.messages or 0, sc.producers, sc.consumers)
-            side = HarnessSide(variants[0].name if variants else "", "", "", "", 0, float("nan"))
-            out.append(_Pending(sc.name, case, side, key.split(": ")[-1], None, "missing", reason))
         return out
     with contextlib.ExitStack() as stack:
         try:
@@ -180,6 +179,13 @@ def _system(
                 with console.status(f"{where}: {tool.name}…"):
                     out.append(_tool_run(sc.name, tool, case, side, endpoint, run, pids, console, problems, where))
     return out
+
+
+def _not_measured(sc: Scenario, system: str, reasons: Mapping[str, str]) -> list[_Pending]:
+    """A "missing" row per tool that cannot run (``reasons``: tool -> one sentence)."""
+    case = CrossCase(system, sc.message_sizes[0], sc.messages or 0, sc.producers, sc.consumers)
+    side = HarnessSide("", "", "", "", 0, float("nan"))
+    return [_Pending(sc.name, case, side, key.split(": ")[-1], None, "missing", why) for key, why in reasons.items()]
 
 
 def _case(sc: Scenario, variant: Variant, size: int, endpoint: BrokerEndpoint) -> tuple[CrossCase, dict[str, str]]:

@@ -63,7 +63,8 @@ def render(summary: Summary) -> tuple[str, str] | None:
     if rows.empty:
         return None
     table = view(rows)
-    bound = sorted(set(table.loc[table["label"] == "client-bound", "row"]))
+    flagged = table[table["label"] == "client-bound"]
+    bound = [f"{r} (against {t})" for r, t in zip(flagged["row"], flagged["tool"], strict=True)]
     verdict = ("Client-bound rows: " + ", ".join(bound) + ".") if bound else "No row is client-bound."
     h = ["<h2>Crosscheck against the brokers' own tools</h2>", f"<p>{html.escape(INTRO)}</p>",
          f"<p>{html.escape(verdict)}</p>", to_html(table)]
