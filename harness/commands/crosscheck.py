@@ -18,9 +18,18 @@ from rich.console import Console
 from rich.table import Table
 
 from harness import units
-from harness.commands._options import add_broker_options, parse_brokers
-from harness.commands._terminal import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, Column, fail, numeric, table
+from harness.commands._options import add_run_options, parse_brokers, parse_systems
+from harness.commands._terminal import (
+    EXIT_INTERRUPTED,
+    Column,
+    fail,
+    narrow,
+    numeric,
+    run_footer,
+    table,
+)
 from harness.commands.compare import load_all
+from harness.drivers import BROKERLESS, SYSTEMS
 from harness.drivers.base import DriverError
 from harness.scenario import ScenarioError
 
@@ -35,12 +44,7 @@ _LATENCY = {"one-way": "1-way", "round trip": "rtt"}
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p: argparse.ArgumentParser = subparsers.add_parser(
         NAME, help="run each broker's own benchmark tool beside the harness and report harness ÷ tool (R)")
-    p.add_argument("scenarios", nargs="*", help=f"scenario YAML files (default: {' '.join(DEFAULT_SCENARIOS)})")
-    p.add_argument("--systems", help="comma-separated subset of the broker systems (default: every ready one)")
-    p.add_argument("--out", default="results", help="folder for run folders (default: results)")
-    p.add_argument("--repetitions", type=int, help="override every scenario's repetitions (at least 3 advised)")
-    add_broker_options(p)
-    p.add_argument("--no-report", action="store_true", help="skip the HTML report at the end")
+    add_run_options(p, DEFAULT_SCENARIOS, ",".join(s for s in SYSTEMS if s not in BROKERLESS))
     return p
 
 
@@ -48,9 +52,8 @@ def run(args: argparse.Namespace, console: Console) -> int:
     from harness.compare import CompareError
     from harness.crosscheck.run import crosscheck
 
-    console = Console(file=console.file, width=min(console.width, TABLE_WIDTH), force_terminal=console.is_terminal,
-                      no_color=console.no_color)
-    systems = [s.strip() for s in args.systems.split(",") if s.strip()] if args.systems else None
+    console = narrow(console, TABLE_WIDTH)
+    systems = parse_systems(args.systems)
     try:
         outcome = crosscheck(
             load_all(args.scenarios or DEFAULT_SCENARIOS, args.repetitions),
@@ -65,11 +68,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
     console.print(crosscheck_table(outcome.rows), width=TABLE_WIDTH)
     for line in not_measured(outcome.rows):
         console.print(line, highlight=False)
-    state = "complete" if outcome.complete else "INCOMPLETE"
-    console.print(f"results: {outcome.run_dir}  ({state})", highlight=False)
-    for p in outcome.problems:
-        console.print(f"  [yellow]-[/] {p.splitlines()[0]}", highlight=False)
-    return EXIT_OK if outcome.complete else EXIT_FAILED
+    return run_footer(console, outcome.run_dir, outcome.complete, outcome.problems)
 
 
 def crosscheck_table(rows: pd.DataFrame) -> Table:
