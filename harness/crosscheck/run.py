@@ -33,7 +33,7 @@ from harness.drivers import BROKERLESS, SYSTEMS, driver_class
 from harness.drivers.base import BrokerEndpoint, DriverError
 from harness.pipeline import PipelineError, summarise_run
 from harness.report import write_report_from_summary
-from harness.runfolder import RunFolder
+from harness.runfolder import RunFolder, RunFolderError
 from harness.runfolder.schema import CROSSCHECK, CROSSCHECK_COLUMNS
 from harness.runner.proc import CpuMeter, CpuUse, cpu_seconds
 from harness.runner.run import System, run_cases, supports, variant_reason
@@ -122,6 +122,8 @@ def _tools(system: str) -> tuple[dict[str, Tool], dict[str, str]]:
     """The tools of ``system`` that can run here, and for the others one sentence each."""
     ready: dict[str, Tool] = {}
     missing: dict[str, str] = {}
+    if not tool_keys(system):
+        missing[system] = f"no crosscheck tool is registered for {system} (harness/crosscheck/tools/__init__.py)"
     for key in tool_keys(system):
         try:
             tool = load_tool(key)
@@ -245,10 +247,10 @@ def _rows(run: RunFolder, pending: list[_Pending], console: Console, problems: l
           write_report: bool) -> pd.DataFrame:
     """The rows, each with its harness repetition's receiver rate from the pipeline's summary."""
     rates: dict[tuple[Any, ...], float] = {}
-    if run.raw_files():
+    if any(p.status == "ok" for p in pending):  # else no harness case ran and there is nothing to summarise
         try:
             summary = summarise_run(run.path, engine="pandas")
-        except PipelineError as exc:
+        except (PipelineError, RunFolderError) as exc:
             problems.append(f"no summary: {exc}")
         else:
             for r in summary.per_repetition.to_dict("records"):

@@ -50,3 +50,22 @@ def test_report_section_reads_the_run_folder_table(tmp_path: Path) -> None:
     html, md = section
     assert "Client-bound rows: redis (against redis-benchmark -P window)." in md
     assert "<table" in html and "run make brokers" in md
+
+
+def test_a_missing_tool_is_a_row_and_in_ci_a_failure(tmp_path: Path, monkeypatch) -> None:
+    """No broker is started for a system none of whose tools can run; the row says why in one sentence."""
+    from harness.crosscheck import run as run_module
+    from harness.crosscheck import tools
+    from harness.scenario import load_scenarios
+
+    monkeypatch.setattr(tools, "TOOLS", {"nats": "harness.crosscheck.tools.not_written_yet:Ghost"})
+    monkeypatch.setattr(run_module, "provision", lambda *a, **k: (_ for _ in ()).throw(AssertionError("started")))
+    scenario = tmp_path / "cc.yaml"
+    scenario.write_text("name: cc\npattern: queue\nsystems: [nats]\nmessage_sizes: [100]\nmessages: 10\n")
+    quiet = Console(file=io.StringIO())
+    for strict in (False, True):
+        outcome = run_module.crosscheck(load_scenarios(str(scenario)), systems=["nats"], out_root=tmp_path / f"r{strict}",
+                                        backend="process", console=quiet, strict=strict, write_report=False)
+        (only,) = outcome.rows.to_dict("records")
+        assert only["status"] == "missing" and "not built yet" in only["note"]
+        assert outcome.complete is not strict
