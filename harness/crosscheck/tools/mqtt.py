@@ -5,7 +5,8 @@ github.com/inovex/mqtt-stresser both answer "not available"), so the row uses De
 ``mosquitto-clients``: one subscriber per consumer (``-C n -F %U``: it prints each arrival's wall-clock
 stamp in ns), started first, then one publisher per producer reading ``messages`` lines of ``size - 1``
 bytes (+ newline) from a file (``-l``: one message per line, as fast as the socket takes them). QoS is the
-harness variant's. Receiver rate = messages between the first and the last arrival stamp; sender rate =
+harness variant's. Each subscriber gets every message (no shared subscription), so with several consumers
+the tool's case is fan-out, not a queue. Receiver rate = messages between the first and the last arrival stamp; sender rate =
 messages / the publisher's lifetime (connect included). No latency: the payload carries no send stamp.
 """
 

@@ -3,7 +3,8 @@
 ``nats bench sub SUBJECT --msgs n --clients consumers`` starts first, then ``nats bench pub SUBJECT --msgs n
 --clients producers``, both with ``--size`` of the case, on a subject of their own. The subscriber's
 figure is the receiver rate; the publisher's the sender rate. Core NATS is at-most-once and has no window,
-so only the size and the counts are matched. nats bench's publisher "latency" is the duration of each publish
+so only the size and the counts are matched. With several clients nats bench prints "aggregated stats":
+each subscriber gets every message (no queue group), so the figure sums what the subscribers received. nats bench's publisher "latency" is the duration of each publish
 call in the client, not a message's travel, so it is not reported as message latency.
 """
 
@@ -22,7 +23,7 @@ from harness.runfolder import redact
 VERSION = "v0.5.0"  # the Makefile's NATSCLI pin
 MISSING = "nats bench (natscli) is not built: run make brokers (go install github.com/nats-io/natscli/nats@v0.5.0)"
 SUBSCRIBE_SETTLE = 0.5  # seconds for the subscriber to subscribe before the publisher starts
-_STATS = re.compile(r"(publisher|subscriber) stats: ([\d,.]+) msgs/sec")
+_STATS = re.compile(r"(publisher|subscriber) (?:aggregated )?stats: ([\d,.]+) msgs/sec")
 
 
 def parse_stats(text: str) -> dict[str, float]:
