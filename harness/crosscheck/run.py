@@ -83,8 +83,11 @@ def crosscheck(
     when nothing can run; KeyboardInterrupt leaves the folder marked incomplete."""
     console = console or Console()
     brokers = dict(brokers or {})
-    wanted = [s for s in systems if s not in BROKERLESS] if systems is not None else None
-    statuses = resolve_systems(scenarios, wanted, brokers, backend)
+    brokerless = [s for s in systems or () if s in BROKERLESS]
+    if brokerless:
+        raise CompareError(f"{', '.join(brokerless)} has no broker and so no broker tool to check against; "
+                           "crosscheck takes broker systems only")
+    statuses = resolve_systems(scenarios, systems, brokers, backend)
     order = [s for s in SYSTEMS if s in statuses and statuses[s].ready and s not in BROKERLESS]
     if not order:
         raise CompareError("no broker system can run here; `mqbench systems` says why for each")
