@@ -108,6 +108,8 @@ def crosscheck(
             for st in statuses.values():
                 if not st.ready and st.system not in BROKERLESS and (sc.systems is None or st.system in sc.systems):
                     pending += _not_measured(sc, st.system, {key: st.reason for key in tool_keys(st.system)})
+                    if strict:
+                        problems.append(f"{st.system} cannot run here: {st.reason}")
     except KeyboardInterrupt:
         problems.append("interrupted by the user (Ctrl-C / SIGTERM)")
         run.finish(False, problems)
