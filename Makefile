@@ -6,6 +6,9 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 SCENARIOS ?= scenarios/smoke.yaml
 BROKER_PACKAGES := rabbitmq-server nats-server mosquitto redis-server activemq
+# The brokers' own benchmark tools for `make crosscheck` (redis-benchmark; mosquitto_pub/sub).
+TOOL_PACKAGES := redis-tools mosquitto-clients
+NATSCLI := github.com/nats-io/natscli/nats@v0.5.0
 BROWSER_PACKAGES := chromium
 PYTEST_ARGS ?=
 
@@ -14,7 +17,7 @@ JVM_SOURCES := jvm/pom.xml $(shell find jvm/src -name '*.java' 2>/dev/null)
 
 LATEST_RUN = $$(ls -1dt results/*/manifest.json 2>/dev/null | head -1 | xargs -r dirname)
 
-.PHONY: compare test report regress baseline evaluate brokers toxiproxy toolchain lint jvm
+.PHONY: compare test report regress baseline evaluate brokers toxiproxy toolchain lint jvm crosscheck nats-cli
 
 # The virtual environment, rebuilt only when pyproject.toml or the C loops change.
 $(STAMP): pyproject.toml setup.py harness/runner/_hotloop.c
@@ -67,7 +70,7 @@ toxiproxy:
 ## brokers: install the broker binaries from Debian's packages (as root, on Debian/Ubuntu), then fetch the
 ## Apache Kafka and Apache RocketMQ jars with Maven into .brokers/ (harness/brokers/maven/*.xml pin them)
 brokers:
-	@missing=""; for p in $(BROKER_PACKAGES) $(BROWSER_PACKAGES); do \
+	@missing=""; for p in $(BROKER_PACKAGES) $(TOOL_PACKAGES) $(BROWSER_PACKAGES); do \
 	  dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	command -v mvn >/dev/null || missing="$$missing maven"; \
 	command -v java >/dev/null || missing="$$missing openjdk-17-jre-headless"; \
@@ -78,7 +81,16 @@ brokers:
 	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
 	else echo "brokers: cannot install$$missing (needs root and apt-get); broker tests will be skipped"; \
 	  [ "$$CI" != "true" ]; fi
-	@$(MAKE) --no-print-directory $(JVM_BROKERS)
+	@$(MAKE) --no-print-directory $(JVM_BROKERS) nats-cli
+
+## nats-cli: `nats bench` (natscli, pinned) built with the machine's Go into .brokers/bin, for crosscheck
+nats-cli:
+	@bin=$$(realpath -m $${MQBENCH_BROKERS_DIR:-.brokers}/bin); \
+	if [ -x $$bin/nats ]; then echo "brokers: natscli present"; exit 0; fi; \
+	if ! command -v go >/dev/null; then echo "brokers: natscli needs Go (apt-get install golang-go); nats bench is skipped"; \
+	  [ "$$CI" != "true" ]; exit; fi; \
+	echo "brokers: building $(NATSCLI) into $$bin"; \
+	GOBIN=$$bin go install $(NATSCLI) || { echo "brokers: go install $(NATSCLI) failed (above)"; [ "$$CI" != "true" ]; }
 
 # One jar folder per pom, complete only once .complete exists (a cut download is fetched again); .complete
 # holds the pom's checksum, so a jar added to a pom (a benchmark tool) is fetched into an existing folder too.
@@ -134,6 +146,10 @@ $(JVM_JAR): $(JVM_SOURCES)
 	echo "jvm: building $@ (mvn package)"; \
 	if (cd jvm && mvn -q -B -Dstyle.color=never package); then touch $@; \
 	else echo "jvm: the Maven build failed (above); jeromq and the Java clients are skipped"; [ "$$CI" != "true" ]; fi
+
+## crosscheck: each broker's own benchmark tool beside the harness on the same broker (docs/truthfulness.md)
+crosscheck: $(STAMP) brokers jvm
+	$(VENV)/bin/mqbench crosscheck scenarios/crosscheck.yaml
 
 ## lint: ruff and mypy over both packages
 lint: $(STAMP)

@@ -21,6 +21,22 @@ def add_broker_options(parser: argparse.ArgumentParser) -> None:
                         help="how to start brokers (default auto: containers if Docker answers, else local process)")
 
 
+def add_run_options(parser: argparse.ArgumentParser, default_scenarios: Sequence[str], systems: str) -> None:
+    """What a command that runs scenarios takes (compare, crosscheck): scenario files, ``--systems`` (a
+    comma-separated subset of ``systems``), ``--out``, ``--repetitions``, the broker options, ``--no-report``."""
+    parser.add_argument("scenarios", nargs="*", help=f"scenario YAML files (default: {' '.join(default_scenarios)})")
+    parser.add_argument("--systems", help=f"comma-separated subset of: {systems} (default: every ready one)")
+    parser.add_argument("--out", default="results", help="folder for run folders (default: results)")
+    parser.add_argument("--repetitions", type=int, help="override every scenario's repetitions")
+    add_broker_options(parser)
+    parser.add_argument("--no-report", action="store_true", help="skip the HTML report at the end")
+
+
+def parse_systems(text: str | None) -> list[str] | None:
+    """``--systems a,b`` -> ``["a", "b"]``; None when the option was not given."""
+    return [s.strip() for s in text.split(",") if s.strip()] if text else None
+
+
 def parse_brokers(items: Sequence[str] | None) -> dict[str, str]:
     """``["rabbitmq=amqp://…"]`` -> ``{"rabbitmq": "amqp://…"}``; ScenarioError naming a malformed item."""
     out: dict[str, str] = {}

@@ -40,6 +40,20 @@ def console() -> Console:
     return out
 
 
+def narrow(out: Console, width: int) -> Console:
+    """A console printing where ``out`` prints, wrapping within ``width`` columns (or fewer, as ``out``)."""
+    return Console(file=out.file, width=min(out.width, width), force_terminal=out.is_terminal, no_color=out.no_color)
+
+
+def run_footer(out: Console, run_dir: object, complete: bool, problems: Iterable[str]) -> int:
+    """The last lines of a command that wrote a run folder: where it is, whether it is complete, each
+    problem's first line; returns the exit status (EXIT_OK or EXIT_FAILED)."""
+    out.print(f"results: {run_dir}  ({'complete' if complete else 'INCOMPLETE'})", highlight=False)
+    for p in problems:
+        out.print(f"  [yellow]-[/] {p.splitlines()[0]}", highlight=False)
+    return EXIT_OK if complete else EXIT_FAILED
+
+
 def fail(message: object, code: int = EXIT_USAGE) -> int:
     """Print ``mqbench: <message>`` as one line on stderr; return ``code`` for the command to exit with."""
     lines = [line.strip() for line in str(message).splitlines() if line.strip()]

@@ -16,8 +16,16 @@ from rich.console import Console
 from rich.table import Table
 
 from harness import units
-from harness.commands._options import add_broker_options, parse_brokers
-from harness.commands._terminal import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, Column, fail, numeric, table
+from harness.commands._options import add_run_options, parse_brokers, parse_systems
+from harness.commands._terminal import (
+    EXIT_INTERRUPTED,
+    Column,
+    fail,
+    narrow,
+    numeric,
+    run_footer,
+    table,
+)
 from harness.drivers import SYSTEMS
 from harness.drivers.base import DriverError
 from harness.metrics.bound import MARK
@@ -36,12 +44,7 @@ _COLUMNS = (Column("system"), *numeric("size", "rate\nmsg/s", "sender\nmsg/s", "
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p: argparse.ArgumentParser = subparsers.add_parser(
         NAME, help="run scenarios over systems and write a results folder")
-    p.add_argument("scenarios", nargs="*", help=f"scenario YAML files (default: {' '.join(DEFAULT_SCENARIOS)})")
-    p.add_argument("--systems", help=f"comma-separated subset of: {','.join(SYSTEMS)} (default: every ready one)")
-    p.add_argument("--out", default="results", help="folder for run folders (default: results)")
-    p.add_argument("--repetitions", type=int, help="override every scenario's repetitions")
-    add_broker_options(p)
-    p.add_argument("--no-report", action="store_true", help="skip the HTML report at the end")
+    add_run_options(p, DEFAULT_SCENARIOS, ",".join(SYSTEMS))
     return p
 
 
@@ -65,9 +68,8 @@ def run(args: argparse.Namespace, console: Console) -> int:
     from harness.compare import CompareError, compare
 
     # Everything compare prints (progress, problems, tables) wraps within TABLE_WIDTH columns.
-    console = Console(file=console.file, width=min(console.width, TABLE_WIDTH), force_terminal=console.is_terminal,
-                      no_color=console.no_color)
-    systems = [s.strip() for s in args.systems.split(",") if s.strip()] if args.systems else None
+    console = narrow(console, TABLE_WIDTH)
+    systems = parse_systems(args.systems)
     try:
         outcome = compare(
             load_all(args.scenarios or DEFAULT_SCENARIOS, args.repetitions),
@@ -88,11 +90,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
         console.print(t, width=min(console.width, TABLE_WIDTH))
     if not tables:
         console.print("no case produced results")
-    state = "complete" if outcome.complete else "INCOMPLETE"
-    console.print(f"results: {outcome.run_dir}  ({state})", highlight=False)
-    for p in outcome.problems:
-        console.print(f"  [yellow]-[/] {p.splitlines()[0]}", highlight=False)
-    return EXIT_OK if outcome.complete else EXIT_FAILED
+    return run_footer(console, outcome.run_dir, outcome.complete, outcome.problems)
 
 
 def _repetitions(counts: pd.Series) -> str:

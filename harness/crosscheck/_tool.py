@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from harness.drivers.base import BrokerEndpoint
 from harness.runner.proc import CpuUse
@@ -36,6 +37,9 @@ class CrossCase:
     consumers: int = 1
     guarantee: str = "at-most-once"  # the harness variant's guarantee; the tool is configured to match
     window: int = 1000  # messages in flight unconfirmed / pipeline depth, where the tool has that setting
+    # The harness variant's driver options as parsed (e.g. rabbitmq's prefetch, mqtt's qos), for a tool that
+    # has a matching setting; empty when the caller gives none.
+    options: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from harness.pipeline import Summary, load_summary, write_summary
-from harness.report import evaluation
+from harness.report import crosscheck, evaluation
 from harness.report._page import figure_name, render_html, render_markdown
 from harness.report.figures import captions as figure_captions
 from harness.report.figures import png_bytes, render_figures
@@ -52,6 +52,9 @@ def write_report_from_summary(summary: Summary, out_dir: Path) -> Path:
         matrix = evaluation.load_evaluation(summary).matrix
         if not matrix.empty:
             out.write_file(FEATURE_MATRIX, matrix.to_csv(index=False).encode())
+    cross = crosscheck.render(summary)
+    if cross is not None:
+        extra_html, extra_md = extra_html + cross[0], extra_md + cross[1]
     out.write_file(REPORT_MD, render_markdown(summary, [*pngs, *extra_pngs], extra=extra_md, heads=heads).encode())
     page = render_html(summary, pngs, captions, extra=extra_html, extra_pngs=extra_pngs, extra_captions=extra_captions,
                        heads=heads)

@@ -1,0 +1,59 @@
+"""End to end: ``crosscheck`` starts Redis through the harness's provisioning, runs the harness case and
+redis-benchmark (unpipelined and pipelined) on it, interleaved, writes the rows, and stops everything.
+
+Needs redis-server and redis-benchmark (``make brokers``); without them it skips, except in CI (``CI=true``),
+where it fails with the reason.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import socket
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import pytest
+from rich.console import Console
+
+from harness.brokers import provisioner
+from harness.crosscheck.run import crosscheck
+from harness.crosscheck.tools.redis import RedisBenchmark
+from harness.runfolder import RunFolder
+from harness.runfolder.schema import CROSSCHECK, CROSSCHECK_COLUMNS
+from harness.scenario import load_scenarios
+
+
+def _require_redis() -> None:
+    prov = provisioner("redis")
+    reason = (prov.process_unavailable_reason() if prov else "no redis provisioner") or RedisBenchmark().missing()
+    if reason:
+        if os.environ.get("CI") == "true":
+            pytest.fail(reason)
+        pytest.skip(reason)
+
+
+def test_redis_crosscheck_runs_both_sides_on_one_broker_and_stops_it(tmp_path: Path) -> None:
+    _require_redis()
+    scenario = tmp_path / "cc.yaml"
+    scenario.write_text("name: cc\npattern: queue\nsystems: [redis]\nmessage_sizes: [100]\nmessages: 2000\n"
+                        "warmup: 100\nrate: max\nrepetitions: 2\n")
+    outcome = crosscheck(load_scenarios(str(scenario)), systems=["redis"], out_root=tmp_path / "results",
+                         backend="process", console=Console(file=open(os.devnull, "w")), write_report=False)
+    assert outcome.complete, outcome.problems
+    rows = outcome.rows
+    assert tuple(rows.columns) == CROSSCHECK_COLUMNS
+    assert sorted(rows["tool"].unique()) == ["redis-benchmark -P 1", "redis-benchmark -P window"]
+    assert sorted(rows["repetition"]) == [0, 0, 1, 1]
+    assert (rows["status"] == "ok").all() and (rows["rate_kind"] == "sender").all()
+    for r in rows.itertuples():
+        assert r.harness_rate > 0 and r.tool_rate > 0 and math.isclose(r.R, r.harness_rate / r.tool_rate)
+        assert r.cpu_tool_s > 0 and r.cpu_harness_s > 0
+    # the pipelined tool row uses the harness driver's pipeline depth (its default window)
+    assert set(rows.loc[rows["tool"] == "redis-benchmark -P window", "command"].str.contains("-P 100")) == {True}
+    run = RunFolder.open(outcome.run_dir)
+    assert len(run.read_table(CROSSCHECK)) == 4 and (outcome.run_dir / f"{CROSSCHECK}.csv").is_file()
+    # the broker is gone: nothing listens on its port any more
+    url = urlsplit(run.manifest["crosscheck_brokers"]["redis"]["url"])
+    with pytest.raises(OSError), socket.create_connection((url.hostname, url.port), timeout=1):
+        pass

@@ -1,0 +1,71 @@
+"""The crosscheck table as the terminal and the report show it."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+from types import SimpleNamespace
+
+import pandas as pd
+from rich.console import Console
+
+from harness.commands.crosscheck import TABLE_WIDTH, crosscheck_table, not_measured
+from harness.crosscheck._tool import CrossCase, ToolResult
+from harness.crosscheck.ratio import HarnessSide, row
+from harness.report import crosscheck as report_section
+from harness.runfolder import RunFolder
+from harness.runfolder.schema import CROSSCHECK
+
+
+def _rows() -> pd.DataFrame:
+    side = HarnessSide("default", "redis-py", "redis (redis-py)", "at-least-once", 0, 30000.0)
+    case = CrossCase("redis", 100, 1000, window=100)
+    return pd.DataFrame([
+        row(case, side, "redis-benchmark -P 1", ToolResult("rb", ["rb"], sender_rate=10000.0)),
+        row(case, side, "redis-benchmark -P window", ToolResult("rb", ["rb"], sender_rate=100000.0,
+                                                                latency_p50_us=250.0, latency_kind="round trip")),
+        row(CrossCase("nats", 100, 1000), side, "nats bench", None, "missing", "run make brokers"),
+    ])
+
+
+def test_terminal_table_fits_and_labels_client_bound_rows() -> None:
+    out = io.StringIO()
+    Console(file=out, width=TABLE_WIDTH).print(crosscheck_table(_rows()), width=TABLE_WIDTH)
+    lines = out.getvalue().splitlines()
+    assert max(len(line) for line in lines) <= TABLE_WIDTH
+    pipelined = next(line for line in lines if "-P window" in line)
+    unpipelined = next(line for line in lines if "-P 1" in line)
+    assert "0.30" in pipelined and pipelined.rstrip().endswith("client") and "rtt" in pipelined
+    assert "3.00" in unpipelined and not unpipelined.rstrip().endswith("client")
+    assert not_measured(_rows()) == ["nats: nats bench: missing: run make brokers"]
+
+
+def test_report_section_reads_the_run_folder_table(tmp_path: Path) -> None:
+    run = RunFolder.create(tmp_path, "cc")
+    summary = SimpleNamespace(runs=[SimpleNamespace(path=run.path)])
+    assert report_section.render(summary) is None  # type: ignore[arg-type]
+    run.write_table(CROSSCHECK, _rows(), csv=True)
+    section = report_section.render(summary)  # type: ignore[arg-type]
+    assert section is not None
+    html, md = section
+    assert "Client-bound rows: redis (against redis-benchmark -P window)." in md
+    assert "<table" in html and "run make brokers" in md
+
+
+def test_a_missing_tool_is_a_row_and_in_ci_a_failure(tmp_path: Path, monkeypatch) -> None:
+    """No broker is started for a system none of whose tools can run; the row says why in one sentence."""
+    from harness.crosscheck import run as run_module
+    from harness.crosscheck import tools
+    from harness.scenario import load_scenarios
+
+    monkeypatch.setattr(tools, "TOOLS", {"nats": "harness.crosscheck.tools.not_written_yet:Ghost"})
+    monkeypatch.setattr(run_module, "provision", lambda *a, **k: (_ for _ in ()).throw(AssertionError("started")))
+    scenario = tmp_path / "cc.yaml"
+    scenario.write_text("name: cc\npattern: queue\nsystems: [nats]\nmessage_sizes: [100]\nmessages: 10\n")
+    quiet = Console(file=io.StringIO())
+    for strict in (False, True):
+        outcome = run_module.crosscheck(load_scenarios(str(scenario)), systems=["nats"], out_root=tmp_path / f"r{strict}",
+                                        backend="process", console=quiet, strict=strict, write_report=False)
+        (only,) = outcome.rows.to_dict("records")
+        assert only["status"] == "missing" and "not built yet" in only["note"]
+        assert outcome.complete is not strict

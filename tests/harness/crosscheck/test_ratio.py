@@ -1,0 +1,78 @@
+"""R, the client-bound label, the interleaved order and the rows, without any broker."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from harness.crosscheck._tool import CrossCase, ToolResult
+from harness.crosscheck.ratio import HarnessSide, Step, interleaved, row, tool_rate
+from harness.crosscheck.tools import TOOLS, ToolUnavailable, load_tool, tool_keys
+from harness.metrics.crosscheck import CLIENT_BOUND, client_bound, median_rows, ratio
+from harness.runfolder.schema import CROSSCHECK_COLUMNS
+from harness.runner.proc import CpuUse
+
+
+def test_interleaving_alternates_harness_and_tools_per_repetition() -> None:
+    steps = list(interleaved(3, ["pika"], ["perftest", "loop"]))
+    assert [s.tool for s in steps] == [None, "perftest", "loop"] * 3
+    assert [s.repetition for s in steps] == [0, 0, 0, 1, 1, 1, 2, 2, 2]
+    two = list(interleaved(1, ["a", "b"], ["t"]))
+    assert two == [Step(0, "a"), Step(0, "a", "t"), Step(0, "b"), Step(0, "b", "t")]
+
+
+def test_tool_rate_prefers_the_receiver_and_says_when_it_falls_back() -> None:
+    assert tool_rate(ToolResult("t", [], receiver_rate=10.0, sender_rate=20.0)) == (10.0, "receiver")
+    assert tool_rate(ToolResult("t", [], sender_rate=20.0)) == (20.0, "sender")
+    rate, kind = tool_rate(ToolResult("t", []))
+    assert math.isnan(rate) and kind == ""
+
+
+def test_ratio_and_client_bound() -> None:
+    assert ratio(400.0, 1000.0) == pytest.approx(0.4)
+    assert client_bound(ratio(400.0, 1000.0)) and not client_bound(ratio(600.0, 1000.0))
+    assert not client_bound(CLIENT_BOUND)
+    for harness, tool in ((math.nan, 1.0), (1.0, math.nan), (1.0, 0.0)):
+        assert math.isnan(ratio(harness, tool)) and not client_bound(ratio(harness, tool))
+
+
+def _side(rep: int, rate: float) -> HarnessSide:
+    return HarnessSide("default", "redis-py", "redis (redis-py)", "at-most-once", rep, rate,
+                       [CpuUse("harness", 2.0, 4.0), CpuUse("broker", 1.0, 4.0)])
+
+
+def test_row_has_the_schema_columns_and_the_figures() -> None:
+    result = ToolResult("redis-benchmark 7", ["redis-benchmark", "-P", "1"], sender_rate=2000.0,
+                        latency_p50_us=20.0, latency_p99_us=90.0, latency_kind="round trip",
+                        cpu=[CpuUse("tool", 0.5, 1.0), CpuUse("broker", 0.7, 1.0)])
+    r = row(CrossCase("redis", 100, 5000, window=1), _side(1, 500.0), "redis-benchmark -P 1", result)
+    assert tuple(r) == CROSSCHECK_COLUMNS
+    assert (r["R"], r["rate_kind"], r["client_bound"], r["repetition"]) == (0.25, "sender", True, 1)
+    assert (r["cpu_tool_s"], r["cpu_broker_tool_s"], r["cpu_harness_s"], r["cpu_broker_harness_s"]) == (0.5, 0.7, 2.0, 1.0)
+    assert r["command"] == "redis-benchmark -P 1" and r["status"] == "ok"
+
+
+def test_a_missing_tool_gives_a_row_with_its_reason() -> None:
+    r = row(CrossCase("nats", 100, 5000), _side(0, 500.0), "nats bench", None, "missing", "run make brokers")
+    assert r["status"] == "missing" and r["note"] == "run make brokers"
+    assert math.isnan(r["R"]) and not r["client_bound"]
+
+
+def test_medians_over_repetitions() -> None:
+    tool = ToolResult("t", [], receiver_rate=1000.0)
+    rows = [row(CrossCase("nats", 100, 10), _side(i, rate), "nats bench", tool)
+            for i, rate in enumerate((300.0, 600.0, 450.0))]
+    (med,) = median_rows(rows)
+    assert med["reps"] == 3 and med["harness_rate"] == 450.0 and med["R"] == 0.45 and med["client_bound"]
+
+
+def test_every_system_with_a_broker_has_a_tool_and_a_missing_adapter_is_one_sentence(monkeypatch) -> None:
+    for system in ("rabbitmq", "kafka", "rocketmq", "nats", "mqtt", "redis", "activemq"):
+        assert tool_keys(system), system
+    assert tool_keys("redis") == ["redis/unpipelined", "redis"]
+    monkeypatch.setitem(TOOLS, "nats/none", "harness.crosscheck.tools.not_written_yet:Nothing")
+    with pytest.raises(ToolUnavailable, match="not built yet"):
+        load_tool("nats/none")
+    with pytest.raises(ToolUnavailable, match="no crosscheck tool"):
+        load_tool("nope")
