@@ -35,8 +35,8 @@ from harness.pipeline import PipelineError, summarise_run
 from harness.report import write_report_from_summary
 from harness.runfolder import RunFolder, RunFolderError
 from harness.runfolder.schema import CROSSCHECK, CROSSCHECK_COLUMNS
-from harness.runner.proc import CpuMeter, CpuUse, cpu_seconds
 from harness.runner.case import System, run_cases, supports, variant_reason
+from harness.runner.proc import CpuMeter, CpuUse, cpu_seconds
 from harness.runner.worker import HOT_LOOPS
 from harness.scenario import Scenario, Variant
 
