@@ -238,8 +238,11 @@ def _tool_run(
     workdir = run.work_dir / f"tool-{time.monotonic_ns()}"
     try:
         result = tool.run(case, endpoint, workdir, pids)
-    except (ToolMissing, ToolFailed) as exc:
+    except (ToolMissing, ToolFailed, ValueError) as exc:
+        # ValueError: an adapter's parser found no figure in the tool's output (a tool cut short, say).
         status = "missing" if isinstance(exc, ToolMissing) else "failed"
+        if isinstance(exc, ValueError):
+            exc = ToolFailed(f"its output held no figure ({exc})")
         console.print(f"[red]✗[/] {where}: {tool.name}: {exc}", highlight=False)
         problems.append(f"{where}: {tool.name}: {exc}")
         return _Pending(scenario, case, side, tool.name, None, status, str(exc))

@@ -29,8 +29,9 @@ PACKAGE = "org.apache.kafka.tools."
 ACKS = {"at-most-once": "0", "at-least-once": "1", "durable": "all"}
 # The harness's Kafka variants' defaults (harness/drivers/kafka.py): the Java client's own since Kafka 4.0.
 LINGER_MS, BATCH_SIZE = 5, 16384
-REPORT_MS = 500  # ConsumerPerformance's interval lines: several per second of a short run
-IDLE_TIMEOUT_MS = 10_000  # a consumer that gets nothing for this long gives up (ConsumerPerformance --timeout)
+REPORT_MS = 100  # ConsumerPerformance's interval lines: several even in a run of well under a second
+IDLE_TIMEOUT_MS = 60_000  # a consumer that gets nothing for this long gives up (--timeout); the group join and
+# the warm-up producer's JVM start come first, which took over 10 s on a loaded 2-core machine
 LATENCY_RECORDS = 1000  # EndToEndLatency: one round trip at a time, a few ms each
 JOIN_TIMEOUT_S = 120.0
 

@@ -82,6 +82,14 @@ def parse_producer(text: str) -> tuple[float, int, int]:
     return float(statistics.median(rates)) if rates else float(last_tps), total, failed
 
 
+def _sent(text: str) -> int:
+    """Messages a Producer run reports sent; 0 when it ended before its closing line (a NameServer timeout)."""
+    try:
+        return parse_producer(text)[1]
+    except ValueError:
+        return 0
+
+
 def quiet_after(lines: list[ConsumerLine], since: float) -> bool:
     """True when the last QUIET_LINES lines printed after ``since`` consumed nothing."""
     after = [line for line in lines if line.at > since]
@@ -122,7 +130,7 @@ class RocketBenchmark(Tool):
             for attempt in range(ATTEMPTS):
                 producer = tools.start(f"producer-{attempt}", produce)
                 tools.wait(producer, timeout=deadline_s)
-                if parse_producer(producer.output())[1] > 0:
+                if _sent(producer.output()) > 0:
                     break
             else:
                 raise ToolFailed(f"{tool}: the Producer sent nothing in {ATTEMPTS} attempts; its last "

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import io
 import math
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -76,3 +79,27 @@ def test_every_system_with_a_broker_has_a_tool_and_a_missing_adapter_is_one_sent
         load_tool("nats/none")
     with pytest.raises(ToolUnavailable, match="no crosscheck tool"):
         load_tool("nope")
+
+
+def test_a_tool_whose_output_holds_no_figure_gives_a_failed_row_not_a_traceback(tmp_path: Path) -> None:
+    from types import SimpleNamespace
+
+    from rich.console import Console
+
+    from harness.crosscheck._tool import Tool
+    from harness.crosscheck.run import _tool_run
+
+    class Cut(Tool):
+        system, name = "redis", "cut-short"
+
+        def missing(self) -> str | None:
+            return None
+
+        def run(self, case: CrossCase, endpoint: Any, workdir: Path, broker_pids: list[int]) -> ToolResult:
+            raise ValueError("no closing line")
+
+    problems: list[str] = []
+    pending = _tool_run("s", Cut(), CrossCase("redis", 100, 10), _side(0, 1.0), None,  # type: ignore[arg-type]
+                        SimpleNamespace(work_dir=tmp_path), [], Console(file=io.StringIO()), problems, "redis")
+    assert pending.status == "failed" and "no closing line" in pending.note
+    assert problems and "cut-short" in problems[0]
