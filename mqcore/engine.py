@@ -243,29 +243,51 @@ class StreamEngine:
             except (BlockingIOError, InterruptedError):
                 return
             except OSError as exc:
-                self.inline_eof = True
-                self.io.post(self._error, str(exc))
+                self.inline_failed(str(exc))
                 return
             if not got:
-                self.inline_eof = True  # a parked IO thread would not see it: tell it
-                self.io.post(self._error, "peer closed the connection")
+                self.inline_failed("peer closed the connection")
                 return
-            if self._heartbeat is not None:
-                self._heartbeat.last_recv = _monotonic()
-            conn = self.conn
-            out = conn.data_to_send()
-            rest = self._put_messages(conn.next_events())
-            if out or conn.dead or (rest and any(type(ev) is not Message for ev in rest)):
-                self._handoff = (out, rest)
-                self._backlog = False
-                self.io.post(self._take_handoff)
-            elif rest:
-                # The pipe is full: keep the rest for this thread's next call (or the IO thread's
-                # restart_input when the reader drains the pipe to its low-water mark).
-                self._handoff = (b"", rest)
-                self._backlog = True
+            self._inline_events(self.conn.next_events())
         finally:
             lock.release()
+
+    def inline_failed(self, reason: str) -> None:
+        """Socket's thread, holding ``_lock``: its read met EOF or an error, which a parked IO thread
+        would not see; the IO thread closes the connection and the socket's thread stops polling it."""
+        self.inline_eof = True
+        self.io.post(self._error, reason)
+
+    def inline_decode(self, data: bytes, refused: list[Msg]) -> None:
+        """Socket's thread, holding ``_lock`` (``mqcore.direct``): decode ``data`` and handle its
+        events as ``recv_inline`` does, after ``refused``, messages a full pipe did not take."""
+        self.conn.receive_data(data)
+        events = self.conn.next_events()
+        if refused:
+            events = [Message(frames) for frames in refused] + events
+        self._inline_events(events)
+
+    def keep_backlog(self, refused: list[Msg]) -> None:
+        """Socket's thread, holding ``_lock``: messages a full pipe refused, for its next read."""
+        self._inline_events([Message(frames) for frames in refused])
+
+    def _inline_events(self, events: list) -> None:  # type: ignore[type-arg]
+        """The end of an inline read (``_lock`` held): messages into the pipe, the rest in order to
+        the IO thread, or, when only messages a full pipe refused are left, kept for the next read."""
+        if self._heartbeat is not None:
+            self._heartbeat.last_recv = _monotonic()
+        conn = self.conn
+        out = conn.data_to_send()
+        rest = self._put_messages(events)
+        if out or conn.dead or (rest and any(type(ev) is not Message for ev in rest)):
+            self._handoff = (out, rest)
+            self._backlog = False
+            self.io.post(self._take_handoff)
+        elif rest:
+            # The pipe is full: keep the rest for this thread's next call (or the IO thread's
+            # restart_input when the reader drains the pipe to its low-water mark).
+            self._handoff = (b"", rest)
+            self._backlog = True
 
     def _put_messages(self, events: list) -> list:  # type: ignore[type-arg]
         """Write the leading Message events into the pipe while it has room; the rest is returned."""

@@ -23,6 +23,7 @@ import time
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
+from mqcore import direct
 from mqcore.constants import Errno, PollEvent, SocketOption, SocketType
 from mqcore.error import Again, ContextTerminated, ZMQError
 from mqcore.frame import FINISHED_TRACKER, Frame
@@ -80,6 +81,7 @@ class SocketBase:
         self._inline_fd = -1  # fd of the engine polled beside the mailbox by _wait(for_input=True)
         self._inline_eng: Any = None
         self._inline_pipe: Any = None  # our end of the inline engine's pipe
+        self._direct_buffer: bytearray | None = None  # mqcore.direct reads into it (made at first use)
         self._in_parts: deque[bytes] = deque()
         self._out_parts: list[bytes] = []
         # RCVMORE is ``bool(_in_parts)``: send/recv write no attribute of the socket, so that
@@ -184,7 +186,11 @@ class SocketBase:
         """
         pipe = self._inline_pipe
         pipe.in_active = True
-        engine.recv_inline()
+        buffer = self._direct_buffer
+        if buffer is None:
+            buffer = self._direct_buffer = bytearray(direct.BUFFER_BYTES)
+        if not direct.read_direct(engine, buffer):
+            engine.recv_inline()
         if pipe.check_read():
             self._impl.read_activated(pipe)
 
