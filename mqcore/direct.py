@@ -1,4 +1,4 @@
-"""The direct receive path: the socket's thread reads and decodes its one connection itself.
+"""The direct path: the socket's thread sends on, reads and decodes its one connection itself.
 
 Used by ``SocketBase`` while it waits for input on a socket with exactly one pipe whose StreamEngine
 is parked (its IO thread leaves reading to the socket's thread; see ``StreamEngine.recv_inline``).
@@ -15,6 +15,16 @@ multipart message held by the decoder, events waiting for the IO thread, subscri
 it cannot take as whole message frames (a command such as PING, a frame over MAXMSGSIZE, a partial
 frame at the end of the read) go to the connection's decoder with the rest of the read, and the
 engine handles what they produce as for any inline read.
+
+``send_direct`` is the sending half, for a socket whose one connection its thread already polls
+(``SocketBase._inline_eng``): the socket type says which frames go on the wire
+(``SocketImpl.xsend_direct``: REQ adds its delimiter, REP its envelope), they are encoded and written
+with one ``send``, and the send counts as done. It declines, and the message takes the pipe, when the
+engine is busy or has output waiting, the pipe still holds older messages (order), the pipe is closing,
+the type cannot (several peers, REQ_CORRELATE), a frame is large (the IO thread writes those without
+copying) or the previous send was less than ``INLINE_GAP`` ago (back-to-back sends go to the IO thread
+in batches). A partial write leaves the rest as the engine's pending output for its IO thread; an
+error is left for the IO thread to report, as on the pipe path, where the message would be lost too.
 """
 
 from __future__ import annotations
@@ -23,8 +33,14 @@ import struct
 import time
 from typing import TYPE_CHECKING
 
+
+from mqcore.engine import INLINE_GAP, WRITE, ZERO_COPY
+from mqcore.zmtp._frames import encode_messages
+
 if TYPE_CHECKING:
     from mqcore.engine import StreamEngine
+    from mqcore.pipe import Msg, Pipe
+    from mqcore.sockets.base import SocketImpl
 
 BUFFER_BYTES = 262144  # one read takes this much: ~2000 messages of 100 B
 _monotonic = time.monotonic
@@ -109,6 +125,41 @@ def read_direct(engine: StreamEngine, buffer: bytearray) -> bool:
             engine.inline_decode(data[done:] if done else data, rest)
         elif rest:
             engine.keep_backlog(rest)
+        return True
+    finally:
+        lock.release()
+
+
+def send_direct(engine: StreamEngine, impl: SocketImpl, pipe: Pipe, msg: Msg) -> bool:
+    """Write ``msg`` (whole) to ``engine``'s OS socket in the socket's thread; False: nothing was done,
+    use the pipe. ``pipe`` is the socket's end of the engine's pipe."""
+    for frame in msg:
+        if len(frame) >= ZERO_COPY:
+            return False
+    now = _monotonic()
+    last, engine._last_inline = engine._last_inline, now
+    if now - last < INLINE_GAP:
+        return False
+    lock = engine._lock
+    if not lock.acquire(False):
+        return False
+    try:
+        if (not engine.alive or engine._out or engine._mask & WRITE or pipe.peer.inbound
+                or pipe.terminated or pipe.peer_terminated):
+            return False
+        frames = impl.xsend_direct(msg, pipe)
+        if frames is None:
+            return False
+        wire = encode_messages((frames,))
+        try:
+            n = engine.sock.send(wire)
+        except (BlockingIOError, InterruptedError):
+            n = 0
+        except OSError as exc:
+            engine.inline_failed(str(exc))
+            return True
+        if n < len(wire):
+            engine.write_later(memoryview(wire)[n:])
         return True
     finally:
         lock.release()

@@ -267,6 +267,12 @@ class StreamEngine:
             events = [Message(frames) for frames in refused] + events
         self._inline_events(events)
 
+    def write_later(self, rest: memoryview) -> None:
+        """Socket's thread, holding ``_lock`` with no output pending: the rest of a partial direct write
+        goes out from the IO thread (which waits for EVENT_WRITE), before anything queued later."""
+        self._out = rest
+        self.io.post(self.restart_output)
+
     def keep_backlog(self, refused: list[Msg]) -> None:
         """Socket's thread, holding ``_lock``: messages a full pipe refused, for its next read."""
         self._inline_events([Message(frames) for frames in refused])

@@ -299,6 +299,9 @@ class SocketBase:
             # Fast path: one frame, blocking, nothing pending (the common case).
             if self._mailbox.queue:
                 self._mailbox.process()
+            engine = self._inline_eng
+            if engine is not None and direct.send_direct(engine, self._impl, self._inline_pipe, [data]):
+                return FINISHED_TRACKER if track else None
             if not self._xsend([data]):
                 self._send_msg([data], flags)
             return FINISHED_TRACKER if track else None
@@ -308,7 +311,10 @@ class SocketBase:
             parts.append(data)
             return None
         if parts:
-            self._send_msg([*parts, data], flags)  # on error the caller may retry the last frame
+            msg = [*parts, data]
+            engine = self._inline_eng
+            if engine is None or not direct.send_direct(engine, self._impl, self._inline_pipe, msg):
+                self._send_msg(msg, flags)  # on error the caller may retry the last frame
             parts.clear()
         else:
             self._send_msg([data], flags)
