@@ -240,6 +240,9 @@ class SocketBase:
     def _send_msg(self, msg: Msg, flags: int) -> None:
         if self._mailbox.queue:
             self._mailbox.process()
+        engine = self._inline_eng
+        if engine is not None and direct.send_direct(engine, self._impl, self._inline_pipe, msg):
+            return
         if self._xsend(msg):
             return
         if self._ctx_terminated:
@@ -311,10 +314,7 @@ class SocketBase:
             parts.append(data)
             return None
         if parts:
-            msg = [*parts, data]
-            engine = self._inline_eng
-            if engine is None or not direct.send_direct(engine, self._impl, self._inline_pipe, msg):
-                self._send_msg(msg, flags)  # on error the caller may retry the last frame
+            self._send_msg([*parts, data], flags)  # on error the caller may retry the last frame
             parts.clear()
         else:
             self._send_msg([data], flags)

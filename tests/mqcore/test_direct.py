@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -14,6 +15,21 @@ from mqcore.zmtp._frames import encode_command, encode_messages
 
 Pair = Callable[..., tuple[Any, Any]]
 TRANSPORTS = ("tcp", "ipc")
+
+
+@pytest.fixture
+def direct_sends(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
+    """Counts the sends the direct path took and the ones it declined."""
+    counts = [0, 0]
+    real = direct.send_direct
+
+    def counting(*args: Any) -> bool:
+        took = real(*args)
+        counts[0 if took else 1] += 1
+        return took
+
+    monkeypatch.setattr(direct, "send_direct", counting)
+    yield counts
 
 
 @pytest.fixture
@@ -98,7 +114,8 @@ def test_noblock_eagain_then_poll_readiness_for_queued_messages(make_pair: Pair,
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
-def test_req_rep_round_trips_and_efsm(make_pair: Pair, transport: str, direct_reads: list[int]) -> None:
+def test_req_rep_round_trips_and_efsm(make_pair: Pair, transport: str, direct_reads: list[int],
+                                      direct_sends: list[int]) -> None:
     rep, req = make_pair(mqcore.REP, mqcore.REQ, transport)
 
     def serve() -> None:
@@ -115,7 +132,34 @@ def test_req_rep_round_trips_and_efsm(make_pair: Pair, transport: str, direct_re
         server.join()
     with pytest.raises(mqcore.ZMQError):
         req.recv(mqcore.NOBLOCK)  # EFSM: no request outstanding
+    req.send(b"again")
+    with pytest.raises(mqcore.ZMQError):
+        req.send(b"twice")  # EFSM: the reply is still due, also on the direct path
     assert direct_reads[0] > 0
+    assert direct_sends[0] > 0
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_partial_direct_writes_leave_the_rest_to_the_io_thread(make_pair: Pair, transport: str,
+                                                               direct_sends: list[int]) -> None:
+    router, dealer = make_pair(mqcore.ROUTER, mqcore.DEALER, transport, rcvhwm=2)
+    dealer.send(b"hello")
+    rid, _ = router.recv_multipart()
+    # Replied while the dealer waits in recv: its thread polls the connection from then on.
+    reply = threading.Timer(0.2, router.send_multipart, ([rid, b"welcome"],))
+    reply.start()
+    try:
+        assert dealer.recv() == b"welcome"
+    finally:
+        reply.join()
+    # The router reads nothing while these go out (its IO thread stops at RCVHWM): the OS buffers fill, a direct write ends partial
+    # and its rest, like every later message, goes through the IO thread, in order.
+    msgs = [[b"%d" % i, bytes([i]) * 60000] for i in range(40)]
+    for msg in msgs:
+        time.sleep(0.0002)  # apart by more than INLINE_GAP, so each send may go direct
+        dealer.send_multipart(msg)
+    assert [router.recv_multipart()[1:] for _ in msgs] == msgs
+    assert direct_sends[0] > 0
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
