@@ -33,8 +33,7 @@ import struct
 import time
 from typing import TYPE_CHECKING
 
-
-from mqcore.engine import INLINE_GAP, WRITE, ZERO_COPY
+from mqcore.engine import WRITE, ZERO_COPY
 from mqcore.zmtp._frames import encode_messages
 
 if TYPE_CHECKING:
@@ -136,13 +135,9 @@ def send_direct(engine: StreamEngine, impl: SocketImpl, pipe: Pipe, msg: Msg) ->
     for frame in msg:
         if len(frame) >= ZERO_COPY:
             return False
-    now = _monotonic()
-    last, engine._last_inline = engine._last_inline, now
-    if now - last < INLINE_GAP:
+    if not engine.claim_inline():
         return False
     lock = engine._lock
-    if not lock.acquire(False):
-        return False
     try:
         if (not engine.alive or engine._out or engine._mask & WRITE or pipe.peer.inbound
                 or pipe.terminated or pipe.peer_terminated):

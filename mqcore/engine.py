@@ -524,6 +524,14 @@ class StreamEngine:
                 self._out = data
             self._write()
 
+    def claim_inline(self) -> bool:
+        """Socket's thread, before writing in its own thread: True if the previous attempt is at least
+        INLINE_GAP old and ``_lock`` was free (then held: the caller releases it); False: the writing
+        stays with the IO thread (busy, or sends back to back, which its batches serve better)."""
+        now = _monotonic()
+        last, self._last_inline = self._last_inline, now
+        return now - last >= INLINE_GAP and self._lock.acquire(False)
+
     def send_inline(self) -> bool:
         """Socket's thread: write what its pipe holds straight to the OS socket, skipping the IO thread.
 
@@ -533,13 +541,9 @@ class StreamEngine:
         out; False asks the caller to hand over to the IO thread as usual (busy engine, more than one
         batch, a partial write, whose rest waits in ``_out``, or an error, which the IO thread finds).
         """
-        now = _monotonic()
-        last, self._last_inline = self._last_inline, now
-        if now - last < INLINE_GAP:
+        if not self.claim_inline():
             return False
         lock = self._lock
-        if not lock.acquire(False):
-            return False
         try:
             if not self.alive or self._out or self._mask & WRITE:
                 return False
