@@ -22,6 +22,9 @@ the IO itself when the engine is idle:
   the caller's thread. While the socket's thread polls our fd (``reader_waiting``) the IO thread does
   not read but *parks* (drops READ); the socket then reads for it until it sleeps some other way
   (Poller, FD/EVENTS, asyncio, a second pipe), which calls ``request_unpark``.
+``mqcore.direct`` is a shorter way through the same doors for the common case (its own frame scan,
+sends that bypass the pipe); it uses ``inline_failed``, ``inline_decode``, ``keep_backlog``,
+``claim_inline`` and ``write_later`` and keeps the same rules.
 Rules: everything touching output state (``_out``, the WRITE bit, the pipe's read side, the encoder)
 or input state (the decoder, the pipe's write side, ``_handoff``) holds ``_lock`` (re-entrant); the
 socket's thread only ever *tries* it, so it never waits for the IO thread. Whatever only the IO thread
