@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from mqcore.pipe import Msg, Pipe
     from mqcore.sockets.base import SocketImpl
 
-BUFFER_BYTES = 262144  # one read takes this much: ~2000 messages of 100 B
+BUFFER_BYTES = 65536  # one read: ~600 messages of 100 B, within the default RCVHWM (more spill into the backlog)
 _monotonic = time.monotonic
 _unpack_size = struct.Struct(">Q").unpack_from
 
