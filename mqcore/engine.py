@@ -22,6 +22,9 @@ the IO itself when the engine is idle:
   the caller's thread. While the socket's thread polls our fd (``reader_waiting``) the IO thread does
   not read but *parks* (drops READ); the socket then reads for it until it sleeps some other way
   (Poller, FD/EVENTS, asyncio, a second pipe), which calls ``request_unpark``.
+``mqcore.direct`` is a shorter way through the same doors for the common case (its own frame scan,
+sends that bypass the pipe); it uses ``inline_failed``, ``inline_decode``, ``keep_backlog``,
+``claim_inline`` and ``write_later`` and keeps the same rules.
 Rules: everything touching output state (``_out``, the WRITE bit, the pipe's read side, the encoder)
 or input state (the decoder, the pipe's write side, ``_handoff``) holds ``_lock`` (re-entrant); the
 socket's thread only ever *tries* it, so it never waits for the IO thread. Whatever only the IO thread
@@ -243,29 +246,57 @@ class StreamEngine:
             except (BlockingIOError, InterruptedError):
                 return
             except OSError as exc:
-                self.inline_eof = True
-                self.io.post(self._error, str(exc))
+                self.inline_failed(str(exc))
                 return
             if not got:
-                self.inline_eof = True  # a parked IO thread would not see it: tell it
-                self.io.post(self._error, "peer closed the connection")
+                self.inline_failed("peer closed the connection")
                 return
-            if self._heartbeat is not None:
-                self._heartbeat.last_recv = _monotonic()
-            conn = self.conn
-            out = conn.data_to_send()
-            rest = self._put_messages(conn.next_events())
-            if out or conn.dead or (rest and any(type(ev) is not Message for ev in rest)):
-                self._handoff = (out, rest)
-                self._backlog = False
-                self.io.post(self._take_handoff)
-            elif rest:
-                # The pipe is full: keep the rest for this thread's next call (or the IO thread's
-                # restart_input when the reader drains the pipe to its low-water mark).
-                self._handoff = (b"", rest)
-                self._backlog = True
+            self._inline_events(self.conn.next_events())
         finally:
             lock.release()
+
+    def inline_failed(self, reason: str) -> None:
+        """Socket's thread, holding ``_lock``: its read met EOF or an error, which a parked IO thread
+        would not see; the IO thread closes the connection and the socket's thread stops polling it."""
+        self.inline_eof = True
+        self.io.post(self._error, reason)
+
+    def inline_decode(self, data: bytes, refused: list[Msg]) -> None:
+        """Socket's thread, holding ``_lock`` (``mqcore.direct``): decode ``data`` and handle its
+        events as ``recv_inline`` does, after ``refused``, messages a full pipe did not take."""
+        self.conn.receive_data(data)
+        events = self.conn.next_events()
+        if refused:
+            events = [Message(frames) for frames in refused] + events
+        self._inline_events(events)
+
+    def write_later(self, rest: memoryview) -> None:
+        """Socket's thread, holding ``_lock`` with no output pending: the rest of a partial direct write
+        goes out from the IO thread (which waits for EVENT_WRITE), before anything queued later."""
+        self._out = rest
+        self.io.post(self.restart_output)
+
+    def keep_backlog(self, refused: list[Msg]) -> None:
+        """Socket's thread, holding ``_lock``: messages a full pipe refused, for its next read."""
+        self._inline_events([Message(frames) for frames in refused])
+
+    def _inline_events(self, events: list) -> None:  # type: ignore[type-arg]
+        """The end of an inline read (``_lock`` held): messages into the pipe, the rest in order to
+        the IO thread, or, when only messages a full pipe refused are left, kept for the next read."""
+        if self._heartbeat is not None:
+            self._heartbeat.last_recv = _monotonic()
+        conn = self.conn
+        out = conn.data_to_send()
+        rest = self._put_messages(events)
+        if out or conn.dead or (rest and any(type(ev) is not Message for ev in rest)):
+            self._handoff = (out, rest)
+            self._backlog = False
+            self.io.post(self._take_handoff)
+        elif rest:
+            # The pipe is full: keep the rest for this thread's next call (or the IO thread's
+            # restart_input when the reader drains the pipe to its low-water mark).
+            self._handoff = (b"", rest)
+            self._backlog = True
 
     def _put_messages(self, events: list) -> list:  # type: ignore[type-arg]
         """Write the leading Message events into the pipe while it has room; the rest is returned."""
@@ -496,6 +527,14 @@ class StreamEngine:
                 self._out = data
             self._write()
 
+    def claim_inline(self) -> bool:
+        """Socket's thread, before writing in its own thread: True if the previous attempt is at least
+        INLINE_GAP old and ``_lock`` was free (then held: the caller releases it); False: the writing
+        stays with the IO thread (busy, or sends back to back, which its batches serve better)."""
+        now = _monotonic()
+        last, self._last_inline = self._last_inline, now
+        return now - last >= INLINE_GAP and self._lock.acquire(False)
+
     def send_inline(self) -> bool:
         """Socket's thread: write what its pipe holds straight to the OS socket, skipping the IO thread.
 
@@ -505,13 +544,9 @@ class StreamEngine:
         out; False asks the caller to hand over to the IO thread as usual (busy engine, more than one
         batch, a partial write, whose rest waits in ``_out``, or an error, which the IO thread finds).
         """
-        now = _monotonic()
-        last, self._last_inline = self._last_inline, now
-        if now - last < INLINE_GAP:
+        if not self.claim_inline():
             return False
         lock = self._lock
-        if not lock.acquire(False):
-            return False
         try:
             if not self.alive or self._out or self._mask & WRITE:
                 return False

@@ -83,6 +83,10 @@ class LoadBalancer(_PipeSet):
             self._deactivate_current()
         return None
 
+    def only(self, pipe: Pipe) -> bool:
+        """True if ``pipe`` is the one pipe and it is active (a send would go there)."""
+        return self.active == 1 and self.pipes[0] is pipe
+
     def has_out(self) -> bool:
         while self.active:
             if self.pipes[self.current].check_write():

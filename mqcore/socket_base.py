@@ -12,7 +12,9 @@ empty/full. Waiting for input with exactly one pipe to a tcp/ipc peer, the socke
 connection's OS socket and reads it in this thread (``StreamEngine.recv_inline``), activating what
 came in itself instead of by a command to its own mailbox (``_read_inline``); a blocking recv goes
 straight to that poll, without a read that would find nothing yet. Before sleeping any other way it
-gives reading back to the IO thread (``_release_engine``).
+gives reading back to the IO thread (``_release_engine``). That read and, while the socket polls its
+connection, each send take the direct path (``mqcore.direct``: one ``recv_into`` and a frame scan, one
+encode and ``send``) when its conditions hold, else the engine's general inline read and the pipe.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import time
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
+from mqcore import direct
 from mqcore.constants import Errno, PollEvent, SocketOption, SocketType
 from mqcore.error import Again, ContextTerminated, ZMQError
 from mqcore.frame import FINISHED_TRACKER, Frame
@@ -80,6 +83,7 @@ class SocketBase:
         self._inline_fd = -1  # fd of the engine polled beside the mailbox by _wait(for_input=True)
         self._inline_eng: Any = None
         self._inline_pipe: Any = None  # our end of the inline engine's pipe
+        self._direct_buffer: bytearray | None = None  # mqcore.direct reads into it (made at first use)
         self._in_parts: deque[bytes] = deque()
         self._out_parts: list[bytes] = []
         # RCVMORE is ``bool(_in_parts)``: send/recv write no attribute of the socket, so that
@@ -184,7 +188,11 @@ class SocketBase:
         """
         pipe = self._inline_pipe
         pipe.in_active = True
-        engine.recv_inline()
+        buffer = self._direct_buffer
+        if buffer is None:
+            buffer = self._direct_buffer = bytearray(direct.BUFFER_BYTES)
+        if not direct.read_direct(engine, buffer):
+            engine.recv_inline()
         if pipe.check_read():
             self._impl.read_activated(pipe)
 
@@ -234,6 +242,9 @@ class SocketBase:
     def _send_msg(self, msg: Msg, flags: int) -> None:
         if self._mailbox.queue:
             self._mailbox.process()
+        engine = self._inline_eng
+        if engine is not None and direct.send_direct(engine, self._impl, self._inline_pipe, msg):
+            return
         if self._xsend(msg):
             return
         if self._ctx_terminated:
@@ -293,6 +304,9 @@ class SocketBase:
             # Fast path: one frame, blocking, nothing pending (the common case).
             if self._mailbox.queue:
                 self._mailbox.process()
+            engine = self._inline_eng
+            if engine is not None and direct.send_direct(engine, self._impl, self._inline_pipe, [data]):
+                return FINISHED_TRACKER if track else None
             if not self._xsend([data]):
                 self._send_msg([data], flags)
             return FINISHED_TRACKER if track else None

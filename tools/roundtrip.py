@@ -1,7 +1,7 @@
 """Two-process REQ/REP round trip and PUSH/PULL receiver throughput, mqcore against pyzmq, outside the harness.
 
 Usage: python tools/roundtrip.py [--rounds 5] [--trips 5000] [--messages 200000] [--size 100]
-                                [--transport tcp|ipc]
+                                [--transport tcp|ipc] [--mqcore-from DIR]
 
 Each round runs both libraries one after the other (the order alternates between rounds), each as
 two processes over tcp loopback (or ipc): this process binds and measures (REQ: one perf_counter
@@ -11,7 +11,8 @@ the CPU time this process spent per round trip and per received message (``time.
 its threads): on a loaded machine the wall-clock figures swing with the scheduler, the CPU cost much
 less. The printed ratios are mqcore/pyzmq within the same run: on a shared machine only those are
 comparable, not the absolute figures. Issue 19's bar: round trip p50 <= 0.8x and throughput >= 0.8x
-pyzmq's.
+pyzmq's. ``--mqcore-from DIR`` imports mqcore from DIR (e.g. an export of an older commit) in both
+processes, so that runs alternating it with this tree's mqcore compare two versions.
 """
 
 from __future__ import annotations
@@ -127,9 +128,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--messages", type=int, default=200000, help="PUSH/PULL messages per round")
     parser.add_argument("--size", type=int, default=100, help="message size in bytes (default 100)")
     parser.add_argument("--transport", choices=("tcp", "ipc"), default="tcp", help="default tcp (loopback)")
+    parser.add_argument("--mqcore-from", metavar="DIR", help="import mqcore from DIR (both processes)")
     parser.add_argument("--serve", nargs=5, metavar=("LIB", "KIND", "ENDPOINT", "COUNT", "SIZE"),
                         help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.mqcore_from:
+        if not os.path.isfile(os.path.join(args.mqcore_from, "mqcore", "__init__.py")):
+            parser.error(f"--mqcore-from {args.mqcore_from}: no mqcore package there; give the folder holding mqcore/")
+        sys.path.insert(0, args.mqcore_from)
+        # The children (started from this file) import it from there too.
+        os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, (args.mqcore_from, os.environ.get("PYTHONPATH"))))
     if args.serve:
         lib, kind, endpoint, count, size = args.serve
         serve(lib, kind, endpoint, int(count), int(size))

@@ -53,6 +53,12 @@ class SocketImpl:
     def xrecv(self) -> Msg | None:
         raise ZMQError(Errno.ENOTSUP)
 
+    def xsend_direct(self, msg: Msg, pipe: Pipe) -> Msg | None:
+        """The frames to write for ``msg`` straight to ``pipe``'s connection (``mqcore.direct``), the
+        send then counting as done; None when this type cannot send it that way now (use ``xsend``).
+        Raises as ``xsend`` for state errors."""
+        return None
+
     def has_in(self) -> bool:
         return False
 

@@ -147,6 +147,15 @@ class Rep(SocketImpl):
             pipe.flush()
         return True
 
+    def xsend_direct(self, msg: Msg, pipe: Pipe) -> Msg | None:
+        envelope = self.envelope
+        if envelope is None:
+            raise ZMQError(Errno.EFSM)
+        if self.reply_pipe is not pipe:
+            return None
+        self.envelope = self.reply_pipe = None
+        return envelope + msg
+
     def xrecv(self) -> Msg | None:
         if self.envelope is not None:
             raise ZMQError(Errno.EFSM)
@@ -225,6 +234,16 @@ class Req(SocketImpl):
         self.reply_pipe = pipe
         self.expecting_reply = True
         return True
+
+    def xsend_direct(self, msg: Msg, pipe: Pipe) -> Msg | None:
+        options = self.options
+        if options.req_correlate or not self.lb.only(pipe):
+            return None
+        if self.expecting_reply and not options.req_relaxed:
+            raise ZMQError(Errno.EFSM)
+        self.reply_pipe = pipe
+        self.expecting_reply = True
+        return [b"", *msg]
 
     def xrecv(self) -> Msg | None:
         if not self.expecting_reply:

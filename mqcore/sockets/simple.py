@@ -38,6 +38,9 @@ class Pair(SocketImpl):
         pipe.flush()
         return True
 
+    def xsend_direct(self, msg: Msg, pipe: Pipe) -> Msg | None:
+        return msg if pipe is self.pipe else None
+
     def xrecv(self) -> Msg | None:
         pipe = self.pipe
         if pipe is None:
@@ -72,6 +75,9 @@ class Push(SocketImpl):
 
     def terminated(self, pipe: Pipe) -> None:
         self.lb.remove(pipe)
+
+    def xsend_direct(self, msg: Msg, pipe: Pipe) -> Msg | None:
+        return msg if self.lb.only(pipe) else None
 
     def has_out(self) -> bool:
         return self.lb.has_out()
@@ -120,6 +126,9 @@ class Dealer(Pull):
     def terminated(self, pipe: Pipe) -> None:
         self.fq.terminated(pipe)
         self.lb.remove(pipe)
+
+    def xsend_direct(self, msg: Msg, pipe: Pipe) -> Msg | None:
+        return msg if self.lb.only(pipe) else None
 
     def has_out(self) -> bool:
         return self.lb.has_out()

@@ -1,0 +1,160 @@
+"""The direct path: the socket's thread sends on, reads and decodes its one connection itself.
+
+Used by ``SocketBase`` while it waits for input on a socket with exactly one pipe whose StreamEngine
+is parked (its IO thread leaves reading to the socket's thread; see ``StreamEngine.recv_inline``).
+``read_direct`` does in one function what the general inline read spreads over the engine, the
+connection and the decoder: one ``recv_into`` of a large buffer, a scan that slices complete message
+frames straight into message lists (no event objects), and one ``write_batch`` into the pipe, whose
+queue then serves the following ``recv`` calls (batched receive). The socket type's own ``xrecv``
+still takes each message from the pipe, so ordering, REQ/REP envelopes, HWM accounting and poll
+readiness stay those of the pipe path.
+
+It declines (returns False, and the caller uses ``StreamEngine.recv_inline``) whenever the fast case
+does not hold: the engine busy in its IO thread, not handshaken or closing, a partial frame or
+multipart message held by the decoder, events waiting for the IO thread, subscription messages. Bytes
+it cannot take as whole message frames (a command such as PING, a frame over MAXMSGSIZE, a partial
+frame at the end of the read) go to the connection's decoder with the rest of the read, and the
+engine handles what they produce as for any inline read.
+
+``send_direct`` is the sending half, for a socket whose one connection its thread already polls
+(``SocketBase._inline_eng``): the socket type says which frames go on the wire
+(``SocketImpl.xsend_direct``: REQ adds its delimiter, REP its envelope), they are encoded and written
+with one ``send``, and the send counts as done. It declines, and the message takes the pipe, when the
+engine is busy or has output waiting, the pipe still holds older messages (order), the pipe is closing,
+the type cannot (several peers, REQ_CORRELATE), a frame is large (the IO thread writes those without
+copying) or the previous send was less than ``INLINE_GAP`` ago (back-to-back sends go to the IO thread
+in batches). A partial write leaves the rest as the engine's pending output for its IO thread; an
+error is left for the IO thread to report, as on the pipe path, where the message would be lost too.
+"""
+
+from __future__ import annotations
+
+import struct
+import time
+from typing import TYPE_CHECKING
+
+from mqcore.engine import WRITE, ZERO_COPY
+from mqcore.zmtp._frames import encode_messages
+
+if TYPE_CHECKING:
+    from mqcore.engine import StreamEngine
+    from mqcore.pipe import Msg, Pipe
+    from mqcore.sockets.base import SocketImpl
+
+BUFFER_BYTES = 65536  # one read: ~600 messages of 100 B, within the default RCVHWM (more spill into the backlog)
+_monotonic = time.monotonic
+_unpack_size = struct.Struct(">Q").unpack_from
+
+
+def scan(buf: bytes, limit: int) -> tuple[list[list[bytes]], int]:
+    """Complete messages of ``buf`` from its start, and the offset where the scan stopped: at the end,
+    at the start of a multipart message not complete in ``buf``, or at a frame that is not a plain
+    message frame within ``limit`` bytes (a command, reserved bits, a partial frame)."""
+    end = len(buf)
+    msgs: list[list[bytes]] = []
+    append = msgs.append
+    pos = done = 0
+    frames: list[bytes] = []
+    while end - pos >= 2:
+        flags = buf[pos]
+        if flags < 2:
+            start = pos + 2
+            size = buf[pos + 1]
+        elif flags < 4 and end - pos >= 9:
+            start = pos + 9
+            size = _unpack_size(buf, pos + 1)[0]
+        else:
+            break
+        stop = start + size
+        if stop > end or size > limit:
+            break
+        pos = stop
+        if flags & 1:
+            frames.append(buf[start:stop])
+            continue
+        if frames:
+            frames.append(buf[start:stop])
+            append(frames)
+            frames = []
+        else:
+            append([buf[start:stop]])
+        done = pos
+    return msgs, done
+
+
+def read_direct(engine: StreamEngine, buffer: bytearray) -> bool:
+    """Read ``engine``'s OS socket into ``buffer`` and queue the messages on its pipe; False when
+    the fast case does not hold (nothing was read then). Must run in the socket's thread."""
+    lock = engine._lock
+    if not lock.acquire(False):
+        return False
+    try:
+        conn = engine.conn
+        decoder = conn._decoder
+        pipe = engine.session.pipe
+        if (not engine.alive or engine._input_stopped or not engine.handshaken or engine.is_sub
+                or engine._handoff is not None or pipe is None or decoder._tail or decoder._need
+                or decoder._frames or decoder.stopped or not decoder.messages_allowed or decoder.subscription_messages
+                or conn._greeting is not None):
+            return False
+        try:
+            n = engine.sock.recv_into(buffer)
+        except (BlockingIOError, InterruptedError):
+            return True
+        except OSError as exc:
+            engine.inline_failed(str(exc))
+            return True
+        if not n:
+            engine.inline_failed("peer closed the connection")
+            return True
+        if engine._heartbeat is not None:
+            engine._heartbeat.last_recv = _monotonic()
+        data = bytes(memoryview(buffer)[:n])
+        msgs, done = scan(data, decoder.limit)
+        rest: list[list[bytes]] = []
+        if msgs:
+            written = pipe.write_batch(msgs)
+            if written:
+                pipe.flush()
+            if written < len(msgs):
+                rest = msgs[written:]
+        if done < n:
+            # The decoder takes what the scan did not; the engine handles its events in order
+            # after the messages the pipe refused.
+            engine.inline_decode(data[done:] if done else data, rest)
+        elif rest:
+            engine.keep_backlog(rest)
+        return True
+    finally:
+        lock.release()
+
+
+def send_direct(engine: StreamEngine, impl: SocketImpl, pipe: Pipe, msg: Msg) -> bool:
+    """Write ``msg`` (whole) to ``engine``'s OS socket in the socket's thread; False: nothing was done,
+    use the pipe. ``pipe`` is the socket's end of the engine's pipe."""
+    for frame in msg:
+        if len(frame) >= ZERO_COPY:
+            return False
+    if not engine.claim_inline():
+        return False
+    lock = engine._lock
+    try:
+        if (not engine.alive or engine._out or engine._mask & WRITE or pipe.peer.inbound
+                or pipe.terminated or pipe.peer_terminated):
+            return False
+        frames = impl.xsend_direct(msg, pipe)
+        if frames is None:
+            return False
+        wire = encode_messages((frames,))
+        try:
+            n = engine.sock.send(wire)
+        except (BlockingIOError, InterruptedError):
+            n = 0
+        except OSError as exc:
+            engine.inline_failed(str(exc))
+            return True
+        if n < len(wire):
+            engine.write_later(memoryview(wire)[n:])
+        return True
+    finally:
+        lock.release()

@@ -1,0 +1,192 @@
+"""The direct receive path (mqcore.direct) and its fallbacks to the general inline read and the pipe."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+import mqcore
+from mqcore import direct
+from mqcore.zmtp._frames import encode_command, encode_messages
+
+Pair = Callable[..., tuple[Any, Any]]
+TRANSPORTS = ("tcp", "ipc")
+
+
+@pytest.fixture
+def direct_sends(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
+    """Counts the sends the direct path took and the ones it declined."""
+    counts = [0, 0]
+    real = direct.send_direct
+
+    def counting(*args: Any) -> bool:
+        took = real(*args)
+        counts[0 if took else 1] += 1
+        return took
+
+    monkeypatch.setattr(direct, "send_direct", counting)
+    yield counts
+
+
+@pytest.fixture
+def direct_reads(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
+    """Counts the reads the direct path took (True results) and the ones it declined."""
+    counts = [0, 0]
+    real = direct.read_direct
+
+    def counting(engine: Any, buffer: bytearray) -> bool:
+        took = real(engine, buffer)
+        counts[0 if took else 1] += 1
+        return took
+
+    monkeypatch.setattr(direct, "read_direct", counting)
+    yield counts
+
+
+def test_scan_takes_whole_messages_and_stops_before_anything_else() -> None:
+    msgs = [[b"a"], [b"b" * 300], [b"c", b"", b"d" * 70000]]
+    wire = encode_messages(msgs)
+    assert direct.scan(wire, 1 << 20) == (msgs, len(wire))
+    # A partial multipart message: the scan stops at its start, so the decoder gets all of it.
+    first = encode_messages(msgs[:2])
+    assert direct.scan(wire[:-5], 1 << 20) == (msgs[:2], len(first))
+    # A command (e.g. PING) and a frame over the size limit stop the scan where they start.
+    assert direct.scan(first + encode_command(b"PING", b"\x00\x00"), 1 << 20) == (msgs[:2], len(first))
+    assert direct.scan(wire, 1000) == (msgs[:2], len(first))
+    assert direct.scan(b"\x00", 10) == ([], 0)
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_stream_in_order_with_rcvhwm_reached(make_pair: Pair, transport: str, direct_reads: list[int]) -> None:
+    # A small RCVHWM: one read decodes more than the pipe takes, the rest waits as the engine's backlog.
+    pull, push = make_pair(mqcore.PULL, mqcore.PUSH, transport, rcvhwm=5, sndhwm=5)
+    count = 3000
+    sender = threading.Thread(target=lambda: [push.send(b"%d" % i) for i in range(count)])
+    sender.start()
+    try:
+        assert [pull.recv() for _ in range(count)] == [b"%d" % i for i in range(count)]
+    finally:
+        sender.join()
+    assert direct_reads[0] > 0
+    with pytest.raises(mqcore.Again):
+        pull.recv(mqcore.NOBLOCK)
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_multipart_messages_spanning_reads_stay_whole(make_pair: Pair, transport: str,
+                                                      direct_reads: list[int]) -> None:
+    pull, push = make_pair(mqcore.PULL, mqcore.PUSH, transport)
+    msgs = [[b"head%d" % i, b"", bytes([i % 256]) * (i * 997 % 90000)] for i in range(60)]
+    sender = threading.Thread(target=lambda: [push.send_multipart(m) for m in msgs])
+    sender.start()
+    try:
+        assert [pull.recv_multipart() for _ in msgs] == msgs
+    finally:
+        sender.join()
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_noblock_eagain_then_poll_readiness_for_queued_messages(make_pair: Pair, transport: str,
+                                                                direct_reads: list[int]) -> None:
+    pull, push = make_pair(mqcore.PULL, mqcore.PUSH, transport)
+    with pytest.raises(mqcore.Again):
+        pull.recv(mqcore.NOBLOCK)
+    push.send_multipart([b"m0"])
+    assert pull.recv() == b"m0"  # the connection is up and idle now
+    for i in range(1, 6):
+        push.send(b"m%d" % i)
+    # One blocking recv may read all five at once; the others wait queued and must show as POLLIN.
+    got = [pull.recv()]
+    poller = mqcore.Poller()
+    poller.register(pull, mqcore.POLLIN)
+    while len(got) < 5:
+        assert dict(poller.poll(5000)).get(pull) == mqcore.POLLIN
+        assert pull.getsockopt(mqcore.EVENTS) & mqcore.POLLIN
+        got.append(pull.recv(mqcore.NOBLOCK))
+    assert got == [b"m%d" % i for i in range(1, 6)]
+    assert poller.poll(0) == []
+    with pytest.raises(mqcore.Again):
+        pull.recv(mqcore.NOBLOCK)
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_req_rep_round_trips_and_efsm(make_pair: Pair, transport: str, direct_reads: list[int],
+                                      direct_sends: list[int]) -> None:
+    rep, req = make_pair(mqcore.REP, mqcore.REQ, transport)
+
+    def serve() -> None:
+        for _ in range(200):
+            rep.send_multipart(rep.recv_multipart())
+
+    server = threading.Thread(target=serve)
+    server.start()
+    try:
+        for i in range(200):
+            req.send_multipart([b"q%d" % i, b"x" * i])
+            assert req.recv_multipart() == [b"q%d" % i, b"x" * i]
+    finally:
+        server.join()
+    with pytest.raises(mqcore.ZMQError):
+        req.recv(mqcore.NOBLOCK)  # EFSM: no request outstanding
+    req.send(b"again")
+    with pytest.raises(mqcore.ZMQError):
+        req.send(b"twice")  # EFSM: the reply is still due, also on the direct path
+    assert direct_reads[0] > 0
+    assert direct_sends[0] > 0
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_partial_direct_writes_leave_the_rest_to_the_io_thread(make_pair: Pair, transport: str,
+                                                               direct_sends: list[int]) -> None:
+    router, dealer = make_pair(mqcore.ROUTER, mqcore.DEALER, transport, rcvhwm=2)
+    dealer.send(b"hello")
+    rid, _ = router.recv_multipart()
+    # Replied while the dealer waits in recv: its thread polls the connection from then on.
+    reply = threading.Timer(0.2, router.send_multipart, ([rid, b"welcome"],))
+    reply.start()
+    try:
+        assert dealer.recv() == b"welcome"
+    finally:
+        reply.join()
+    # The router reads nothing while these go out (its IO thread stops at RCVHWM): the OS buffers fill, a direct write ends partial
+    # and its rest, like every later message, goes through the IO thread, in order.
+    msgs = [[b"%d" % i, bytes([i]) * 60000] for i in range(40)]
+    for msg in msgs:
+        time.sleep(0.0002)  # apart by more than INLINE_GAP, so each send may go direct
+        dealer.send_multipart(msg)
+    assert [router.recv_multipart()[1:] for _ in msgs] == msgs
+    assert direct_sends[0] > 0
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_peer_disconnect_mid_stream(ctx: mqcore.Context, transport: str, direct_reads: list[int]) -> None:
+    from tests.mqcore.conftest import endpoint
+
+    pull = ctx.socket(mqcore.PULL)
+    pull.rcvtimeo = 5000
+    pull.bind(endpoint(transport))
+    addr = pull.last_endpoint.decode()
+    for round_ in range(2):  # the second peer connects after the first went away
+        push = ctx.socket(mqcore.PUSH)
+        push.connect(addr)
+        for i in range(500):
+            push.send(b"%d-%d" % (round_, i))
+        push.close(linger=-1)  # everything leaves, then the connection closes under the reader
+        assert [pull.recv() for _ in range(500)] == [b"%d-%d" % (round_, i) for i in range(500)]
+    pull.rcvtimeo = 100
+    with pytest.raises(mqcore.Again):
+        pull.recv()
+    pull.close(linger=0)
+
+
+def test_heartbeats_keep_the_io_thread_reading(make_pair: Pair) -> None:
+    # With heartbeats the engine never parks, so the direct path stays out of the way; messages
+    # and the PING/PONG commands between them still arrive and are answered.
+    pull, push = make_pair(mqcore.PULL, mqcore.PUSH, "tcp", heartbeat_ivl=10)
+    for i in range(50):
+        push.send(b"%d" % i)
+    assert [pull.recv() for _ in range(50)] == [b"%d" % i for i in range(50)]
