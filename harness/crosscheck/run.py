@@ -235,7 +235,8 @@ def _tool_run(
     scenario: str, tool: Tool, case: CrossCase, side: HarnessSide, endpoint: BrokerEndpoint, run: RunFolder,
     pids: list[int], console: Console, problems: list[str], where: str,
 ) -> _Pending:
-    workdir = run.work_dir / f"tool-{time.monotonic_ns()}"
+    # Absolute: tools run with their own working directory and are handed file paths under this one.
+    workdir = (run.work_dir / f"tool-{time.monotonic_ns()}").resolve()
     try:
         result = tool.run(case, endpoint, workdir, pids)
     except (ToolMissing, ToolFailed, ValueError) as exc:
