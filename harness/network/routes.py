@@ -88,7 +88,7 @@ class Routes:
         if client == self.server:
             return  # the server listens there itself
         address, _, via = self.reach(client, port).rpartition(":")
-        self.net.toxiproxy(client).proxy(f"mirror-{port}", int(via), listen=f"127.0.0.1:{port}", upstream=address)
+        self.net.toxiproxy(client).proxy(f"mirror-{port}", int(via), listen=f"127.0.0.1:{port}", upstream_host=address)
 
     def rewrite(self, value: Any, client: str | None, ports: set[int]) -> Any:
         """``value`` as a client on ``client`` must use it: the server's ``127.0.0.1:<port>`` (for ``port``
