@@ -24,6 +24,16 @@ def require_toxiproxy() -> None:
         pytest.skip("toxiproxy-server is missing: `make toxiproxy`")
 
 
+def require_jvm() -> None:
+    from harness.drivers.java import unavailable_reason
+
+    reason = unavailable_reason()
+    if reason:
+        if os.environ.get("CI") == "true":
+            pytest.fail(reason)
+        pytest.skip(reason)
+
+
 def toxiproxy_pids() -> set[int]:
     """Pids of running toxiproxy-server processes (ours are told apart by being new)."""
     out = set()
