@@ -222,7 +222,9 @@ def _placement(scenarios: Sequence[Scenario], net: Network | None) -> Placement 
         raise CompareError(f"the scenarios of one run place the broker on different hosts ({', '.join(placed)}); "
                            "run them separately or give them the same broker host")
     routes = routes_for(net, placed[0])
-    return Placement(placed[0], net.prefix_for(placed[0]), lambda url: routes.rewrite(url, None, loopback_ports(url)))
+    clients = tuple(dict.fromkeys([None, *(sc.hosts.of(role) for sc in scenarios for role in ("producers", "consumers"))]))
+    return Placement(placed[0], net.prefix_for(placed[0]), lambda url: routes.rewrite(url, None, loopback_ports(url)),
+                     clients=clients, advertise=routes.advertise, mirror=routes.mirror)
 
 
 def _provision(

@@ -12,12 +12,15 @@ import subprocess
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 from urllib.parse import urlsplit
 
 from harness.brokers._ports import LOOPBACK, free_ports
 from harness.brokers._spec import Command, ContainerSpec, Launch
 from harness.runfolder import redact
+
+if TYPE_CHECKING:
+    from harness.brokers._provision import Placement
 
 
 class ProbeError(Exception):
@@ -51,9 +54,15 @@ class Provisioner(ABC):
     stop_grace: ClassVar[float] = 5.0
     #: Why ``queue_depth`` gives no probe for this broker (shown beside the queue-depth figure).
     depth_note: ClassVar[str] = "queue depth is not sampled for this broker; sent - received stands in"
-    # The broker tells clients an address to connect to next (Kafka metadata, RocketMQ's name server), which
-    # the routes between hosts (harness.network) do not rewrite: such a broker cannot run across hosts.
+    # The broker tells clients an address to connect to next (Tansu's metadata), which the routes between
+    # hosts (harness.network) do not rewrite and ``place`` does not handle: it cannot run across hosts.
     advertises_address: ClassVar[bool] = False
+
+    def place(self, launch: Launch, placement: Placement) -> Launch:
+        """``launch`` as it runs on ``placement``'s host, before its commands are moved there: a broker that
+        advertises an address (Kafka, RocketMQ) makes that address lead each client host through its own
+        route. Default: unchanged (clients reach the URL's ports through the routes)."""
+        return launch
 
     def find_binary(self) -> str | None:
         """Path of the broker executable on this machine, or None."""

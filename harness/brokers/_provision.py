@@ -34,11 +34,19 @@ EXTERNAL_PROBE_TIMEOUT = 5.0
 class Placement:
     """Where a local broker process runs when a scenario places it on a host (``harness.network``): its
     commands start behind ``prefix`` (``ip netns exec NS``) and listen on that host's loopback as usual;
-    ``route`` turns the launch's URL into the one this process (the root namespace) reaches it by."""
+    ``route`` turns the launch's URL into the one this process (the root namespace) reaches it by.
+    For a broker that tells clients an address to use next (``Provisioner.place``): ``clients`` are the
+    hosts its clients run on (None: the root namespace), ``advertise(client, shown, own)`` sends a client
+    given port ``shown`` to port ``own`` and returns the address it reaches that at, ``mirror(client, shown,
+    port)`` makes ``127.0.0.1:port`` on the client's host lead to the broker's ``port``
+    (``harness.network.Routes``)."""
 
     host: str
     prefix: tuple[str, ...]
     route: Callable[[str], str]
+    clients: tuple[str | None, ...] = (None,)
+    advertise: Callable[[str | None, int, int], str] | None = None
+    mirror: Callable[[str | None, int, int], None] | None = None
 
     def command(self, command: Command) -> Command:
         # ``ip netns exec`` needs root, so a command run as another user drops to it after entering
@@ -47,9 +55,10 @@ class Placement:
 
 
 def advertises_address(system: str) -> bool:
-    """True when ``system``'s broker tells clients an address to connect to next (cannot run across hosts)."""
+    """True when ``system``'s broker tells clients an address to connect to next and its provisioner cannot
+    make that address lead through the routes (``Provisioner.place``): it cannot run across hosts."""
     prov = provisioner(system)
-    return prov is not None and prov.advertises_address
+    return prov is not None and prov.advertises_address and type(prov).place is Provisioner.place
 
 
 class StartFailed(Exception):
@@ -170,6 +179,7 @@ def _process_broker(prov: Provisioner, logs_dir: Path | None, placement: Placeme
             launch = prov.prepare_process(workdir)
             local_url = launch.url
             if placement is not None:
+                launch = prov.place(launch, placement)
                 commands = tuple(placement.command(c) for c in launch.commands)
                 launch = replace(launch, commands=commands, url=placement.route(launch.url))
             launched = time.monotonic()

@@ -10,13 +10,18 @@ import base64
 import shlex
 import struct
 import uuid
+from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from harness.brokers import _jars
 from harness.brokers._base import ProbeError, Provisioner, host_port
-from harness.brokers._ports import LOOPBACK
-from harness.brokers._spec import Command, ContainerSpec
+from harness.brokers._ports import LOOPBACK, free_ports
+from harness.brokers._spec import Command, ContainerSpec, Launch
 from harness.brokers._wire import connect, recv_exact
+
+if TYPE_CHECKING:
+    from harness.brokers._provision import Placement
 
 IMAGE = f"apache/kafka:{_jars.pinned_version('kafka')}"  # the same release as the jars
 API_VERSIONS = 18
@@ -114,6 +119,27 @@ class KafkaProvisioner(_jars.JarsBroker, KafkaProtocolProbe):
                "-t", cluster_id, "-c", str(props))
         broker = (binary, *HEAP, *classpath, "kafka.Kafka", str(props))
         return (Command("kafka", ("/bin/sh", "-c", f"{shlex.join(fmt)} && exec {shlex.join(broker)}")),)
+
+    def place(self, launch: Launch, placement: Placement) -> Launch:
+        """One more listener per client host, each advertising the address of that host's own route to it
+        (Kafka metadata names the broker by the listener the request came in on); the inter-broker and
+        controller listeners stay as they are."""
+        if placement.advertise is None:
+            return launch
+        props = launch.workdir / "server.properties"
+        shown = host_port(launch.url, 9092)[1]
+        own = dict(zip(placement.clients, free_ports(len(placement.clients)), strict=True))
+        names = {client: f"CLIENT{i}" for i, client in enumerate(own)}
+        added = {
+            "listeners": [f"{names[c]}://{LOOPBACK}:{p}" for c, p in own.items()],
+            "advertised.listeners": [f"{names[c]}://{placement.advertise(c, shown, p)}" for c, p in own.items()],
+            "listener.security.protocol.map": [f"{names[c]}:PLAINTEXT" for c in own],
+        }
+        settings = dict(line.split("=", 1) for line in props.read_text().splitlines() if "=" in line)
+        for key, values in added.items():
+            settings[key] = ",".join([settings[key], *values])
+        props.write_text("".join(f"{k}={v}\n" for k, v in settings.items()))
+        return replace(launch, extra={**launch.extra, "routed": "one listener per client host"})
 
     def binary_version(self, binary: str) -> str:
         return _jars.pinned_version("kafka")

@@ -2,7 +2,8 @@
 fetches, or the pinned apache/rocketmq image (both in one container).
 
 Clients are given the NameServer's address and learn the broker's from it, so the broker advertises
-127.0.0.1 (``brokerIP1``; the default is the first non-loopback address). The broker also opens
+127.0.0.1 (``brokerIP1``; the default is the first non-loopback address); across hosts each client host's
+loopback port leads to it through that host's route (``place``). The broker also opens
 ``listenPort - 2`` (its "fast" channel) and ``listenPort + 1`` (replication), so its port is chosen with
 both neighbours free. The broker registers with the NameServer when it starts and then only every 30 s, so
 its command waits until the NameServer listens before it starts the JVM. Readiness: the NameServer lists
@@ -14,12 +15,17 @@ from __future__ import annotations
 import shlex
 import shutil
 import socket
+from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from harness.brokers import _jars
 from harness.brokers._base import ProbeError, Provisioner, host_port
 from harness.brokers._ports import LOOPBACK, free_port, free_ports
 from harness.brokers._spec import Command, ContainerSpec, Launch
+
+if TYPE_CHECKING:
+    from harness.brokers._provision import Placement
 
 IMAGE = f"apache/rocketmq:{_jars.pinned_version('rocketmq')}"  # the same release as the jars
 # The broker refuses writes once the disk holding its store is this full (diskSpaceWarningLevelRatio).
@@ -98,6 +104,20 @@ class RocketMQProvisioner(_jars.JarsBroker, Provisioner):
             stop_grace=self.stop_grace,
             version=_jars.pinned_version("rocketmq"),
         )
+
+    def place(self, launch: Launch, placement: Placement) -> Launch:
+        """The broker has one advertised address (``brokerIP1:listenPort``, loopback), which the NameServer
+        hands to every client: on each client host that loopback port (and the fast channel's, listenPort - 2)
+        is made to lead to the broker through the host's own route, so faults stay per client host."""
+        if placement.mirror is None:
+            return launch
+        conf = dict(line.split("=", 1) for line in (launch.workdir / "broker.conf").read_text().splitlines()
+                    if "=" in line)
+        port, shown = int(conf["listenPort"]), host_port(launch.url, 9876)[1]
+        for client in placement.clients:
+            for mirrored in (port, port - 2):
+                placement.mirror(client, shown, mirrored)
+        return replace(launch, extra={**launch.extra, "routed": "the broker's loopback address mirrored on each client host"})
 
     def probe(self, url: str, timeout: float) -> str:
         """Ready when the NameServer lists a broker and that broker answers; returns the broker's release."""

@@ -22,7 +22,9 @@ Where the fault has an end (``t_back_ns``: the restarted part back, a network fa
   the second before the fault (NaN when there was no such rate or it never came back);
 - ``latency_before_s``, ``latency_during_s``, ``latency_after_s``: median latency (receipt - send) of the
   window's messages sent before the fault, between fault and end, and after the end; with
-  ``injected_delay_s`` (a ``delay`` fault's delay) the shift during the fault can be checked against it.
+  ``injected_delay_s`` (a ``delay`` fault's delay) the shift during the fault can be checked against it;
+  ``latency_p99_before_s``, ``latency_p99_during_s``, ``latency_p99_after_s``: the 99th percentile of the
+  same three sets (the tail a delay or a backlog moves).
 """
 
 from __future__ import annotations
@@ -57,6 +59,9 @@ RECOVERY_COLUMNS = (
     "latency_during_s",
     "latency_after_s",
     "injected_delay_s",
+    "latency_p99_before_s",
+    "latency_p99_during_s",
+    "latency_p99_after_s",
 )
 RATE_BIN_NS = 200_000_000
 RATE_FRACTION = 0.9
@@ -184,14 +189,18 @@ def _after(t_send: np.ndarray, t_recv: np.ndarray, t_f: int, t_back: int, lo: in
         if reached.size:
             back_rate_s = float(reached[0] * RATE_BIN_NS + RATE_BIN_NS) / 1e9
 
-    def median_latency(sel: np.ndarray) -> float:
+    def latency(sel: np.ndarray, q: float) -> float:
         sel = sel & arrived
-        return float(np.median(t_recv[sel] - t_send[sel])) / 1e9 if sel.any() else math.nan
+        return float(np.percentile(t_recv[sel] - t_send[sel], q)) / 1e9 if sel.any() else math.nan
 
+    windows = {
+        "before": (t_send >= max(lo, 0)) & (t_send < t_f) & (t_send >= 0),
+        "during": (t_send >= t_f) & (t_send < t_back),
+        "after": (t_send >= t_back) & (t_send < hi),
+    }
     return {
         "back_first_s": back_first_s,
         "back_rate_s": back_rate_s,
-        "latency_before_s": median_latency((t_send >= max(lo, 0)) & (t_send < t_f) & (t_send >= 0)),
-        "latency_during_s": median_latency((t_send >= t_f) & (t_send < t_back)),
-        "latency_after_s": median_latency((t_send >= t_back) & (t_send < hi)),
+        **{f"latency_{name}_s": latency(sel, 50) for name, sel in windows.items()},
+        **{f"latency_p99_{name}_s": latency(sel, 99) for name, sel in windows.items()},
     }

@@ -86,11 +86,12 @@ class Toxiproxy:
             raise ToxiproxyError(f"toxiproxy at {self.api} does not answer: {exc}") from None
         return json.loads(text) if text.strip().startswith((b"{", b"[")) else text
 
-    def proxy(self, name: str, upstream_port: int) -> int:
-        """Create proxy ``name`` listening on a free port of this host's address, forwarding to
-        ``127.0.0.1:upstream_port``; returns the listening port."""
+    def proxy(self, name: str, upstream_port: int, listen: str | None = None, upstream_host: str = "127.0.0.1") -> int:
+        """Create proxy ``name`` listening on ``listen`` (default: a free port of this host's address),
+        forwarding to ``upstream_host:upstream_port``; returns the listening port."""
         made = self._request("POST", "/proxies", {
-            "name": name, "listen": f"{self.address}:0", "upstream": f"127.0.0.1:{upstream_port}", "enabled": True,
+            "name": name, "listen": listen or f"{self.address}:0", "upstream": f"{upstream_host}:{upstream_port}",
+            "enabled": True,
         })
         return int(str(made["listen"]).rpartition(":")[2])
 

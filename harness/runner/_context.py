@@ -42,6 +42,7 @@ class WorkerSpec:
     request_timeout: float = 5.0
     consumer_rate: float | None = None  # a slow consumer: msgs/s it handles at most (pause after the stamp)
     resilient: bool = False  # runs with faults: mapped records, reconnects (harness.runner._resilient)
+    kills: bool = False  # a fault of the case kills or restarts a process (not only network actions)
     # Slow-joiner handshake (Capabilities.slow_joiner, pub/sub): a producer sends probes until the start; a
     # consumer reports ("subscribed", name) once it has heard one from each producer listed here.
     probe: bool = False

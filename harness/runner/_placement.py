@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from harness.brokers import advertises_address
+from harness.brokers import provisioner
 from harness.drivers.base import BrokerEndpoint, Pattern
 from harness.network import Network, Routes, ToxiproxyError, loopback_ports, routes_for
 from harness.runner._context import WorkerSpec
@@ -38,10 +38,10 @@ def place(
              for spec in specs}
     if server is None and not any(hosts.values()):
         return specs, None, set()
-    if needs_broker and specs and advertises_address(specs[0].system):
+    if needs_broker and broker is not None and _unrouted(broker):
         raise CaseFailed(f"{specs[0].system} tells its clients the address to connect to next, which the routes "
                          "between hosts do not rewrite: run it in a scenario without hosts: (docs/network.md)")
-    if needs_broker:
+    if needs_broker:  # the URL's ports; the routes add the ports linked to them (a broker's own listeners)
         ports = loopback_ports(str(broker.extra.get("local_url", broker.url))) if broker is not None else set()
     else:
         ports = loopback_ports(specs[0].plan) if specs else set()
@@ -69,6 +69,12 @@ def _placed(
             changes["plan"] = routes.rewrite(spec.plan, host, ports)
         out.append(replace(spec, **changes))
     return out
+
+
+def _unrouted(broker: BrokerEndpoint) -> bool:
+    """A broker that advertises an address its provisioner did not route (not placed, or cannot be)."""
+    prov = provisioner(broker.system)
+    return prov is not None and prov.advertises_address and not broker.extra.get("routed")
 
 
 def _binds(sc: Scenario, spec: WorkerSpec) -> bool:

@@ -125,8 +125,11 @@ def check_clock(send: Any, lines: _Lines) -> None:
 
 def relay(spec: WorkerSpec, ctx: WorkerContext, driver: Any) -> None:
     """Play ``spec``'s worker through the JVM (the contract of harness.runner.worker.worker_main)."""
-    if spec.resilient or spec.consumer_rate is not None:
-        raise DriverError(f"{driver.label()}: the JVM worker runs neither fault scenarios nor slow consumers")
+    # Network faults need no worker restart (the client reconnects by itself, the JVM keeps its records);
+    # a killed or restarted process would need the mapped records the JVM worker does not keep.
+    if spec.kills or spec.consumer_rate is not None:
+        raise DriverError(f"{driver.label()}: the JVM worker runs neither kill/restart faults nor slow consumers "
+                          "(network faults only)")
     reason = unavailable_reason()
     if reason:
         raise DriverError(f"{driver.label()}: {reason}")

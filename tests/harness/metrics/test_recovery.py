@@ -130,6 +130,16 @@ def test_network_fault_end_rate_and_latency_before_during_after() -> None:
     assert r["back_rate_s"] == pytest.approx(0.2)  # the first 200 ms bin after the end has the full rate
 
 
+def test_latency_p99_before_during_after_sees_the_tail_the_median_hides() -> None:
+    sends = [i * S // 100 for i in range(400)]
+    # during the fault (1 s .. 2 s) every 50th message waits 500 ms: the median stays, the p99 moves
+    receipts = [(i, t + (500 if S <= t < 2 * S and i % 50 == 0 else 1) * 1_000_000) for i, t in enumerate(sends)]
+    r = recovery_table(rows("queue", sends, {0: receipts}), [fault(S, back=2 * S, action="delay")]).iloc[0]
+    assert r["latency_during_s"] == pytest.approx(0.001)
+    assert r["latency_p99_during_s"] > 0.1
+    assert r["latency_p99_before_s"] == pytest.approx(0.001) and r["latency_p99_after_s"] == pytest.approx(0.001)
+
+
 def test_no_rate_after_a_partition_that_never_healed() -> None:
     sends = [i * S // 100 for i in range(300)]
     receipts = [(i, t + 1_000_000) for i, t in enumerate(sends) if t < S]  # nothing after the cut at 1 s

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from typing import Any
 
 import pytest
 
@@ -24,6 +25,16 @@ def require_toxiproxy() -> None:
         pytest.skip("toxiproxy-server is missing: `make toxiproxy`")
 
 
+def require_jvm() -> None:
+    from harness.drivers.java import unavailable_reason
+
+    reason = unavailable_reason()
+    if reason:
+        if os.environ.get("CI") == "true":
+            pytest.fail(reason)
+        pytest.skip(reason)
+
+
 def toxiproxy_pids() -> set[int]:
     """Pids of running toxiproxy-server processes (ours are told apart by being new)."""
     out = set()
@@ -38,11 +49,51 @@ def toxiproxy_pids() -> set[int]:
     return out
 
 
-def snapshot() -> tuple[set[str], set[int]]:
-    """Our kind of names and toxiproxy servers present now (another run may be going on beside a test)."""
-    return set(leftovers()), toxiproxy_pids()
+# What this process's runs created (recorded by wrapping the constructors once): a run of another worktree
+# on the same machine may create hosts and Toxiproxy servers while a test runs, and those are not ours.
+_MADE: dict[str, list] = {"prefixes": [], "pids": []}
 
 
-def assert_nothing_left(before: tuple[set[str], set[int]]) -> None:
-    assert set(leftovers()) - before[0] == set(), "namespaces or links of ours were left"
-    assert toxiproxy_pids() - before[1] == set(), "a toxiproxy-server of ours was left running"
+def _record() -> None:
+    from harness.network import hosts, toxiproxy
+
+    if getattr(hosts.Network.__init__, "_recorded", False):
+        return
+    net_init, tox_init = hosts.Network.__init__, toxiproxy.Toxiproxy.__init__
+
+    def network_init(self: Any, *args: Any, **kwargs: Any) -> None:
+        try:
+            net_init(self, *args, **kwargs)
+        finally:
+            _MADE["prefixes"].append(self.prefix)
+
+    def toxiproxy_init(self: Any, *args: Any, **kwargs: Any) -> None:
+        try:
+            tox_init(self, *args, **kwargs)
+        finally:
+            if hasattr(self, "pid"):
+                _MADE["pids"].append(self.pid)
+
+    network_init._recorded = True  # type: ignore[attr-defined]
+    hosts.Network.__init__ = network_init  # type: ignore[method-assign]
+    toxiproxy.Toxiproxy.__init__ = toxiproxy_init  # type: ignore[method-assign]
+
+
+def snapshot() -> tuple[set[str], set[int], int, int]:
+    """Our kind of names and toxiproxy servers present now, and how many runs of this process came before."""
+    _record()
+    return set(leftovers()), toxiproxy_pids(), len(_MADE["prefixes"]), len(_MADE["pids"])
+
+
+def assert_nothing_left(before: tuple[set[str], set[int], int, int]) -> None:
+    """Nothing of the runs since ``before`` is left; when the runs were in another process (``mqbench``
+    started by the test), anything new of our kind counts."""
+    prefixes, pids = _MADE["prefixes"][before[2]:], _MADE["pids"][before[3]:]
+    new_names = set(leftovers()) - before[0]
+    if prefixes:
+        new_names = {n for n in new_names if n.startswith(tuple(prefixes))}
+    assert new_names == set(), "namespaces or links of ours were left"
+    new_pids = toxiproxy_pids() - before[1]
+    if pids:
+        new_pids &= set(pids)
+    assert new_pids == set(), "a toxiproxy-server of ours was left running"

@@ -17,7 +17,7 @@ from harness.compare import compare
 from harness.scenario import parse_scenario
 from tests.harness.brokers.test_interrupt import interrupt_mid_run
 from tests.harness.drivers.conformance import require_backend
-from tests.harness.network.support import assert_nothing_left, require_toxiproxy, snapshot
+from tests.harness.network.support import assert_nothing_left, require_jvm, require_toxiproxy, snapshot
 
 HOSTS = {"broker": "server", "producers": "prod", "consumers": "cons"}
 
@@ -54,10 +54,12 @@ def test_zmq_across_two_hosts_with_a_delay_close_to_the_injected_one(tmp_path: P
     assert_nothing_left(before)
 
 
-@pytest.mark.parametrize(("system", "variant"), [("zmq", "default"), ("redis", "aof")])
+@pytest.mark.parametrize(("system", "variant"), [("zmq", "default"), ("redis", "aof"), ("jeromq", "default")])
 def test_a_partition_of_the_consumer_host_loses_nothing(tmp_path: Path, system: str, variant: str) -> None:
     require_toxiproxy()
-    if system != "zmq":
+    if system == "jeromq":
+        require_jvm()
+    elif system != "zmq":
         require_backend(system, "process")
     before = snapshot()
     more = {"variants": {"redis": [{"name": "aof", "aof": True}]}} if system == "redis" else {}
@@ -68,6 +70,24 @@ def test_a_partition_of_the_consumer_host_loses_nothing(tmp_path: Path, system: 
     assert rec["carried_out_as"] == "partition" and rec["variant"] == variant
     assert rec["accepted"] > 0 and rec["lost"] == 0
     assert rec["back_first_s"] >= 0  # deliveries came again after the heal
+    assert_nothing_left(before)
+
+
+@pytest.mark.parametrize("system", ["kafka", "rocketmq"])
+def test_a_broker_that_advertises_its_address_is_reached_through_each_client_hosts_route(
+    tmp_path: Path, system: str
+) -> None:
+    require_toxiproxy()
+    require_backend(system, "process")
+    before = snapshot()
+    out = _run(tmp_path, [_scenario("advertised", [system], {"at": "1s", "action": "delay", "delay": "20ms",
+                                                              "duration": "1s"})])
+    assert out.complete, out.problems
+    assert out.summary["received"].iloc[0] == out.summary["sent"].iloc[0] > 0
+    # the delay acted on the consumer host's own route to the broker (Kafka: its listener; RocketMQ: the
+    # NameServer and the broker's two mirrored ports)
+    detail = pd.read_parquet(out.run_dir / "faults.parquet")["detail"].iloc[0]
+    assert f"on {1 if system == 'kafka' else 3} connection(s) of host cons" in detail
     assert_nothing_left(before)
 
 

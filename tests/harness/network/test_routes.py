@@ -10,8 +10,12 @@ from harness.network import Routes, loopback_ports
 class FakeProxy:
     def __init__(self) -> None:
         self.made: list[tuple[str, int]] = []
+        self.mirrors: list[tuple[str, str, str]] = []  # (name, listen, upstream)
 
-    def proxy(self, name: str, upstream: int) -> int:
+    def proxy(self, name: str, upstream: int, listen: str | None = None, upstream_host: str = "127.0.0.1") -> int:
+        if listen is not None:
+            self.mirrors.append((name, listen, f"{upstream_host}:{upstream}"))
+            return int(listen.rpartition(":")[2])
         self.made.append((name, upstream))
         return 40000 + len(self.made)
 
@@ -52,3 +56,25 @@ def test_a_placed_broker_command_runs_in_its_host_and_as_its_user() -> None:
     as_user = placement.command(Command("rabbitmq-server", ("rabbitmq-server",), user="rabbitmq"))
     # entering a namespace needs root: the user is taken after entering
     assert as_user.argv[4:] == ("runuser", "-u", "rabbitmq", "--", "rabbitmq-server") and as_user.user is None
+
+
+def test_a_client_host_given_the_urls_port_uses_its_own_listener_through_its_own_proxy() -> None:
+    net: Any = FakeNetwork()
+    routes = Routes(net, "server")
+    assert routes.advertise("cons", 9092, 9101) == "10.9.9.2:40001"  # what cons's own listener advertises
+    assert routes.advertise(None, 9092, 9100) == "10.9.9.2:40002"
+    assert routes.rewrite("kafka://127.0.0.1:9092", "cons", {9092}) == "kafka://10.9.9.2:40001"
+    assert routes.rewrite("kafka://127.0.0.1:9092", None, {9092}) == "kafka://10.9.9.2:40002"
+    # a fault on cons acts on cons's listener's proxy, found from the URL's port
+    assert routes.proxies_of("cons", {9092}) == ["cons-9101"]
+
+
+def test_a_mirrored_port_leads_each_client_host_through_its_own_route() -> None:
+    net: Any = FakeNetwork()
+    routes = Routes(net, "server")
+    routes.mirror("cons", 9876, 10911)
+    routes.mirror("server", 9876, 10911)  # the broker's own host reaches it directly
+    assert net.tox.made == [("cons-10911", 10911)]
+    assert net.tox.mirrors == [("mirror-10911", "127.0.0.1:10911", "10.9.9.2:40001")]
+    routes.rewrite("rocketmq://127.0.0.1:9876", "cons", {9876})
+    assert sorted(routes.proxies_of("cons", {9876})) == ["cons-10911", "cons-9876"]
