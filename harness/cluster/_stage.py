@@ -87,15 +87,19 @@ def assign(roles: Sequence[Role], places: Sequence[tuple[str, str]]) -> list[int
 def run_stage(
     spark: SparkSession,
     roles: Sequence[Role],
-    body: Callable[[Role], Any],
+    body: Callable[..., Any],
     coordinator: str = "127.0.0.1",
+    prepare: Callable[[Role], Any] | None = None,
 ) -> list[RoleResult]:
     """Run ``body(role)`` for every role, one barrier task each, all released together; results in the
     order of ``roles``. ``coordinator`` is the address the tasks reach this process at for the clock
-    exchange (on a real cluster the driver host's address; a host namespace's on one machine)."""
+    exchange (on a real cluster the driver host's address; a host namespace's on one machine).
+
+    With ``prepare``, each task runs ``prepare(role)`` before the start barrier (a worker connects and gets
+    ready) and ``body(role, prepared)`` after it."""
     roles = list(roles)
     with ClockServer(bind=coordinator) as clock:
-        task = _task(roles, body, clock.address)
+        task = _task(roles, body, clock.address, prepare)
         rdd = spark.sparkContext.parallelize(range(len(roles)), len(roles)).barrier().mapPartitions(task)
         try:
             rows = rdd.collect()
@@ -110,7 +114,7 @@ def run_stage(
 
 
 def _task(
-    roles: list[Role], body: Callable[[Role], Any], clock: tuple[str, int]
+    roles: list[Role], body: Callable[..., Any], clock: tuple[str, int], prepare: Callable[[Role], Any] | None
 ) -> Callable[[Iterable[int]], Iterator[RoleResult]]:
     def run(_: Iterable[int]) -> Iterator[RoleResult]:
         from pyspark import BarrierTaskContext
@@ -120,9 +124,10 @@ def _task(
         executor = ctx.getTaskInfos()[ctx.partitionId()].address
         places = [tuple(json.loads(x)) for x in ctx.allGather(json.dumps([host, executor]))]
         role = roles[assign(roles, places)[ctx.partitionId()]]  # type: ignore[arg-type]
+        prepared = prepare(role) if prepare is not None else None
         before = measure(clock)
         ctx.barrier()  # the start barrier: every role is placed, connected and measured
-        value = body(role)
+        value = body(role) if prepare is None else body(role, prepared)
         after = measure(clock)
         yield RoleResult(role.name, value, host, executor, over_case(before, after))
 

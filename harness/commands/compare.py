@@ -42,6 +42,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--repetitions", type=int, help="override every scenario's repetitions")
     add_broker_options(p)
     p.add_argument("--no-report", action="store_true", help="skip the HTML report at the end")
+    p.add_argument("--spark-master", metavar="URL",
+                   help="run each case's producers and consumers as one barrier stage on this Spark cluster "
+                        "(spark://HOST:PORT; docs/cluster.md) and summarise there")
     return p
 
 
@@ -77,6 +80,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
             backend=args.backend,
             console=console,
             write_report=not args.no_report,
+            spark_master=args.spark_master,
         )
     except (ScenarioError, CompareError, DriverError) as exc:
         return fail(exc)
