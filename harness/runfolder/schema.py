@@ -98,6 +98,9 @@ SUMMARY_COLUMNS = (
     *(percentile_column(p) for p in PERCENTILES),
     "lat_max_us",
     "lat_mean_us",
+    # how far a latency between two hosts' clocks may be off (a run on a Spark cluster: ``clocks.parquet``'s
+    # latency_uncertainty_ns); NaN when sender and receiver share a clock (a run on one machine)
+    "clock_uncertainty_us",
     *(percentile_column(p, "lat_intended") for p in PERCENTILES),
     "lat_intended_max_us",
     "send_delay_p50_us",
