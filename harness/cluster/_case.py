@@ -88,7 +88,7 @@ class _Roles:
         n = len(self.producers) + len(self.consumers)
         ctx = WorkerContext(status=fork.Queue(), start=fork.Event(), stop=fork.Event(),
                             start_ns=fork.Value("q", 0, lock=False), progress=fork.Array("q", n, lock=False))
-        proc = fork.Process(target=worker_main, args=(spec, ctx), name=f"mqbench-{spec.name}", daemon=True)
+        proc = fork.Process(target=_worker, args=(worker_main, spec, ctx), name=f"mqbench-{spec.name}", daemon=True)
         proc.start()
         local = _Local(spec, ctx, proc, scratch, [])
         deadline = time.monotonic() + READY_TIMEOUT
@@ -185,6 +185,15 @@ class _Verdict:
                                  "results kept")
             return True
         return False
+
+
+def _worker(main: Any, spec: WorkerSpec, ctx: WorkerContext) -> None:
+    """The worker process: it dies with its task (PR_SET_PDEATHSIG), so a task Spark kills (a cancelled job,
+    a driver's Ctrl-C) leaves no worker behind on the executor's host."""
+    import ctypes
+
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # 1 = PR_SET_PDEATHSIG
+    main(spec, ctx)
 
 
 def _stop(local: _Local) -> None:
