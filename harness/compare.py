@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import shutil
+import signal
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -187,10 +188,14 @@ def _cluster(stack: contextlib.ExitStack, spark_master: str | None, run: RunFold
     from harness.cluster import ClusterCases
     from harness.pipeline import spark_session
 
+    previous = signal.getsignal(signal.SIGINT)
     try:
         spark = spark_session(spark_master)
     except PipelineError as exc:
         raise CompareError(str(exc)) from None
+    # PySpark's own Ctrl-C handler calls into the JVM from inside a running call (and logs tracebacks);
+    # with ours, KeyboardInterrupt reaches harness.cluster, which cancels the stage
+    signal.signal(signal.SIGINT, previous)
     stack.callback(spark.stop)
     run.manifest["cluster"] = {"spark_master": spark_master}
     return ClusterCases(spark, run).run_case

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -102,7 +103,7 @@ def run_stage(
         task = _task(roles, body, clock.address, prepare)
         rdd = spark.sparkContext.parallelize(range(len(roles)), len(roles)).barrier().mapPartitions(task)
         try:
-            rows = rdd.collect()
+            rows = _collect(spark, rdd)
         except Exception as exc:  # py4j surfaces Spark's refusal as a generic Java exception
             text = str(exc)
             if "Barrier execution mode" in text or "slots" in text:
@@ -111,6 +112,32 @@ def run_stage(
             raise
     by_role = {r.role: r for r in rows}
     return [by_role[r.name] for r in roles]
+
+
+def _collect(spark: SparkSession, rdd: Any) -> list[RoleResult]:
+    """``rdd.collect()`` in a thread, so that Ctrl-C reaches this one: it cancels the stage (its tasks stop,
+    and their workers with them) and is raised again. A Ctrl-C inside a py4j call would break the call's
+    connection instead."""
+    got: dict[str, Any] = {}
+
+    def collect() -> None:
+        try:
+            got["rows"] = rdd.collect()
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread
+            got["error"] = exc
+
+    thread = threading.Thread(target=collect, name="stage-collect", daemon=True)
+    thread.start()
+    try:
+        while thread.is_alive():
+            thread.join(0.2)
+    except KeyboardInterrupt:
+        spark.sparkContext.cancelAllJobs()
+        thread.join(30)
+        raise
+    if "error" in got:
+        raise got["error"]
+    return list(got["rows"])
 
 
 def _task(
