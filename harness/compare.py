@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import contextlib
 import shutil
+import signal
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 import pandas as pd
 from rich.console import Console
@@ -32,7 +34,7 @@ from harness.network import (
 from harness.pipeline import PipelineError, summarise_run
 from harness.report import write_report_from_summary
 from harness.runfolder import RunFolder
-from harness.runner.case import System, cases, run_cases, supports, variant_reason
+from harness.runner.case import RunOne, System, cases, run_cases, supports, variant_reason
 from harness.runner.search import run_searches, searches
 from harness.runner.worker import HOT_LOOPS
 from harness.scenario import Scenario
@@ -114,10 +116,13 @@ def compare(
     console: Console | None = None,
     label: str | None = None,
     write_report: bool = True,
+    spark_master: str | None = None,
 ) -> CompareOutcome:
     """Run every case, summarise the run and (unless ``write_report`` is False) write its report.
 
-    The summary is the same with or without the report. KeyboardInterrupt leaves the folder marked
+    With ``spark_master``, each case's workers run as a barrier stage on that Spark cluster
+    (``harness.cluster``; the scenarios' ``hosts:`` name its workers' hosts) and the summary is computed
+    there too. The summary is the same with or without the report. KeyboardInterrupt leaves the folder marked
     incomplete (``mqbench report`` summarises what was recorded)."""
     console = console or Console()
     brokers = dict(brokers or {})
@@ -137,6 +142,9 @@ def compare(
                       if (sc.systems is None or s in sc.systems) and not supports(s, sc)})
     if not specs and not searched:
         raise CompareError("the scenarios and systems chosen leave nothing to run")
+    if spark_master is not None and searched:
+        raise CompareError("rate searches (rate: search) do not run on a Spark cluster yet; run them without "
+                           "--spark-master")
     run = RunFolder.create(out_root, label or "-".join(sc.name for sc in scenarios[:2]), {"hot_loops": HOT_LOOPS})
     run.manifest["scenarios"] = [sc.as_dict() for sc in scenarios]
     console.print(f"[bold]mqbench compare[/] → {run.path}  ({len(specs)} cases, {len(searched)} rate searches; systems: {', '.join(order)})")
@@ -152,27 +160,52 @@ def compare(
         run.manifest.setdefault("not_available", {})[where] = reason
     problems: list[str] = []
     complete = True
+    with contextlib.ExitStack() as cluster:  # the Spark session (--spark-master) lives until the summary is made
+        try:
+            run_one = _cluster(cluster, spark_master, run)
+            with contextlib.ExitStack() as stack:
+                net = None if spark_master else _network(stack, scenarios, run)
+                placement = _placement(scenarios, net)
+                provisioned = _provision(stack, order, ready, brokers, backend, run, console, placement)
+                complete = run_cases(specs, provisioned, run, console, problems, network=net, run_one=run_one) and complete
+                complete = run_searches(scenarios, provisioned, run, console, problems) and complete
+        except KeyboardInterrupt:
+            problems.append("interrupted by the user (Ctrl-C / SIGTERM)")
+            run.finish(False, problems)
+            raise
+        finally:
+            shutil.rmtree(run.work_dir, ignore_errors=True)
+        run.finish(complete and not problems, problems)
+        summary = _summarise(run, console, write_report, "pandas" if spark_master is None else "spark")
+    return CompareOutcome(run.path, complete and not problems, summary, problems)
+
+
+def _cluster(stack: contextlib.ExitStack, spark_master: str | None, run: RunFolder) -> RunOne | None:
+    """How a case runs on the cluster at ``spark_master`` (None: on this machine); its session is stopped
+    when ``stack`` closes."""
+    if spark_master is None:
+        return None
+    from harness.cluster import ClusterCases
+    from harness.pipeline import spark_session
+
+    previous = signal.getsignal(signal.SIGINT)
     try:
-        with contextlib.ExitStack() as stack:
-            net = _network(stack, scenarios, run)
-            provisioned = _provision(stack, order, ready, brokers, backend, run, console, _placement(scenarios, net))
-            complete = run_cases(specs, provisioned, run, console, problems, network=net) and complete
-            complete = run_searches(scenarios, provisioned, run, console, problems) and complete
-    except KeyboardInterrupt:
-        problems.append("interrupted by the user (Ctrl-C / SIGTERM)")
-        run.finish(False, problems)
-        raise
-    finally:
-        shutil.rmtree(run.work_dir, ignore_errors=True)
-    run.finish(complete and not problems, problems)
-    return CompareOutcome(run.path, complete and not problems, _summarise(run, console, write_report), problems)
+        spark = spark_session(spark_master)
+    except PipelineError as exc:
+        raise CompareError(str(exc)) from None
+    # PySpark's own Ctrl-C handler calls into the JVM from inside a running call (and logs tracebacks);
+    # with ours, KeyboardInterrupt reaches harness.cluster, which cancels the stage
+    signal.signal(signal.SIGINT, previous)
+    stack.callback(spark.stop)
+    run.manifest["cluster"] = {"spark_master": spark_master}
+    return ClusterCases(spark, run).run_case
 
 
-def _summarise(run: RunFolder, console: Console, write_report: bool) -> pd.DataFrame:
+def _summarise(run: RunFolder, console: Console, write_report: bool, engine: Literal["pandas", "spark"]) -> pd.DataFrame:
     """The pipeline's summary of the run (stored in it), then the report; an empty frame if nothing was
     recorded."""
     try:
-        summary = summarise_run(run.path, engine="pandas")
+        summary = summarise_run(run.path, engine=engine)
     except PipelineError as exc:
         console.print(f"[yellow]no summary: {exc}[/]")
         return pd.DataFrame()

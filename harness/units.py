@@ -9,6 +9,7 @@ in the run folder's files. A missing value (None, NaN) is written :data:`MISSING
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 MISSING = "–"
 
@@ -59,6 +60,19 @@ def duration_us(value: float | None) -> str:
         return MISSING
     assert value is not None
     return _scaled(value, _DURATION_UNITS_US, "µs")
+
+
+def uncertain_us(
+    value: float | None, uncertainty: float | None, show: Callable[[float], str], spread: bool = True
+) -> str:
+    """A latency between two hosts' clocks, ``uncertainty`` µs uncertain: ``151µs ±24µs`` (``151µs`` when
+    ``spread`` is False: the table says the ± elsewhere); one smaller than its uncertainty is no exact
+    figure, only a bound: ``≤ 130µs``. Without an uncertainty (NaN: one clock), just ``show(value)``."""
+    if value is None or math.isnan(value) or uncertainty is None or math.isnan(uncertainty) or not uncertainty:
+        return show(math.nan if value is None else value)
+    if value < uncertainty:
+        return f"≤ {show(value + uncertainty)}"
+    return f"{show(value)} ±{show(uncertainty)}" if spread else show(value)
 
 
 def percent(value: float | None) -> str:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -87,18 +88,22 @@ def assign(roles: Sequence[Role], places: Sequence[tuple[str, str]]) -> list[int
 def run_stage(
     spark: SparkSession,
     roles: Sequence[Role],
-    body: Callable[[Role], Any],
+    body: Callable[..., Any],
     coordinator: str = "127.0.0.1",
+    prepare: Callable[[Role], Any] | None = None,
 ) -> list[RoleResult]:
     """Run ``body(role)`` for every role, one barrier task each, all released together; results in the
     order of ``roles``. ``coordinator`` is the address the tasks reach this process at for the clock
-    exchange (on a real cluster the driver host's address; a host namespace's on one machine)."""
+    exchange (on a real cluster the driver host's address; a host namespace's on one machine).
+
+    With ``prepare``, each task runs ``prepare(role)`` before the start barrier (a worker connects and gets
+    ready) and ``body(role, prepared)`` after it."""
     roles = list(roles)
     with ClockServer(bind=coordinator) as clock:
-        task = _task(roles, body, clock.address)
+        task = _task(roles, body, clock.address, prepare)
         rdd = spark.sparkContext.parallelize(range(len(roles)), len(roles)).barrier().mapPartitions(task)
         try:
-            rows = rdd.collect()
+            rows = _collect(spark, rdd)
         except Exception as exc:  # py4j surfaces Spark's refusal as a generic Java exception
             text = str(exc)
             if "Barrier execution mode" in text or "slots" in text:
@@ -109,8 +114,34 @@ def run_stage(
     return [by_role[r.name] for r in roles]
 
 
+def _collect(spark: SparkSession, rdd: Any) -> list[RoleResult]:
+    """``rdd.collect()`` in a thread, so that Ctrl-C reaches this one: it cancels the stage (its tasks stop,
+    and their workers with them) and is raised again. A Ctrl-C inside a py4j call would break the call's
+    connection instead."""
+    got: dict[str, Any] = {}
+
+    def collect() -> None:
+        try:
+            got["rows"] = rdd.collect()
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread
+            got["error"] = exc
+
+    thread = threading.Thread(target=collect, name="stage-collect", daemon=True)
+    thread.start()
+    try:
+        while thread.is_alive():
+            thread.join(0.2)
+    except KeyboardInterrupt:
+        spark.sparkContext.cancelAllJobs()
+        thread.join(30)
+        raise
+    if "error" in got:
+        raise got["error"]
+    return list(got["rows"])
+
+
 def _task(
-    roles: list[Role], body: Callable[[Role], Any], clock: tuple[str, int]
+    roles: list[Role], body: Callable[..., Any], clock: tuple[str, int], prepare: Callable[[Role], Any] | None
 ) -> Callable[[Iterable[int]], Iterator[RoleResult]]:
     def run(_: Iterable[int]) -> Iterator[RoleResult]:
         from pyspark import BarrierTaskContext
@@ -120,9 +151,10 @@ def _task(
         executor = ctx.getTaskInfos()[ctx.partitionId()].address
         places = [tuple(json.loads(x)) for x in ctx.allGather(json.dumps([host, executor]))]
         role = roles[assign(roles, places)[ctx.partitionId()]]  # type: ignore[arg-type]
+        prepared = prepare(role) if prepare is not None else None
         before = measure(clock)
         ctx.barrier()  # the start barrier: every role is placed, connected and measured
-        value = body(role)
+        value = body(role) if prepare is None else body(role, prepared)
         after = measure(clock)
         yield RoleResult(role.name, value, host, executor, over_case(before, after))
 

@@ -45,6 +45,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p: argparse.ArgumentParser = subparsers.add_parser(
         NAME, help="run scenarios over systems and write a results folder")
     add_run_options(p, DEFAULT_SCENARIOS, ",".join(SYSTEMS))
+    p.add_argument("--spark-master", metavar="URL",
+                   help="run each case's producers and consumers as one barrier stage on this Spark cluster "
+                        "(spark://HOST:PORT; docs/cluster.md) and summarise there")
     return p
 
 
@@ -79,6 +82,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
             backend=args.backend,
             console=console,
             write_report=not args.no_report,
+            spark_master=args.spark_master,
         )
     except (ScenarioError, CompareError, DriverError) as exc:
         return fail(exc)
@@ -104,6 +108,8 @@ def end_of_run_tables(summary: pd.DataFrame) -> list[Table]:
     if summary.empty:
         return []
     frame = summary.copy()
+    if "clock_uncertainty_us" not in frame:  # a summary from before runs on a cluster
+        frame["clock_uncertainty_us"] = float("nan")
     frame["rate"] = frame["rate"].fillna(-1)  # "max" would otherwise drop out of the groupby
     cases = frame.groupby(_CASE, sort=False).agg(
         reps=("repetition", "count"),
@@ -118,12 +124,15 @@ def end_of_run_tables(summary: pd.DataFrame) -> list[Table]:
         ooo=("out_of_order", "sum"),
         kind=("latency_kind", "first"),
         bound=("client_bound", _mostly_bound),
+        clock=("clock_uncertainty_us", "max"),
     ).reset_index()
     tables = []
     for scenario, rows in cases.groupby("scenario", sort=False):
         first = rows.iloc[0]
         kind = "round-trip" if first["kind"] == "round-trip" else "one-way"
         title = f"{scenario} ({first['pattern']}): median of {_repetitions(rows['reps'])}; {kind} latency"
+        if rows["clock"].notna().any():
+            title += f" between hosts, ±{units.duration_us(rows['clock'].max())} (clock offsets)"
         records: list[dict[str, Any]] = rows.to_dict("records")  # type: ignore[assignment]
         cells = [
             [
@@ -133,12 +142,15 @@ def end_of_run_tables(summary: pd.DataFrame) -> list[Table]:
                 "max" if r["rate"] < 0 else units.count(float(r["rate"])),
                 units.count(r["snd"]),
                 units.count(r["rcv"]),
-                *(units.duration_us(r[k]) for k in ("p50", "p99", "p999", "mx")),
+                *(units.uncertain_us(r[k], r["clock"], units.duration_us, spread=False) for k in ("p50", "p99", "p999", "mx")),
                 *(units.count(r[k]) for k in ("lost", "dup", "ooo")),
             ]
             for r in records
         ]
-        caption = f"{MARK} bound by its own client's CPU (summary.csv: client_bound)" if rows["bound"].any() else None
+        notes = [f"{MARK} bound by its own client's CPU (summary.csv: client_bound)"] if rows["bound"].any() else []
+        if rows["clock"].notna().any():
+            notes.append("≤: a latency smaller than the clocks' offset uncertainty (summary.csv: clock_uncertainty_us)")
+        caption = "\n".join(notes) or None
         tables.append(table(_COLUMNS, cells, title=title, caption=caption, width=TABLE_WIDTH))
     return tables
 

@@ -1,4 +1,5 @@
-"""The summary's CPU columns, from the runs' CPU tables (``cpu.parquet``, one row per process role of a case).
+"""The summary's CPU columns, from the runs' CPU tables (``cpu.parquet``, one row per process role of a case),
+and its clock column (``clock_uncertainty_us``, from the clock tables of runs on a Spark cluster).
 
 Per case and repetition: the broker's % of a core (all its processes), the busiest worker's (and which one
 it was), the harness parent's, the CPU seconds of all of them together, a note when a figure is missing,
@@ -57,6 +58,18 @@ def _one_case(roles: list[dict[str, object]]) -> dict[str, object]:
         "cpu_note": "; ".join(dict.fromkeys(notes)),
         "client_bound": client_bound(client, broker, busiest, brokerless=not has_broker) or "",
     }
+
+
+def clock_uncertainty_us(cases: pd.DataFrame, clocks: pd.DataFrame) -> pd.Series:
+    """For each row of ``cases``, the uncertainty (µs) of a latency between its hosts' clocks, from the
+    concatenated clock tables ``clocks`` (``CLOCK_TABLE_COLUMNS``; empty for runs on one machine: NaN)."""
+    per_case: dict[tuple[Hashable, ...], float] = {}
+    if not clocks.empty:
+        for record in clocks.to_dict("records"):
+            key = _key([record[k] for k in _KEYS])  # type: ignore[index]
+            per_case[key] = max(per_case.get(key, 0.0), float(record["latency_uncertainty_ns"]) / 1e3)  # type: ignore[index, arg-type]
+    keys = cases[list(_KEYS)].itertuples(index=False)
+    return pd.Series([per_case.get(_key(list(k)), math.nan) for k in keys], index=cases.index, dtype="float64")
 
 
 def cpu_columns(cases: pd.DataFrame, cpu: pd.DataFrame) -> pd.DataFrame:

@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from harness.metrics.compute import PERCENTILES, Delivery, rate
-from harness.pipeline._cpu import cpu_columns
+from harness.pipeline._cpu import clock_uncertainty_us, cpu_columns
 from harness.runfolder import RunInfo
 from harness.runfolder.schema import CASE_KEYS, SUMMARY_COLUMNS, VARIANT_LABELS, percentile_column
 
@@ -91,10 +91,11 @@ def _quantile_columns(frame: pd.DataFrame, source: str, names: Sequence[str], co
     return pd.DataFrame(values, columns=list(names), index=frame.index)
 
 
-def finish_per_repetition(cases: pd.DataFrame, runs: Sequence[RunInfo], cpu: pd.DataFrame | None = None
-                          ) -> pd.DataFrame:
+def finish_per_repetition(cases: pd.DataFrame, runs: Sequence[RunInfo], cpu: pd.DataFrame | None = None,
+                          clocks: pd.DataFrame | None = None) -> pd.DataFrame:
     """Build the per-repetition summary (``PER_REPETITION_COLUMNS``) from the engines' case aggregates and
-    the runs' CPU tables (``cpu``, ``CPU_TABLE_COLUMNS``; None or empty when none was recorded)."""
+    the runs' CPU tables (``cpu``, ``CPU_TABLE_COLUMNS``) and clock tables (``clocks``,
+    ``CLOCK_TABLE_COLUMNS``); each None or empty when none was recorded."""
     if cases.empty:
         return pd.DataFrame(columns=list(PER_REPETITION_COLUMNS))
     by_id = {run.run_id: run for run in runs}
@@ -131,6 +132,7 @@ def finish_per_repetition(cases: pd.DataFrame, runs: Sequence[RunInfo], cpu: pd.
     has_lat = c["lat_count"] > 0
     out["lat_max_us"] = (c["lat_max_ns"].astype("float64") / 1e3).where(has_lat)
     out["lat_mean_us"] = c["lat_sum_ns"].astype("float64") / c["lat_count"].where(has_lat) / 1e3
+    out["clock_uncertainty_us"] = clock_uncertainty_us(out, pd.DataFrame() if clocks is None else clocks)
     out = pd.concat([out, lat_int], axis=1)
     out["lat_intended_max_us"] = (c["int_max_ns"].astype("float64") / 1e3).where(c["int_count"] > 0)
     out = pd.concat([out, delay], axis=1)

@@ -30,7 +30,7 @@ from harness.pipeline._recovery import run_recovery
 from harness.pipeline._search import search_table
 from harness.runfolder import RunFolder, RunFolderError, RunInfo, count_raw_rows, is_uri, local_path
 from harness.runfolder import newest_run as _newest_run
-from harness.runfolder.schema import CASE_KEYS, CPU, RECOVERY, SEARCH, SUMMARY_TABLES
+from harness.runfolder.schema import CASE_KEYS, CLOCKS, CPU, RECOVERY, SEARCH, SUMMARY_TABLES
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -125,7 +125,9 @@ def summarize(
             raise PipelineError(f"unknown engine {engine!r}; use 'auto', 'spark' or 'pandas'")
         runs = [run.info() for run in folders]
         cpu = [run.read_table(CPU).assign(run_id=run.run_id) for run in folders]
-        per_repetition = finish_per_repetition(cases, runs, pd.concat(cpu, ignore_index=True))
+        clocks = [run.read_table(CLOCKS).assign(run_id=run.run_id) for run in folders]
+        per_repetition = finish_per_repetition(cases, runs, pd.concat(cpu, ignore_index=True),
+                                               pd.concat(clocks, ignore_index=True))
         recovery = [run_recovery(run) for run in folders]
     return Summary(
         per_repetition=per_repetition,

@@ -45,6 +45,7 @@ def results_table(summary: Summary) -> pd.DataFrame:
             & (dist["latency_from"] == "actual send")
         )
         pooled = dist[mask].set_index("percentile")["latency_us"]
+        clock = _clock_uncertainty_us(summary, r)
         rows.append(
             {
                 "system": f"{r['label']} {MARK}" if r.get("client_bound") else r["label"],
@@ -64,14 +65,28 @@ def results_table(summary: Summary) -> pd.DataFrame:
                 ),
                 "receiver MB/s": _num(r["receiver_mb_per_s_mean"]),
                 "latency": r["latency_kind"],
-                **{f"p{p:g} µs": _num(pooled.get(p, math.nan)) for p in (50.0, 99.0, 99.9)},
-                "max µs": _num(pooled.get(100.0, math.nan)),
+                **{f"p{p:g} µs": units.uncertain_us(pooled.get(p, math.nan), clock, _num)
+                   for p in (50.0, 99.0, 99.9)},
+                "max µs": units.uncertain_us(pooled.get(100.0, math.nan), clock, _num),
                 "lost": int(r["lost"]),
                 "broker CPU": units.percent(r.get("broker_cpu_pct_mean", math.nan)),
                 "client CPU": units.percent(r.get("client_cpu_pct_mean", math.nan)),
             }
         )
     return pd.DataFrame(rows)
+
+
+def _clock_uncertainty_us(summary: Summary, case: pd.Series) -> float:
+    """The widest clock uncertainty of the case's repetitions (runs on a Spark cluster), NaN when its
+    latencies are on one clock (or the summary is from before the column existed)."""
+    rows = summary.per_repetition
+    if "clock_uncertainty_us" not in rows:
+        return math.nan
+    same = (rows["run_id"] == case["run_id"]) & (rows["scenario"] == case["scenario"]) & (
+        rows["system"] == case["system"]) & (rows["variant"] == case["variant"]) & (rows["size"] == case["size"]) & (
+        (rows["rate"] == case["rate"]) | (rows["rate"].isna() & pd.isna(case["rate"])))
+    values = rows.loc[same, "clock_uncertainty_us"].dropna()
+    return float(values.max()) if len(values) else math.nan
 
 
 def cpu_table(summary: Summary) -> pd.DataFrame:

@@ -8,6 +8,9 @@ is the requester's index. All stamps are ``time.monotonic_ns()`` (CLOCK_MONOTONI
 of one host), in ns. ``t_intended`` is the open-loop schedule's send time (null at rate ``max``); ``t_ack``
 is when a synchronously acknowledging producer's send returned (null otherwise); ``send_failed`` is true
 when the producer's send of that message raised (the producer was told; null in runs before it existed).
+``send_host``/``send_executor`` and ``recv_host``/``recv_executor`` name the host and Spark executor of the
+worker that stamped ``t_send`` and ``t_recv`` in a run on a Spark cluster (``compare --spark-master``), whose
+stamps are on the coordinator's clock (``clocks.parquet``); null in a run on one machine and in older runs.
 """
 
 from __future__ import annotations
@@ -36,8 +39,15 @@ RAW_SCHEMA = pa.schema(
         ("t_ack", pa.int64()),
         ("t_recv", pa.int64()),
         ("send_failed", pa.bool_()),
+        ("send_host", pa.string()),
+        ("send_executor", pa.string()),
+        ("recv_host", pa.string()),
+        ("recv_executor", pa.string()),
     ]
 )
+
+#: Raw columns only a run on a Spark cluster fills (null otherwise).
+HOST_COLUMNS = ("send_host", "send_executor", "recv_host", "recv_executor")
 
 #: Columns that identify one measured case; the summary has one row per case and repetition.
 CASE_KEYS = ("run_id", "scenario", "pattern", "system", "variant", "size", "rate")
@@ -88,6 +98,9 @@ SUMMARY_COLUMNS = (
     *(percentile_column(p) for p in PERCENTILES),
     "lat_max_us",
     "lat_mean_us",
+    # how far a latency between two hosts' clocks may be off (a run on a Spark cluster: ``clocks.parquet``'s
+    # latency_uncertainty_ns); NaN when sender and receiver share a clock (a run on one machine)
+    "clock_uncertainty_us",
     *(percentile_column(p, "lat_intended") for p in PERCENTILES),
     "lat_intended_max_us",
     "send_delay_p50_us",
@@ -106,6 +119,13 @@ RECOVERY_TABLE_COLUMNS = (*CASE_COLUMNS, "case", *RECOVERY_COLUMNS)
 #: there) or ``harness`` (the runner's parent process). ``core_pct`` is percent of one core (100 = one core busy
 #: the whole interval).
 CPU_TABLE_COLUMNS = (*CASE_KEYS, "repetition", "case", "role", "cpu_s", "wall_s", "core_pct", "note")
+#: ``clocks.parquet`` / ``.csv`` (runs on a Spark cluster only): one row per role of every case: where it ran
+#: (``host``, ``executor``), its clock offset to the coordinator over the case (``offset_ns``: coordinator minus
+#: host, the mean of the measurements before and after the case) with ``uncertainty_ns`` and the best round trip
+#: ``rtt_ns``, the offset applied to its host's stamps (``applied_offset_ns``: the host's tightest) and the
+#: case's ``latency_uncertainty_ns``: how far a latency between two of its hosts may be off (0: one host).
+CLOCK_TABLE_COLUMNS = (*CASE_KEYS, "repetition", "case", "role", "host", "executor", "offset_ns", "uncertainty_ns",
+                       "rtt_ns", "applied_offset_ns", "latency_uncertainty_ns")
 #: ``faults.parquet``: the runner's fault events: case columns, ``case``, what the injector reported
 #: (``fault action carried_out_as at_s target t_fault_ns t_back_ns ok detail``) and ``t_start_ns``.
 #: ``send_errors.parquet``: case columns, ``case``, ``producer seq t_ns`` of every send that raised.
@@ -123,6 +143,7 @@ FAULTS = "faults"
 SEND_ERRORS = "send_errors"
 RECOVERY = "recovery"
 CPU = "cpu"
+CLOCKS = "clocks"
 #: The rate-search table (``rate: search`` scenarios only): max sustained rate and knee per system variant.
 SEARCH = "search"
 #: The pipeline's tables, each as ``<name>.parquet`` + ``<name>.csv``; ``summary`` is the one summary.

@@ -304,7 +304,7 @@ def watch(
                 continue
             last_change = max(last_change, injector.settled_at())
         producers_done = all(n in w.done for n in producer_names)
-        expected = _expected(sc, producers, consumers, counts, w.done) if producers_done else None
+        expected = expected_counts(sc, producers, consumers, counts, w.done) if producers_done else None
         if on_progress is not None:
             on_progress(sum(received) if sc.pattern is not Pattern.REQREP else sent_total,
                         sum(expected) if expected else _planned(sc, len(producers)))
@@ -338,7 +338,7 @@ def _planned(sc: Scenario, producers: int) -> int:
     return (sc.messages + sc.warmup) * producers if sc.messages is not None else 0
 
 
-def _expected(
+def expected_counts(
     sc: Scenario, producers: list[WorkerSpec], consumers: list[WorkerSpec], counts: list[int],
     done: dict[str, tuple[int, str]],
 ) -> list[int]:

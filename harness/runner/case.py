@@ -43,10 +43,12 @@ from harness.runner.faults import FaultInjector, Sampler, WorkerHooks, depth_pro
 from harness.runner.proc import CpuUse
 from harness.scenario import Scenario, Variant
 
-__all__ = ["Case", "CaseFailed", "CaseResult", "CaseSpec", "System", "cases", "run_case", "run_cases", "supports",
+__all__ = ["Case", "CaseFailed", "CaseResult", "CaseSpec", "RunOne", "System", "cases", "run_case", "run_cases", "supports",
            "variant_reason"]
 
 CaseSpec = tuple[Scenario, Variant, int, float | None, int]
+#: How one case runs: :func:`run_case` here, or ``harness.cluster.ClusterCases.run_case`` on a cluster.
+RunOne = Callable[["Case", Driver, Path, "OnProgress | None"], "CaseResult"]
 
 
 def supports(system: str, scenario: Scenario) -> bool:
@@ -93,11 +95,14 @@ class System:
 def run_cases(
     specs: Sequence[CaseSpec], systems: Mapping[str, System], run: RunFolder, console: Console, problems: list[str],
     observe: Callable[[CaseResult], None] | None = None, network: Network | None = None,
+    run_one: RunOne | None = None,
 ) -> bool:
     """Run ``specs`` into ``run``; append what went wrong to ``problems``; True when every case completed.
 
     ``observe`` gets the result of each case that ran (a rate search judges its trials by them); ``network``
-    is the run's ``harness.network.Network`` when scenarios place parts on hosts."""
+    is the run's ``harness.network.Network`` when scenarios place parts on hosts; ``run_one`` runs a case
+    elsewhere than on this machine (``harness.cluster.ClusterCases.run_case``; default :func:`run_case`)."""
+    run_one = run_one or run_case
     complete = True
     evaluation = EvaluationFiles(run)
     cpu = CpuTable(run)
@@ -117,7 +122,7 @@ def run_cases(
             try:
                 driver = driver_class(variant.system, variant.options.get("client"))(variant.options, system.broker)
                 labels = _record_variant(run, variant, driver, system.backend)
-                result = run_case(case, driver, run.work_dir / f"case-{i}", progress)
+                result = run_one(case, driver, run.work_dir / f"case-{i}", progress)
             except (DriverError, CaseFailed) as exc:
                 message = f"{desc}: {exc}"
                 problems.append(message)

@@ -1,4 +1,5 @@
-"""A Spark standalone master and workers started from the installed PySpark, stopped by their pids."""
+"""A Spark standalone master and workers started from the installed PySpark, stopped by their pids; with a
+``harness.network.Network``, each worker runs inside its host's namespace and binds that host's address."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from pathlib import Path
 import pyspark
 
 from harness.cluster import HOST_VARIABLE
+from harness.network import Network
 
 
 @dataclass
@@ -32,9 +34,9 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _alive_workers(ui_port: int) -> int:
+def _alive_workers(host: str, ui_port: int) -> int:
     try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{ui_port}/json/", timeout=2) as answer:
+        with urllib.request.urlopen(f"http://{host}:{ui_port}/json/", timeout=2) as answer:
             return int(json.load(answer).get("aliveworkers", 0))
     except (OSError, ValueError):
         return 0
@@ -52,9 +54,12 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
 
 
 @contextmanager
-def standalone(tmp: Path, hosts: Sequence[str] = ("host-a", "host-b"), timeout: float = 240) -> Iterator[Cluster]:
-    """A master on 127.0.0.1 and one worker (1 core) per name in ``hosts``, each with ``MQBENCH_HOST``
-    set to that name; every process is stopped when the block ends, also on failure."""
+def standalone(
+    tmp: Path, hosts: Sequence[str] = ("host-a", "host-b"), timeout: float = 240, net: Network | None = None
+) -> Iterator[Cluster]:
+    """A master and one worker (1 core) per name in ``hosts``, each with ``MQBENCH_HOST`` set to that name;
+    every process is stopped when the block ends, also on failure. On 127.0.0.1, or with ``net``: the
+    master on the root namespace's address, each worker in its host's namespace on that host's address."""
     home = Path(pyspark.__file__).parent
     env = {**os.environ, "SPARK_HOME": str(home), "PYSPARK_PYTHON": sys.executable, "SPARK_LOG_DIR": str(tmp),
            "SPARK_WORKER_DIR": str(tmp / "work"), "SPARK_LOCAL_DIRS": str(tmp / "local")}
@@ -62,20 +67,26 @@ def standalone(tmp: Path, hosts: Sequence[str] = ("host-a", "host-b"), timeout: 
     cls = [str(home / "bin" / "spark-class")]
     procs: list[subprocess.Popen[bytes]] = []
 
-    def start(args: list[str], extra: dict[str, str], log: str) -> None:
+    def start(prefix: tuple[str, ...], args: list[str], extra: dict[str, str], log: str) -> None:
+        # `ip netns exec` execs the JVM, so the pid (and process group) stays the JVM's
         with open(tmp / log, "wb") as out:
-            procs.append(subprocess.Popen([*cls, *args], env={**env, **extra}, stdout=out, stderr=subprocess.STDOUT,
-                                          start_new_session=True))
+            procs.append(subprocess.Popen([*prefix, *cls, *args], env={**env, **extra}, stdout=out,
+                                          stderr=subprocess.STDOUT, start_new_session=True))
+
+    def address(host: str | None) -> str:
+        return "127.0.0.1" if net is None else net.address(host)
 
     try:
-        start(["org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port", str(port),
-               "--webui-port", str(ui)], {}, "master.log")
-        url = f"spark://127.0.0.1:{port}"
+        start((), ["org.apache.spark.deploy.master.Master", "--host", address(None), "--port", str(port),
+                   "--webui-port", str(ui)], {"SPARK_LOCAL_IP": address(None)}, "master.log")
+        url = f"spark://{address(None)}:{port}"
         for name in hosts:
-            start(["org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1", "--cores", "1", "--memory", "1g",
-                   "--webui-port", str(_free_port()), url], {HOST_VARIABLE: name}, f"worker-{name}.log")
+            start(() if net is None else net.prefix_for(name),
+                  ["org.apache.spark.deploy.worker.Worker", "--host", address(name), "--cores", "1", "--memory", "1g",
+                   "--webui-port", str(_free_port()), url], {HOST_VARIABLE: name, "SPARK_LOCAL_IP": address(name)},
+                  f"worker-{name}.log")
         deadline = time.monotonic() + timeout
-        while _alive_workers(ui) < len(hosts):
+        while _alive_workers(address(None), ui) < len(hosts):
             if time.monotonic() > deadline or any(p.poll() is not None for p in procs):
                 raise RuntimeError(f"standalone cluster did not come up; logs in {tmp}")
             time.sleep(1)

@@ -11,7 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from harness.runfolder import RunFolder, RunFolderError, atomic_write, redact
-from harness.runfolder.schema import RAW_SCHEMA
+from harness.runfolder.schema import HOST_COLUMNS, RAW_SCHEMA
 
 
 def test_redact_hides_every_url_password() -> None:
@@ -60,9 +60,11 @@ def test_create_write_and_open_a_run(tmp_path: Path) -> None:
 
 def test_raw_files_from_before_send_failed_read_as_null(tmp_path: Path) -> None:
     run = RunFolder.create(tmp_path, "old")
-    old = pa.schema([f for f in RAW_SCHEMA if f.name != "send_failed"])
+    old = pa.schema([f for f in RAW_SCHEMA if f.name not in ("send_failed", *HOST_COLUMNS)])
     pq.write_table(pa.Table.from_pandas(_rows(3), schema=old, preserve_index=False), run.path / "raw" / "old.parquet")
-    assert run.read_raw("old")["send_failed"].isna().all()
+    rows = run.read_raw("old")
+    assert rows["send_failed"].isna().all()
+    assert rows[list(HOST_COLUMNS)].isna().all().all()  # hosts are named only by runs on a Spark cluster
 
 
 def test_open_says_what_is_wrong(tmp_path: Path) -> None:

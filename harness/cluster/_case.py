@@ -1,0 +1,316 @@
+"""One case on a Spark cluster: its producers and consumers as one barrier stage (``mqbench compare
+--spark-master``).
+
+The driver plans the case as the single-host runner does (``harness.runner._workers.specs``); each worker
+spec becomes a :class:`~harness.cluster.Role` on the host the scenario's ``hosts:`` names (or spread over
+the executors). Inside its task a role forks one worker process running the runner's own
+``worker_main``, waits until it is ready, passes the stage's start barrier, releases it, and then joins the
+other tasks every :data:`ROUND` seconds through ``allGather``: each task adds its worker's count and state,
+and every task reaches the same verdict from the same reports (the case is over when the consumers have
+what was sent, nothing moved for a while after the producers finished, or a worker failed). The worker's
+record files travel back as bytes to the driver's scratch folder, where the runner's ``assemble_rows``
+turns them into raw rows; each side's stamps are then moved onto the coordinator's clock by its host's
+measured offset (:mod:`harness.cluster._clock`), and the rows name the host and executor that stamped them.
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing as mp
+import os
+import queue
+import shutil
+import signal
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pandas as pd
+
+from harness.cluster._clock import Offset
+from harness.cluster._stage import Role, RoleResult, StageError, run_stage
+from harness.drivers.base import Driver, Pattern, Topology
+from harness.runfolder import RunFolder
+from harness.runfolder.schema import CLOCK_TABLE_COLUMNS, CLOCKS
+from harness.runner._context import Case, WorkerContext, WorkerSpec
+from harness.runner._records import assemble_rows
+from harness.runner._workers import DRAIN_IDLE, READY_TIMEOUT, CaseFailed, OnProgress, expected_counts, specs
+from harness.runner.case import CaseResult
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+ROUND = 0.1  # seconds between two allGather rounds of the watch
+START_DELAY_NS = 20_000_000  # the producers' schedule starts this long after the barrier is released
+_SENDER_STAMPS = ("t_intended", "t_send", "t_ack")
+
+
+def unsupported(case: Case, driver: Driver) -> str | None:
+    """Why this case cannot run on a cluster yet (one sentence), or None."""
+    sc = case.scenario
+    if sc.faults or sc.consumer_rate is not None:
+        return "faults and slow consumers do not run on a Spark cluster yet; run this scenario without --spark-master"
+    if not driver.needs_broker:
+        return (f"{case.variant.system} is brokerless: its workers listen on their own host's loopback, which the "
+                "other hosts cannot reach; run it without --spark-master")
+    return None
+
+
+@dataclass
+class _Local:
+    """A task's worker process and what it shares with it."""
+
+    spec: WorkerSpec
+    ctx: WorkerContext
+    proc: Any
+    scratch: str
+    errors: list[str]
+
+
+@dataclass(frozen=True)
+class _Roles:
+    """What every task knows about the case (pickled into the tasks): the scenario and all worker specs."""
+
+    case: Case
+    producers: list[WorkerSpec]
+    consumers: list[WorkerSpec]
+
+    def prepare(self, role: Role) -> _Local:
+        """Fork the role's worker and wait until it is connected and ready (before the start barrier)."""
+        from harness.runner.worker import worker_main
+
+        scratch = tempfile.mkdtemp(prefix="mqbench-task-")
+        spec = replace(role.spec, out=os.path.join(scratch, role.name), namespace=None)
+        fork = mp.get_context("fork")
+        n = len(self.producers) + len(self.consumers)
+        ctx = WorkerContext(status=fork.Queue(), start=fork.Event(), stop=fork.Event(),
+                            start_ns=fork.Value("q", 0, lock=False), progress=fork.Array("q", n, lock=False))
+        proc = fork.Process(target=_worker, args=(worker_main, spec, ctx), name=f"mqbench-{spec.name}", daemon=True)
+        proc.start()
+        local = _Local(spec, ctx, proc, scratch, [])
+        deadline = time.monotonic() + READY_TIMEOUT
+        while time.monotonic() < deadline:
+            try:
+                msg = ctx.status.get(timeout=0.1)
+            except queue.Empty:
+                if not proc.is_alive():
+                    local.errors.append(f"{spec.name} exited (code {proc.exitcode}) before it was ready")
+                    return local
+                continue
+            if msg[0] == "ready":
+                return local
+            if msg[0] == "error":
+                local.errors.append(f"{msg[1]}: {msg[2]}")
+                return local
+        local.errors.append(f"{spec.name} was not ready after {READY_TIMEOUT:.0f} s")
+        return local
+
+    def run(self, role: Role, local: _Local) -> dict[str, Any]:
+        """After the start barrier: release the worker, watch with the other tasks, stop it, return its
+        record files (name suffix -> bytes), its done count and the shared verdict."""
+        from pyspark import BarrierTaskContext
+
+        barrier = BarrierTaskContext.get()
+        spec, ctx = local.spec, local.ctx
+        ctx.start_ns.value = time.monotonic_ns() + START_DELAY_NS
+        ctx.start.set()
+        done: list[Any] | None = None
+        watch = _Verdict(self)
+        try:
+            while True:
+                while True:
+                    try:
+                        msg = ctx.status.get_nowait()
+                    except queue.Empty:
+                        break
+                    if msg[0] == "done":
+                        done = [int(msg[2]), str(msg[3])]
+                    elif msg[0] == "error":
+                        local.errors.append(f"{msg[1]}: {msg[2]}")
+                mine = {"name": spec.name, "slot": spec.slot, "count": int(ctx.progress[spec.slot]), "done": done,
+                        "errors": local.errors, "now": time.monotonic()}
+                if watch.over([json.loads(x) for x in barrier.allGather(json.dumps(mine))]):
+                    break
+                time.sleep(ROUND)
+        finally:
+            _stop(local)
+        files = {}
+        for name in os.listdir(local.scratch):
+            if name.startswith(spec.name):
+                files[name[len(spec.name):]] = Path(local.scratch, name).read_bytes()
+        shutil.rmtree(local.scratch, ignore_errors=True)
+        return {"files": files, "errors": local.errors, "complete": watch.complete, "problems": watch.problems}
+
+
+class _Verdict:
+    """Whether the case is over, from one round of every task's report; the same in every task (the
+    reports are the same, and their clock is the first task's)."""
+
+    def __init__(self, roles: _Roles) -> None:
+        self.roles = roles
+        self.last_total = -1
+        self.last_change = 0.0
+        self.complete = True
+        self.problems: list[str] = []
+
+    def over(self, reports: Sequence[dict[str, Any]]) -> bool:
+        sc, producers, consumers = self.roles.case.scenario, self.roles.producers, self.roles.consumers
+        counts = [0] * (len(producers) + len(consumers))
+        done: dict[str, tuple[int, str]] = {}
+        for r in reports:
+            counts[r["slot"]] = r["count"]
+            if r["done"] is not None:
+                done[r["name"]] = (r["done"][0], r["done"][1])
+        if any(r["errors"] for r in reports):
+            self.complete = False
+            self.problems.append("a worker failed; the case was stopped")
+            return True
+        now, total = reports[0]["now"], sum(counts)
+        if total != self.last_total:
+            self.last_total, self.last_change = total, now
+        if all(s.name in done for s in producers):
+            if sc.pattern is Pattern.REQREP:
+                return True
+            received = counts[len(producers):]
+            if sum(received) >= sum(expected_counts(sc, producers, consumers, counts, done)):
+                return True
+            if now - self.last_change > min(DRAIN_IDLE, sc.timeout):
+                return True  # nothing more is coming: what is missing is lost
+        if now - self.last_change > sc.timeout + (sc.duration or 0.0):
+            self.complete = False
+            self.problems.append(f"stalled: no message moved for {sc.timeout + (sc.duration or 0.0):.0f} s; "
+                                 "results kept")
+            return True
+        return False
+
+
+def _worker(main: Any, spec: WorkerSpec, ctx: WorkerContext) -> None:
+    """The worker process: it dies with its task (PR_SET_PDEATHSIG), so a task Spark kills (a cancelled job,
+    a driver's Ctrl-C) leaves no worker behind on the executor's host."""
+    import ctypes
+
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # 1 = PR_SET_PDEATHSIG
+    main(spec, ctx)
+
+
+def _stop(local: _Local) -> None:
+    """Ask the worker to stop, then interrupt it (it saves its records), then kill it."""
+    local.ctx.stop.set()
+    proc = local.proc
+    proc.join(3.0)
+    if proc.is_alive() and proc.pid is not None:
+        os.kill(proc.pid, signal.SIGUSR1)
+        proc.join(5.0)
+    if proc.is_alive():
+        local.errors.append(f"{local.spec.name} had to be killed (its records are missing)")
+        proc.kill()
+        proc.join(2.0)
+
+
+class ClusterCases:
+    """Runs cases on the cluster behind ``spark`` (``run_case`` has the runner's ``run_case`` signature)
+    and keeps the run's clock table (``clocks.parquet``/``.csv``)."""
+
+    def __init__(self, spark: SparkSession, run: RunFolder, coordinator: str | None = None) -> None:
+        self.spark = spark
+        self.run = run
+        # The clock server listens where the executors reach the driver.
+        self.coordinator = coordinator or spark.sparkContext.getConf().get("spark.driver.host", "127.0.0.1")
+        self.clock_rows: list[dict[str, Any]] = []
+
+    def run_case(self, case: Case, driver: Driver, work_dir: Path, on_progress: OnProgress | None = None) -> CaseResult:
+        why = unsupported(case, driver)
+        if why is not None:
+            raise CaseFailed(why)
+        sc = case.scenario
+        tag = f"{os.getpid()}-{int(time.time() * 1000) % 10**9}"
+        plan = driver.plan(Topology(sc.pattern, sc.topics, sc.producers, sc.consumers, case.size, tag))
+        try:
+            return self._run(case, driver, plan, work_dir)
+        finally:
+            driver.teardown(plan)
+
+    def _run(self, case: Case, driver: Driver, plan: dict[str, Any], work_dir: Path) -> CaseResult:
+        work_dir.mkdir(parents=True, exist_ok=True)
+        producers, consumers = specs(case, driver, plan, work_dir)
+        hosts = case.scenario.hosts
+        roles = [*(Role(s.name, s, hosts.of("producers")) for s in producers),
+                 *(Role(s.name, s, hosts.of("consumers")) for s in consumers)]
+        tasks = _Roles(case, producers, consumers)
+        try:
+            results = run_stage(self.spark, roles, tasks.run, self.coordinator, prepare=tasks.prepare)
+        except StageError as exc:
+            raise CaseFailed(str(exc)) from None
+        for spec, result in zip([*producers, *consumers], results, strict=True):
+            for suffix, data in result.value["files"].items():
+                Path(f"{spec.out}{suffix}").write_bytes(data)
+        offsets = host_offsets(results)
+        rows = on_coordinator_clock(assemble_rows(case, producers, consumers, work_dir), case.scenario.pattern,
+                                    results, offsets)
+        self._record_clocks(case, results, offsets)
+        first = results[0].value
+        problems = [*first["problems"], *(e for r in results for e in r.value["errors"])]
+        return CaseResult(rows=rows, complete=bool(first["complete"]) and not problems, problems=problems)
+
+    def _record_clocks(self, case: Case, results: Sequence[RoleResult], offsets: dict[str, Offset]) -> None:
+        sc = case.scenario
+        name = self.run.raw_name(sc.name, case.variant.system, case.variant.name, case.size, case.rate,
+                                 case.repetition)
+        cross = cross_host_uncertainty_ns(results, offsets)
+        for r in results:
+            self.clock_rows.append({
+                "run_id": case.run_id, "scenario": sc.name, "pattern": sc.pattern.value, "system": case.variant.system,
+                "variant": case.variant.name, "size": case.size,
+                "rate": float("nan") if case.rate is None else float(case.rate), "repetition": case.repetition,
+                "case": name.removesuffix(".parquet"), "role": r.role, "host": r.host, "executor": r.executor,
+                "offset_ns": r.offset.offset_ns, "uncertainty_ns": r.offset.uncertainty_ns, "rtt_ns": r.offset.rtt_ns,
+                "applied_offset_ns": offsets[r.host].offset_ns, "latency_uncertainty_ns": cross,
+            })
+        self.run.write_table(CLOCKS, pd.DataFrame(self.clock_rows, columns=list(CLOCK_TABLE_COLUMNS)), csv=True)
+
+
+def host_offsets(results: Sequence[RoleResult]) -> dict[str, Offset]:
+    """One offset per host: the tightest of its tasks' (tasks on one host share its clock, so latencies
+    between them stay exactly as measured)."""
+    best: dict[str, Offset] = {}
+    for r in results:
+        if r.host not in best or r.offset.uncertainty_ns < best[r.host].uncertainty_ns:
+            best[r.host] = r.offset
+    return best
+
+
+def cross_host_uncertainty_ns(results: Sequence[RoleResult], offsets: dict[str, Offset]) -> int:
+    """The uncertainty of a latency between the case's hosts: the sum of the two largest host
+    uncertainties (0 when every role ran on one host)."""
+    hosts = {r.host for r in results}
+    if len(hosts) < 2:
+        return 0
+    widest = sorted((offsets[h].uncertainty_ns for h in hosts), reverse=True)
+    return widest[0] + widest[1]
+
+
+def on_coordinator_clock(
+    rows: pd.DataFrame, pattern: Pattern, results: Sequence[RoleResult], offsets: dict[str, Offset]
+) -> pd.DataFrame:
+    """``rows`` with the host and executor that stamped each side, and every stamp moved onto the
+    coordinator's clock by its host's offset (a same-host latency is unchanged)."""
+    where = {r.role: (r.host, r.executor) for r in results}
+    sender = "requester" if pattern is Pattern.REQREP else "producer"
+    receiver = sender if pattern is Pattern.REQREP else "consumer"
+    rows = rows.copy()
+
+    def side(kind: str, index: pd.Series, prefix: str) -> pd.Series:
+        places = index.map(lambda i: where.get(f"{kind}-{i}", (None, None)))
+        rows[f"{prefix}_host"] = places.map(lambda p: p[0])
+        rows[f"{prefix}_executor"] = places.map(lambda p: p[1])
+        return rows[f"{prefix}_host"].map(lambda h: 0 if h is None else offsets[h].offset_ns).astype("int64")
+
+    shift = side(sender, rows["producer"], "send")
+    for stamp in _SENDER_STAMPS:
+        rows[stamp] = rows[stamp] + shift.to_numpy()
+    recv_index = rows["producer"] if pattern is Pattern.REQREP else rows["consumer"]
+    rows["t_recv"] = rows["t_recv"] + side(receiver, recv_index, "recv").to_numpy()
+    return rows

@@ -1,0 +1,116 @@
+"""A case on a cluster, without a cluster: stamps moved onto the coordinator's clock, hosts named, the
+shared verdict of the watch, the clock column of the summary and how an uncertain latency is written."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+
+from harness import units
+from harness.cluster import Offset, RoleResult
+from harness.cluster._case import (
+    _Roles,
+    _Verdict,
+    cross_host_uncertainty_ns,
+    host_offsets,
+    on_coordinator_clock,
+)
+from harness.drivers.base import Pattern
+from harness.pipeline._cpu import clock_uncertainty_us
+from harness.runner._context import Case
+from harness.runner._workers import specs
+from harness.scenario import Variant, parse_scenario
+
+
+def _result(role: str, host: str, offset: int, uncertainty: int) -> RoleResult:
+    return RoleResult(role, None, host, f"{host}:1", Offset(offset, uncertainty, 2 * uncertainty))
+
+
+def test_stamps_move_by_their_hosts_offset() -> None:
+    results = [_result("producer-0", "a", 1_000, 50), _result("consumer-0", "b", -500, 30)]
+    rows = pd.DataFrame({"producer": [0, 0], "consumer": [0, -1],
+                         "t_intended": pd.array([None, None], dtype="Int64"),
+                         "t_send": pd.array([10_000, 20_000], dtype="Int64"),
+                         "t_ack": pd.array([None, None], dtype="Int64"),
+                         "t_recv": pd.array([12_000, None], dtype="Int64")})
+    out = on_coordinator_clock(rows, Pattern.QUEUE, results, host_offsets(results))
+    assert out["t_send"].tolist() == [11_000, 21_000]
+    assert out["t_recv"].iloc[0] == 11_500 and pd.isna(out["t_recv"].iloc[1])  # a lost message stays unstamped
+    assert out["t_intended"].isna().all()
+    assert out["send_host"].tolist() == ["a", "a"] and out["send_executor"].tolist() == ["a:1", "a:1"]
+    assert out["recv_host"].iloc[0] == "b" and out["recv_host"].iloc[1] is None
+
+
+def test_one_host_keeps_its_latencies_and_has_no_uncertainty() -> None:
+    results = [_result("requester-0", "a", 900, 80), _result("replier-0", "a", 1_000, 20)]
+    offsets = host_offsets(results)
+    assert offsets["a"].offset_ns == 1_000  # the tightest measurement of the host
+    rows = pd.DataFrame({"producer": [0], "consumer": [0], "t_intended": pd.array([None], dtype="Int64"),
+                         "t_send": pd.array([100], dtype="Int64"), "t_ack": pd.array([None], dtype="Int64"),
+                         "t_recv": pd.array([400], dtype="Int64")})
+    out = on_coordinator_clock(rows, Pattern.REQREP, results, offsets)
+    assert int(out["t_recv"].iloc[0] - out["t_send"].iloc[0]) == 300
+    assert cross_host_uncertainty_ns(results, offsets) == 0
+    two = [*results, _result("replier-1", "b", 0, 35)]
+    assert cross_host_uncertainty_ns(two, host_offsets(two)) == 55
+
+
+def _roles(pattern: str) -> _Roles:
+    sc = parse_scenario({"name": "c", "pattern": pattern, "messages": 10, "warmup": 0, "timeout": "5s",
+                         "message_sizes": [100]})
+    case = Case(sc, Variant("redis", "default", {}), 100, None, 0, "run", None)
+
+    class _Driver:  # what specs() asks of a driver
+        capabilities = type("Caps", (), {"slow_joiner": False})()
+
+    producers, consumers = specs(case, _Driver(), {}, Path("/nonexistent"))  # type: ignore[arg-type]
+    return _Roles(case, producers, consumers)
+
+
+def _report(name: str, slot: int, count: int, done: int | None, now: float, errors: list[str] | None = None
+            ) -> dict[str, Any]:
+    return {"name": name, "slot": slot, "count": count, "done": None if done is None else [done, ""],
+            "errors": errors or [], "now": now}
+
+
+def test_the_watch_ends_when_the_consumers_have_everything() -> None:
+    verdict = _Verdict(_roles("queue"))
+    assert not verdict.over([_report("producer-0", 0, 5, None, 1.0), _report("consumer-0", 1, 4, None, 1.0)])
+    assert not verdict.over([_report("producer-0", 0, 10, 10, 1.1), _report("consumer-0", 1, 9, None, 1.1)])
+    assert verdict.over([_report("producer-0", 0, 10, 10, 1.2), _report("consumer-0", 1, 10, None, 1.2)])
+    assert verdict.complete and not verdict.problems
+
+
+def test_a_failed_worker_stops_every_task() -> None:
+    verdict = _Verdict(_roles("queue"))
+    assert verdict.over([_report("producer-0", 0, 0, None, 1.0, ["producer-0: boom"]),
+                         _report("consumer-0", 1, 0, None, 1.0)])
+    assert not verdict.complete and verdict.problems
+
+
+def test_a_stall_ends_the_case_incomplete() -> None:
+    verdict = _Verdict(_roles("queue"))
+    assert not verdict.over([_report("producer-0", 0, 3, None, 0.0), _report("consumer-0", 1, 3, None, 0.0)])
+    assert verdict.over([_report("producer-0", 0, 3, None, 60.0), _report("consumer-0", 1, 3, None, 60.0)])
+    assert not verdict.complete and "stalled" in verdict.problems[0]
+
+
+def test_the_summary_takes_the_cases_clock_uncertainty() -> None:
+    keys = {"run_id": "r", "scenario": "s", "system": "redis", "variant": "default", "size": 100, "rate": math.nan,
+            "repetition": 0}
+    clocks = pd.DataFrame([{**keys, "latency_uncertainty_ns": 4_000}, {**keys, "latency_uncertainty_ns": 4_000}])
+    cases = pd.DataFrame([keys, {**keys, "repetition": 1}])
+    assert clock_uncertainty_us(cases, clocks).iloc[0] == pytest.approx(4.0)
+    assert math.isnan(clock_uncertainty_us(cases, clocks).iloc[1])
+    assert clock_uncertainty_us(cases, pd.DataFrame()).isna().all()  # a run on one machine
+
+
+def test_a_latency_below_its_uncertainty_is_a_bound() -> None:
+    assert units.uncertain_us(150.0, 24.0, units.duration_us) == "150µs ±24µs"
+    assert units.uncertain_us(150.0, 24.0, units.duration_us, spread=False) == "150µs"
+    assert units.uncertain_us(10.0, 24.0, units.duration_us) == "≤ 34µs"
+    assert units.uncertain_us(10.0, math.nan, units.duration_us) == "10µs"
