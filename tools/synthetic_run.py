@@ -20,7 +20,6 @@ import numpy as np
 import pandas as pd
 
 from harness.runfolder import RunFolder
-from harness.runfolder.schema import RAW_SCHEMA
 
 SYSTEMS = ("mqcore", "zmq")
 PRODUCERS = 2
@@ -80,7 +79,7 @@ def write_run(root: Path, rows: int, cases: int = 8, seed: int = 1) -> Path:
                 keys = {"run_id": run.run_id, "scenario": "scale", "pattern": "queue", "system": system,
                         "variant": "default", "repetition": rep, "size": size,
                         "rate": math.nan if rate is None else rate, "send_failed": False}
-                frame = frame.assign(**keys)[RAW_SCHEMA.names]
+                frame = frame.assign(**keys)  # write_raw orders the columns and adds the host ones
                 run.write_raw(RunFolder.raw_name("scale", system, "default", size, rate, rep), frame, failed)
                 run.manifest["cases"].append({"scenario": "scale", "system": system, "variant": "default",
                                               "size": size, "rate": rate, "repetition": rep,

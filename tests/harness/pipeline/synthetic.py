@@ -26,7 +26,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from harness.runfolder.schema import RAW_SCHEMA
+from harness.runfolder.schema import HOST_COLUMNS, RAW_SCHEMA
 
 WARMUP = 10
 MESSAGES = 120  # measured messages per producer
@@ -252,6 +252,7 @@ def build_bulk_run(
                         "t_ack": pa.nulls(n, pa.int64()),
                         "t_recv": pa.array(t_send + latency),
                         "send_failed": pa.array(np.zeros(n, bool)),
+                        **{column: pa.nulls(n, pa.string()) for column in HOST_COLUMNS},
                     },
                     schema=RAW_SCHEMA,
                 )
