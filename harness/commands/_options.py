@@ -4,14 +4,20 @@ and reference (regress, baseline)."""
 from __future__ import annotations
 
 import argparse
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import TypeVar
 
+from rich.console import Console
+
+from harness.commands._terminal import EXIT_INTERRUPTED, fail
 from harness.drivers import SYSTEMS
+from harness.drivers.base import DriverError
 from harness.regression import DEFAULT_REFERENCE
 from harness.scenario import ScenarioError
 
 BACKENDS = ("auto", "process", "containers")
 DEFAULT_BASELINE = "results/baseline"
+T = TypeVar("T")
 
 
 def add_broker_options(parser: argparse.ArgumentParser) -> None:
@@ -57,3 +63,17 @@ def add_reference_option(parser: argparse.ArgumentParser) -> None:
         metavar="SYSTEM[:VARIANT]",
         help="system every other system is divided by, measured in the same run (default: %(default)s)",
     )
+
+
+def guarded(console: Console, stopped: str, call: Callable[[], T]) -> T | int:
+    """``call()`` (a run of scenarios), or an exit status after one sentence: for a user's error (a scenario,
+    a broker, a driver) or Ctrl-C, which says that ``stopped`` were stopped and the run marked incomplete."""
+    from harness.compare import CompareError
+
+    try:
+        return call()
+    except (ScenarioError, CompareError, DriverError) as exc:
+        return fail(exc)
+    except KeyboardInterrupt:
+        console.print(f"[yellow]interrupted: {stopped} stopped; the run folder is marked incomplete[/]")
+        return EXIT_INTERRUPTED

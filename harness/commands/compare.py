@@ -16,18 +16,15 @@ from rich.console import Console
 from rich.table import Table
 
 from harness import units
-from harness.commands._options import add_run_options, parse_brokers, parse_systems
+from harness.commands._options import add_run_options, guarded, parse_brokers, parse_systems
 from harness.commands._terminal import (
-    EXIT_INTERRUPTED,
     Column,
-    fail,
     narrow,
     numeric,
     run_footer,
     table,
 )
 from harness.drivers import SYSTEMS
-from harness.drivers.base import DriverError
 from harness.metrics.bound import MARK
 from harness.runfolder import local_path
 from harness.scenario import Scenario, ScenarioError, load_scenarios
@@ -68,27 +65,22 @@ def load_all(paths: Sequence[str], repetitions: int | None) -> list[Scenario]:
 
 
 def run(args: argparse.Namespace, console: Console) -> int:
-    from harness.compare import CompareError, compare
+    from harness.compare import compare
 
     # Everything compare prints (progress, problems, tables) wraps within TABLE_WIDTH columns.
     console = narrow(console, TABLE_WIDTH)
-    systems = parse_systems(args.systems)
-    try:
-        outcome = compare(
-            load_all(args.scenarios or DEFAULT_SCENARIOS, args.repetitions),
-            systems=systems,
-            out_root=local_path(args.out),
-            brokers=parse_brokers(args.broker),
-            backend=args.backend,
-            console=console,
-            write_report=not args.no_report,
-            spark_master=args.spark_master,
-        )
-    except (ScenarioError, CompareError, DriverError) as exc:
-        return fail(exc)
-    except KeyboardInterrupt:
-        console.print("[yellow]interrupted: brokers and workers stopped; the run folder is marked incomplete[/]")
-        return EXIT_INTERRUPTED
+    outcome = guarded(console, "brokers and workers", lambda: compare(
+        load_all(args.scenarios or DEFAULT_SCENARIOS, args.repetitions),
+        systems=parse_systems(args.systems),
+        out_root=local_path(args.out),
+        brokers=parse_brokers(args.broker),
+        backend=args.backend,
+        console=console,
+        write_report=not args.no_report,
+        spark_master=args.spark_master,
+    ))
+    if isinstance(outcome, int):
+        return outcome
     tables = end_of_run_tables(outcome.summary)
     for t in tables:
         console.print(t, width=min(console.width, TABLE_WIDTH))

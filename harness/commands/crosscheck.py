@@ -18,11 +18,9 @@ from rich.console import Console
 from rich.table import Table
 
 from harness import units
-from harness.commands._options import add_run_options, parse_brokers, parse_systems
+from harness.commands._options import add_run_options, guarded, parse_brokers, parse_systems
 from harness.commands._terminal import (
-    EXIT_INTERRUPTED,
     Column,
-    fail,
     narrow,
     numeric,
     run_footer,
@@ -30,8 +28,6 @@ from harness.commands._terminal import (
 )
 from harness.commands.compare import load_all
 from harness.drivers import BROKERLESS, SYSTEMS
-from harness.drivers.base import DriverError
-from harness.scenario import ScenarioError
 
 NAME = "crosscheck"
 DEFAULT_SCENARIOS = ("scenarios/crosscheck.yaml",)
@@ -49,22 +45,17 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace, console: Console) -> int:
-    from harness.compare import CompareError
     from harness.crosscheck.run import crosscheck
 
     console = narrow(console, TABLE_WIDTH)
-    systems = parse_systems(args.systems)
-    try:
-        outcome = crosscheck(
-            load_all(args.scenarios or DEFAULT_SCENARIOS, args.repetitions),
-            systems=systems, out_root=Path(args.out), brokers=parse_brokers(args.broker), backend=args.backend,
-            console=console, strict=os.environ.get("CI") == "true", write_report=not args.no_report,
-        )
-    except (ScenarioError, CompareError, DriverError) as exc:
-        return fail(exc)
-    except KeyboardInterrupt:
-        console.print("[yellow]interrupted: brokers and tools stopped; the run folder is marked incomplete[/]")
-        return EXIT_INTERRUPTED
+    outcome = guarded(console, "brokers and tools", lambda: crosscheck(
+        load_all(args.scenarios or DEFAULT_SCENARIOS, args.repetitions),
+        systems=parse_systems(args.systems), out_root=Path(args.out), brokers=parse_brokers(args.broker),
+        backend=args.backend, console=console, strict=os.environ.get("CI") == "true",
+        write_report=not args.no_report,
+    ))
+    if isinstance(outcome, int):
+        return outcome
     console.print(crosscheck_table(outcome.rows), width=TABLE_WIDTH)
     for line in not_measured(outcome.rows):
         console.print(line, highlight=False)
