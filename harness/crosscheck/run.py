@@ -104,7 +104,7 @@ def crosscheck(
         for sc in scenarios:
             for system in order:
                 if (sc.systems is None or system in sc.systems) and supports(system, sc):
-                    pending += _system(sc, system, statuses[system].backend, brokers, run, console, problems, strict)
+                    _system(sc, system, statuses[system].backend, brokers, run, console, problems, strict, pending)
             for st in statuses.values():
                 if not st.ready and st.system not in BROKERLESS and (sc.systems is None or st.system in sc.systems):
                     pending += _not_measured(sc, st.system, {key: st.reason for key in tool_keys(st.system)})
@@ -112,6 +112,9 @@ def crosscheck(
                         problems.append(f"{st.system} cannot run here: {st.reason}")
     except KeyboardInterrupt:
         problems.append("interrupted by the user (Ctrl-C / SIGTERM)")
+        if pending:  # keep the rows measured so far (a second Ctrl-C skips this)
+            with contextlib.suppress(PipelineError, RunFolderError):
+                run.write_table(CROSSCHECK, _rows(run, pending, console, [], False), csv=True)
         run.finish(False, problems)
         raise
     finally:
@@ -145,17 +148,18 @@ def _tools(system: str) -> tuple[dict[str, Tool], dict[str, str]]:
 
 def _system(
     sc: Scenario, system: str, backend: str, brokers: Mapping[str, str], run: RunFolder, console: Console,
-    problems: list[str], strict: bool,
-) -> list[_Pending]:
+    problems: list[str], strict: bool, out: list[_Pending],
+) -> None:
+    """Append the rows of ``system`` to ``out`` as each is measured (an interrupted run keeps them)."""
     tools, missing = _tools(system)
     variants = [v for v in sc.variants_for(system) if variant_reason(v) is None]
     for key, reason in missing.items():
         console.print(f"[yellow]![/] {system}: tool {key} missing: {reason}", highlight=False)
         if strict:
             problems.append(f"{system}: tool {key} missing: {reason}")
-    out = _not_measured(sc, system, missing)
+    out += _not_measured(sc, system, missing)
     if not tools or not variants:
-        return out
+        return
     with contextlib.ExitStack() as stack:
         try:
             endpoint = stack.enter_context(provision(system, backend=backend, url=brokers.get(system),
@@ -163,7 +167,7 @@ def _system(
         except DriverError as exc:
             problems.append(f"{system}: {exc}")
             console.print(f"[red]✗[/] {system}: {exc}", highlight=False)
-            return out
+            return
         control = broker_control(endpoint)
         pids = control.pids() if control is not None else []
         run.manifest.setdefault("crosscheck_brokers", {})[system] = {"url": endpoint.url, "version": endpoint.version}
@@ -185,7 +189,6 @@ def _system(
                 side = sides[(step.variant, step.repetition)]
                 with console.status(f"{where}: {tool.name}…"):
                     out.append(_tool_run(sc.name, tool, case, side, endpoint, run, pids, console, problems, where))
-    return out
 
 
 def _not_measured(sc: Scenario, system: str, reasons: Mapping[str, str]) -> list[_Pending]:
