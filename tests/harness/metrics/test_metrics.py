@@ -20,7 +20,7 @@ from harness.metrics.compute import (
 )
 from harness.pipeline import summarize
 from harness.runfolder import RunFolder
-from harness.runfolder.schema import RAW_SCHEMA, percentile_column
+from harness.runfolder.schema import HOST_COLUMNS, RAW_SCHEMA, percentile_column
 
 
 def test_throughput_counts_intervals() -> None:
@@ -79,7 +79,7 @@ def _rows(pattern: str, **cols: object) -> pd.DataFrame:
     df = pd.DataFrame(base)
     for c in ("t_intended", "t_send", "t_ack", "t_recv"):
         df[c] = df[c].astype("Int64")
-    assert set(df.columns) == set(RAW_SCHEMA.names) - {"send_failed"}
+    assert set(df.columns) == set(RAW_SCHEMA.names) - {"send_failed", *HOST_COLUMNS}  # write_raw adds those
     return df
 
 
