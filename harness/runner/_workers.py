@@ -193,6 +193,12 @@ class Workers:
                 if p.is_alive():
                     p.kill()
                     p.join(2)
+                client = self.client_pids.get(name)
+                if client is not None:  # a JVM in its own process group, whose relay could not kill it
+                    try:
+                        os.killpg(client, signal.SIGKILL)
+                    except (ProcessLookupError, PermissionError):
+                        pass
         for p in self.gone:
             p.join(1)
         while self.drain(0.05) is not None:

@@ -8,7 +8,7 @@ Python worker's part towards the runner (ready, subscribed, progress, done) whil
 (little-endian int64 files and a JSON index, written atomically) into exactly the arrays the Python workers
 save, so that ``case.assemble_rows`` builds the same raw rows. The JVM is killed by its process group on
 stop, error, SIGUSR1/SIGTERM from the runner and Ctrl-C; if this process is killed outright, the JVM sees
-its stdin close and halts itself within seconds.
+its stdin close (before or after `stop`) and halts itself within seconds.
 """
 
 from __future__ import annotations
@@ -153,6 +153,8 @@ def relay(spec: WorkerSpec, ctx: WorkerContext, driver: Any) -> None:
         if not lines.done and not _finish(spec, lines, ctx.status):
             ctx.status.put(("error", spec.name, "stopped by the runner before the JVM worker saved its records"))
     finally:
+        # A late SIGUSR1 or SIGTERM from the runner must not cut the kill short and leave the JVM running.
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR1, signal.SIGTERM})
         kill_group(proc)
         spec_path.unlink(missing_ok=True)
 

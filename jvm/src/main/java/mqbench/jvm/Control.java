@@ -36,20 +36,16 @@ final class Control {
                     t0 = Long.parseLong(line.substring(6).trim());
                     started.countDown();
                 } else if (line.equals("stop")) {
-                    break;
+                    stopped = true;
+                    started.countDown();
                 }
             }
-            if (line == null) {
-                throw new java.io.EOFException();
-            }
-            stopped = true;
-            started.countDown();
-            return;
         } catch (Exception e) {
             // fall through: the relay is gone
         }
-        // End of input: the relay died (killed) without a stop. Stop as if told to, and make sure this JVM
-        // does not outlive it even if a send is blocked for good.
+        // End of input: the relay is gone (killed, or its kill of this JVM was cut short), told to stop or
+        // not. Stop, and make sure this JVM does not outlive it even if a send or a client's close blocks
+        // for good (a JeroMQ context with unsent messages waits in term()).
         stopped = true;
         started.countDown();
         try {
