@@ -14,12 +14,6 @@ percentiles from raw rows (never averaged), delivery accounting per case.
 
 from harness.pipeline._aggregate import CI_METRICS, confidence_interval
 from harness.pipeline._errors import PipelineError
-from harness.pipeline._finish import (
-    DISTRIBUTION_COLUMNS,
-    EXTRA_COLUMNS,
-    PER_REPETITION_COLUMNS,
-    SERIES_COLUMNS,
-)
 from harness.pipeline._spark import JAVA_HINT, spark_session
 from harness.pipeline._summary import (
     PANDAS_MAX_ROWS,
@@ -29,6 +23,12 @@ from harness.pipeline._summary import (
     summarise_run,
     summarize,
     write_summary,
+)
+from harness.pipeline._tables import (
+    DISTRIBUTION_COLUMNS,
+    EXTRA_COLUMNS,
+    PER_REPETITION_COLUMNS,
+    SERIES_COLUMNS,
 )
 from harness.runfolder import RunInfo
 

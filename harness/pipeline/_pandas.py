@@ -26,7 +26,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from harness.metrics.compute import quantiles
-from harness.pipeline._finish import (
+from harness.pipeline._tables import (
     DELAY_QUANTILES,
     DISTRIBUTION_QUANTILES,
     GROUP_KEYS,

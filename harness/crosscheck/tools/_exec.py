@@ -1,82 +1,189 @@
-"""Running a tool's processes: argv in, output and CPU out, every process stopped by its own pid.
+"""Running a tool's processes: each in its own session with its output in a file, its CPU from the kernel's
+account at its exit (``os.wait4``'s rusage, which /proc cannot give once it is gone), the broker's CPU over
+the same interval from ``CpuMeter``, and every process stopped by its own pid when the block ends, also on
+an error or Ctrl-C.
 
-A tool's CPU comes from ``os.wait4``'s rusage of the tool process (the kernel's account at its exit, which
-/proc cannot give once it is gone); the broker's CPU over the same interval from ``CpuMeter``.
+    with Tools(workdir, tool="kafka-tools 4.3.1") as tools:
+        consumer = tools.start("consumer", [java, "-cp", cp, "...ConsumerPerformance", ...])
+        tools.wait(consumer, timeout=60)    # raises ToolFailed on a non-zero exit or a timeout
+    tools.cpu_uses([consumer])              # one CpuUse per process, plus the broker's (measure_broker)
+
+``run_measured`` does the whole of it for tools whose processes just run to their end (redis-benchmark,
+PerfTest, nats bench, mosquitto_pub/sub).
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
 import signal
 import subprocess
-import tempfile
 import time
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from types import TracebackType
 
 from harness.crosscheck._tool import ToolFailed
 from harness.runner.proc import CpuMeter, CpuUse
 
-TAIL_LINES = 3  # lines of a failed tool's output quoted in ToolFailed
+TAIL_LINES = 8  # of a failed tool's output, in the ToolFailed sentence
+STOP_GRACE_S = 5.0  # after SIGTERM, before SIGKILL
+_ERROR = re.compile(r"error|exception|invalid", re.I)
 
 
 @dataclass
-class Finished:
-    """One tool process that ended: what it printed, its exit status and its CPU."""
+class ToolProcess:
+    """One started process of a tool: its role name, pid, output file and, once reaped, status and CPU."""
 
-    argv: list[str]
-    output: str
-    status: int
-    cpu: CpuUse
-    wall_s: float
-
-
-@dataclass
-class Running:
-    """A tool process started in its own process group, its output going to a file."""
-
-    argv: list[str]
     role: str
-    proc: subprocess.Popen[bytes]
-    out_path: Path
-    t0: float = field(default_factory=time.monotonic)
+    argv: list[str]
+    pid: int
+    log: Path
+    started: float  # time.monotonic()
+    status: int | None = None  # exit status (negative: the signal that ended it) once reaped
+    cpu_s: float = 0.0
+    ended: float = 0.0  # time.monotonic() when reaped
 
-    def wait(self, timeout: float) -> Finished:
-        """Wait for the process (killing its group after ``timeout`` s) and take its rusage."""
+    @property
+    def wall_s(self) -> float:
+        """Seconds from its start to its reaping (to now while it runs)."""
+        return (self.ended if self.status is not None else time.monotonic()) - self.started
+
+    def output(self) -> str:
+        try:
+            return self.log.read_text(errors="replace")
+        except OSError:
+            return ""
+
+    def tail(self, lines: int = TAIL_LINES) -> str:
+        """The last ``lines`` lines of output, after the first line naming an error when that came earlier
+        (a tool that rejects an argument prints the reason, then its whole usage)."""
+        # Lines with "|-" are logback's report on its own configuration (RocketMQ's clients print it).
+        kept = [line.strip() for line in self.output().splitlines() if line.strip() and "|-" not in line]
+        first_error = next((line for line in kept if _ERROR.search(line)), None)
+        last = kept[-lines:]
+        return " | ".join([first_error, "...", *last] if first_error and first_error not in last else last)
+
+
+class Tools:
+    """The processes one repetition of a tool started; the ``with`` block stops what still runs."""
+
+    def __init__(self, workdir: Path, tool: str) -> None:
+        self.workdir, self.tool = workdir, tool
+        self.processes: list[ToolProcess] = []
+        self._meter: CpuMeter | None = None
+
+    def __enter__(self) -> Tools:
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        for proc in reversed(self.processes):
+            self.stop(proc)
+
+    def measure_broker(self, broker_pids: Sequence[int]) -> None:
+        """Start counting the broker's CPU (call just before the first tool process starts)."""
+        self._meter = CpuMeter({"broker": list(broker_pids)}).start()
+
+    def start(self, role: str, argv: Sequence[str], env: Mapping[str, str] | None = None,
+              stdin: Path | None = None) -> ToolProcess:
+        """Start ``argv`` in its own session, ``env`` added to ours, ``stdin`` read from a file (else empty)."""
+        log = self.workdir / f"{role}.out"
+        for n in range(1, 1000):  # a role started twice in one folder keeps both outputs
+            if not log.exists():
+                break
+            log = self.workdir / f"{role}.{n}.out"
+        with open(log, "wb") as out, open(stdin or os.devnull, "rb") as source:
+            popen = subprocess.Popen(
+                list(argv), stdin=source, stdout=out, stderr=subprocess.STDOUT, cwd=self.workdir,
+                env={**os.environ, **(env or {})}, start_new_session=True,
+            )
+        # Reaped by os.wait4 below, not by Popen: drop Popen's handle so it never waits on the pid itself.
+        popen.returncode = 0
+        proc = ToolProcess(role, list(argv), popen.pid, log, time.monotonic())
+        self.processes.append(proc)
+        return proc
+
+    def poll(self, proc: ToolProcess) -> int | None:
+        """The exit status once ``proc`` has ended (reaping it and taking its CPU), else None."""
+        if proc.status is None:
+            try:
+                pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+            except ChildProcessError:  # reaped elsewhere: no account of it left
+                proc.status, proc.ended = -1, time.monotonic()
+                return proc.status
+            if pid == 0:
+                return None
+            proc.status = os.waitstatus_to_exitcode(status)
+            proc.cpu_s, proc.ended = usage.ru_utime + usage.ru_stime, time.monotonic()
+        return proc.status
+
+    def wait(self, proc: ToolProcess, timeout: float) -> int:
+        """Wait for ``proc`` to end by itself; ToolFailed when it exits non-zero or is still running after
+        ``timeout`` seconds (it is stopped then)."""
+        self.wait_all([proc], timeout)
+        assert proc.status is not None
+        return proc.status
+
+    def wait_all(self, procs: Sequence[ToolProcess], timeout: float) -> None:
+        """Wait for every one of ``procs`` to end by itself; ToolFailed as soon as one exits non-zero, or
+        when one still runs after ``timeout`` seconds (it is stopped then)."""
         deadline = time.monotonic() + timeout
-        status, usage = 0, None
         while True:
-            pid, raw, usage = os.wait4(self.proc.pid, os.WNOHANG)
-            if pid:
-                status = os.waitstatus_to_exitcode(raw)
-                break
-            if time.monotonic() >= deadline:
-                self.kill()
-                _, raw, usage = os.wait4(self.proc.pid, 0)
-                status = os.waitstatus_to_exitcode(raw)
-                break
+            for proc in procs:
+                if self.poll(proc) not in (None, 0):
+                    raise self.failed(proc)
+            running = [proc for proc in procs if proc.status is None]
+            if not running:
+                return
+            if time.monotonic() > deadline:
+                self.stop(running[0])
+                raise ToolFailed(f"{self.tool}: {running[0].role} did not finish within {timeout:.0f} s; "
+                                 f"its last output: {running[0].tail() or '(none)'}")
             time.sleep(0.02)
-        self.proc.returncode = status  # reaped here: Popen must not wait for it again
-        wall = time.monotonic() - self.t0
-        cpu = CpuUse(self.role, usage.ru_utime + usage.ru_stime if usage else 0.0, wall)
-        text = self.out_path.read_text(errors="replace")
-        return Finished(self.argv, text, status, cpu, wall)
 
-    def kill(self) -> None:
-        """SIGKILL the tool's process group (the tool and anything it forked)."""
+    def await_output(self, procs: Sequence[ToolProcess], ready: Callable[[str], bool], timeout: float,
+                     what: str) -> None:
+        """Until ``ready`` holds for the output of every one of ``procs``; ToolFailed when one of them exits
+        first or ``timeout`` seconds pass (``what`` names what was awaited, in the sentence)."""
+        deadline = time.monotonic() + timeout
+        while not all(ready(proc.output()) for proc in procs):
+            for proc in procs:
+                if self.poll(proc) is not None:
+                    raise self.failed(proc)
+            if time.monotonic() > deadline:
+                raise ToolFailed(f"{self.tool}: {what} within {timeout:.0f} s; "
+                                 f"its last output: {procs[0].tail() or '(none)'}")
+            time.sleep(0.1)
+
+    def failed(self, proc: ToolProcess) -> ToolFailed:
+        return ToolFailed(f"{self.tool}: {proc.role} exited with status {proc.status}; "
+                          f"its last output: {proc.tail() or '(none)'}")
+
+    def stop(self, proc: ToolProcess, grace: float = STOP_GRACE_S) -> None:
+        """SIGTERM ``proc``'s process group (its own pid: it leads its session), SIGKILL after ``grace``."""
+        if self.poll(proc) is not None:
+            return
         with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.proc.pid, signal.SIGKILL)
+            os.killpg(proc.pid, signal.SIGTERM)
+        deadline = time.monotonic() + grace
+        while self.poll(proc) is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if proc.status is None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            while self.poll(proc) is None:
+                time.sleep(0.02)
 
-    def stop(self) -> None:
-        """Stop it if it still runs (error paths); a no-op once it was waited for."""
-        if self.proc.returncode is None:
-            self.kill()
-            with contextlib.suppress(ChildProcessError):
-                os.wait4(self.proc.pid, 0)
-            self.proc.returncode = -signal.SIGKILL
+    def cpu_uses(self, processes: Sequence[ToolProcess]) -> list[CpuUse]:
+        """CPU of each of ``processes`` (reaped) over its own life, and the broker's since ``measure_broker``."""
+        uses = [CpuUse(f"tool-{p.role}", p.cpu_s, p.wall_s) for p in processes if p.status is not None]
+        if self._meter is not None and any(self._meter.roles.values()):
+            uses.extend(self._meter.stop())
+        return uses
 
 
 @dataclass(frozen=True)
@@ -88,61 +195,37 @@ class Step:
     stdin: Path | None = None
 
 
-def start(step: Step, workdir: Path, env: Mapping[str, str] | None = None) -> Running:
-    """Start ``step`` with stdout and stderr into one file under ``workdir``."""
-    workdir.mkdir(parents=True, exist_ok=True)
-    fd, name = tempfile.mkstemp(prefix=f"{step.role}-", suffix=".out", dir=workdir)
-    with os.fdopen(fd, "wb") as out, open(step.stdin or os.devnull, "rb") as stdin:
-        proc = subprocess.Popen(list(step.argv), stdout=out, stderr=subprocess.STDOUT, stdin=stdin,
-                                cwd=workdir, start_new_session=True, env=None if env is None else dict(env))
-    return Running(list(step.argv), step.role, proc, Path(name))
-
-
 @dataclass
 class Measured:
-    """The processes of one repetition of a tool, and the broker's CPU over the same interval."""
+    """The processes of one repetition of a tool, and the CPU of each and of the broker."""
 
-    done: list[Finished]
-    broker: list[CpuUse]
+    done: list[ToolProcess]
+    uses: list[CpuUse]
 
     def output(self, role: str) -> str:
-        return next(f.output for f in self.done if f.cpu.role == role)
+        return next(p.output() for p in self.done if p.role == role)
 
     def cpu(self) -> list[CpuUse]:
         """For ``ToolResult.cpu``: each tool process, then the broker (when its pids were known)."""
-        return [f.cpu for f in self.done] + [u for u in self.broker if u.cpu_s]
+        return self.uses
 
 
 def run_measured(
     tool: str, steps: Sequence[Step], workdir: Path, broker_pids: Sequence[int],
     timeout: float, env: Mapping[str, str] | None = None, settle: float = 0.0,
 ) -> Measured:
-    """Start every step in order (``settle`` s after each but the last, so a consumer is
-    subscribed before its producer sends) and wait for all. Raises ToolFailed when one exits non-zero or
-    overruns ``timeout``; every process is stopped before this returns, also on error."""
-    started: list[Running] = []
-    meter = CpuMeter({"broker": list(broker_pids)}).start()
-    try:
+    """Start every step in order (``settle`` s after each but the last, so a consumer is subscribed before
+    its producer sends) and wait for all. Raises ToolFailed when one exits non-zero or overruns ``timeout``;
+    every process is stopped before this returns, also on error."""
+    with Tools(workdir, tool) as tools:
+        tools.measure_broker(broker_pids)
+        started = []
         for i, step in enumerate(steps):
-            started.append(start(step, workdir, env))
+            started.append(tools.start(step.role, step.argv, env, step.stdin))
             if settle and i < len(steps) - 1:
                 time.sleep(settle)
-        deadline = time.monotonic() + timeout
-        done = [r.wait(max(0.1, deadline - time.monotonic())) for r in started]
-    finally:
-        for r in started:
-            r.stop()
-    broker = meter.stop()
-    for f in done:
-        if f.status != 0 or f.wall_s >= timeout:
-            why = "overran its time limit" if f.wall_s >= timeout else f"exited with status {f.status}"
-            raise ToolFailed(f"{tool} ({f.cpu.role}) {why}: {tail(f.output)}")
-    return Measured(done, broker)
-
-
-def tail(output: str, lines: int = TAIL_LINES) -> str:
-    kept = [line.strip() for line in output.strip().splitlines() if line.strip()][-lines:]
-    return " / ".join(kept) if kept else "(no output)"
+        tools.wait_all(started, timeout)
+        return Measured(started, tools.cpu_uses(started))
 
 
 def executable(name: str, *folders: Path) -> str | None:

@@ -21,7 +21,8 @@ from pathlib import Path
 from harness.brokers import _jars
 from harness.brokers.activemq import HOME
 from harness.crosscheck._tool import CrossCase, Tool, ToolFailed, ToolMissing, ToolResult
-from harness.crosscheck.tools._java import TOOL_HEAP, JavaTools, java_for
+from harness.crosscheck.tools._exec import Tools
+from harness.crosscheck.tools._java import TOOL_HEAP, java_for
 from harness.drivers.base import BrokerEndpoint
 
 JAR = HOME / "bin" / "activemq.jar"
@@ -104,7 +105,7 @@ class ActiveMQPerf(Tool):
                    "--persistent", str(confirmed).lower(), "--parallelThreads", str(case.producers)]
         deadline_s = TIMEOUT_S + total / 100  # at least a hundred messages a second
         tool = f"{self.name} {endpoint.version or '5'}".strip()
-        with JavaTools(workdir, tool) as tools:
+        with Tools(workdir, tool) as tools:
             consumer = tools.start("consumer", consume)
             tools.await_output([consumer], lambda out: "are consumed" in out, TIMEOUT_S,
                                "the consumer did not say it waits for messages")

@@ -22,7 +22,8 @@ from pathlib import Path
 
 from harness.brokers import _jars
 from harness.crosscheck._tool import CrossCase, Tool, ToolFailed, ToolResult
-from harness.crosscheck.tools._java import TOOL_HEAP, JavaTools, java_for, missing_jar
+from harness.crosscheck.tools._exec import Tools
+from harness.crosscheck.tools._java import TOOL_HEAP, java_for, missing_jar
 from harness.drivers.base import BrokerEndpoint
 
 PACKAGE = "org.apache.kafka.tools."
@@ -104,7 +105,7 @@ class KafkaPerf(Tool):
                    "--num-records", str(min(LATENCY_RECORDS, case.messages)), "--producer-acks",
                    "1" if acks == "0" else acks,
                    "--record-size", str(case.size)]
-        with JavaTools(workdir, f"{self.name} {_jars.pinned_version('kafka')}") as tools:
+        with Tools(workdir, f"{self.name} {_jars.pinned_version('kafka')}") as tools:
             tools.wait(tools.start("topic", [
                 *jvm, PACKAGE + "TopicCommand", "--bootstrap-server", bootstrap, "--create", "--topic", topic,
                 "--partitions", str(case.consumers), "--replication-factor", "1"]), timeout=60)

@@ -60,10 +60,10 @@ class MosquittoClients(Tool):
         steps += [Step(f"producer-{p}", [pub, *where, "-t", topic, "-q", qos, "-l"], stdin=lines)
                   for p in range(case.producers)]
         measured = run_measured(self.name, steps, workdir, broker_pids, timeout=timeout, settle=SUBSCRIBE_SETTLE)
-        received = [receiver_rate(f.output) for f in measured.done if f.cpu.role.startswith("consumer")]
+        received = [receiver_rate(f.output()) for f in measured.done if f.role.startswith("consumer")]
         if not received or any(n < expected for n, _ in received):
             raise ToolFailed(f"mosquitto_sub received {min(n for n, _ in received)} of {expected} messages")
-        senders = [f for f in measured.done if f.cpu.role.startswith("producer")]
+        senders = [f for f in measured.done if f.role.startswith("producer")]
         return ToolResult(
             tool=f"mosquitto clients {self.version()}".strip(), command=[*steps[0].argv, "|", *steps[-1].argv],
             receiver_rate=sum(r for _, r in received) / len(received),

@@ -25,7 +25,8 @@ from pathlib import Path
 
 from harness.brokers import _jars
 from harness.crosscheck._tool import CrossCase, Tool, ToolFailed, ToolResult
-from harness.crosscheck.tools._java import TOOL_HEAP, JavaTools, ToolProcess, java_for, missing_jar
+from harness.crosscheck.tools._exec import ToolProcess, Tools
+from harness.crosscheck.tools._java import TOOL_HEAP, java_for, missing_jar
 from harness.drivers.base import BrokerEndpoint
 
 PACKAGE = "org.apache.rocketmq.example.benchmark."
@@ -124,7 +125,7 @@ class RocketBenchmark(Tool):
         produce = [*jvm, PACKAGE + "Producer", "-n", namesrv, "-t", topic, "-s", str(case.size),
                    "-w", str(case.producers), "-q", str(case.messages * case.producers), "-ri", str(REPORT_MS)]
         deadline_s = TIMEOUT_S + case.messages * case.producers / 100  # at least a hundred messages a second
-        with JavaTools(workdir, tool) as tools:
+        with Tools(workdir, tool) as tools:
             consumers = [self._start_consumer(tools, f"consumer-{i}", consume) for i in range(case.consumers)]
             tools.measure_broker(broker_pids)
             for attempt in range(ATTEMPTS):
@@ -158,7 +159,7 @@ class RocketBenchmark(Tool):
         )
 
     @staticmethod
-    def _start_consumer(tools: JavaTools, role: str, argv: list[str]) -> ToolProcess:
+    def _start_consumer(tools: Tools, role: str, argv: list[str]) -> ToolProcess:
         """A Consumer that has started and subscribed (it says "Consumer Started."); tried ATTEMPTS times."""
         for attempt in range(ATTEMPTS):
             proc = tools.start(f"{role}-{attempt}", argv)

@@ -23,7 +23,7 @@ from harness.crosscheck._tool import CrossCase, Tool, ToolFailed, ToolMissing
 from harness.crosscheck.tools import activemq as amq_tool
 from harness.crosscheck.tools import kafka as kafka_tool
 from harness.crosscheck.tools import rocketmq as rmq_tool
-from harness.crosscheck.tools._java import JavaTools, ToolProcess
+from harness.crosscheck.tools._exec import ToolProcess, Tools
 from harness.drivers.base import BrokerEndpoint
 from tests.harness.brokers.test_interrupt import left_running
 from tests.harness.drivers.conformance import require_backend
@@ -162,7 +162,7 @@ def _python(code: str) -> list[str]:
 
 
 def test_launcher_reports_status_output_and_cpu(tmp_path: Path) -> None:
-    with JavaTools(tmp_path, "demo 1") as tools:
+    with Tools(tmp_path, "demo 1") as tools:
         busy = tools.start("busy", _python("s = 0\nfor i in range(3_000_000): s += i\nprint('done', s)"))
         assert tools.wait(busy, timeout=120) == 0
         bad = tools.start("bad", _python("import sys; print('usage: demo'); print('Invalid value'); sys.exit(3)"))
@@ -175,7 +175,7 @@ def test_launcher_reports_status_output_and_cpu(tmp_path: Path) -> None:
 
 def test_launcher_stops_what_runs_by_pid_also_on_error(tmp_path: Path) -> None:
     started: list[ToolProcess] = []
-    with pytest.raises(RuntimeError), JavaTools(tmp_path, "demo") as tools:
+    with pytest.raises(RuntimeError), Tools(tmp_path, "demo") as tools:
         started.append(tools.start("ignores-term", _python(
             "import signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\nprint('ready', flush=True)\n"
             "time.sleep(600)")))
@@ -187,7 +187,7 @@ def test_launcher_stops_what_runs_by_pid_also_on_error(tmp_path: Path) -> None:
 
 
 def test_launcher_wait_for_output_fails_when_the_process_ends_first(tmp_path: Path) -> None:
-    with JavaTools(tmp_path, "demo") as tools:
+    with Tools(tmp_path, "demo") as tools:
         proc = tools.start("quits", _python("print('Exception in thread main: boom')"))
         with pytest.raises(ToolFailed, match="boom"):
             tools.await_output([proc], lambda out: "never" in out, 60, "never said it")
@@ -195,6 +195,33 @@ def test_launcher_wait_for_output_fails_when_the_process_ends_first(tmp_path: Pa
         with pytest.raises(ToolFailed, match="did not finish"):
             tools.wait(late, timeout=0.5)
         assert late.status is not None
+
+
+def test_run_measured_feeds_stdin_and_stops_the_others_when_one_fails(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from harness.crosscheck.tools._exec import Step, run_measured
+
+    lines = tmp_path / "lines.txt"
+    lines.write_text("a\nb\nc\n")
+    counted = run_measured("demo", [Step("consumer", _python("import sys; print(len(sys.stdin.readlines()))"),
+                                         stdin=lines)], tmp_path / "ok", broker_pids=[], timeout=60)
+    assert counted.output("consumer").strip() == "3"
+    assert [u.role for u in counted.cpu()] == ["tool-consumer"]
+    pids: list[int] = []
+    start = Tools.start
+
+    def recording(self: Tools, *args: object, **kwargs: object) -> ToolProcess:
+        proc = start(self, *args, **kwargs)  # type: ignore[arg-type]
+        pids.append(proc.pid)
+        return proc
+
+    monkeypatch.setattr(Tools, "start", recording)
+    steps = [Step("consumer", _python("import time; time.sleep(600)")),
+             Step("producer", _python("import sys; print('Error: connection refused'); sys.exit(1)"))]
+    with pytest.raises(ToolFailed, match="connection refused"):
+        run_measured("demo", steps, tmp_path / "bad", broker_pids=[], timeout=60)
+    assert len(pids) == 2 and not left_running(set(pids), wait=5)
 
 
 # -- real runs ------------------------------------------------------------------------------------------
@@ -213,14 +240,14 @@ def _require(tool: Tool) -> None:
 def started_pids(monkeypatch: pytest.MonkeyPatch) -> Iterator[set[int]]:
     """The pid of every process the tools start."""
     pids: set[int] = set()
-    start = JavaTools.start
+    start = Tools.start
 
-    def recording(self: JavaTools, *args: object, **kwargs: object) -> ToolProcess:
+    def recording(self: Tools, *args: object, **kwargs: object) -> ToolProcess:
         proc = start(self, *args, **kwargs)  # type: ignore[arg-type]
         pids.add(proc.pid)
         return proc
 
-    monkeypatch.setattr(JavaTools, "start", recording)
+    monkeypatch.setattr(Tools, "start", recording)
     yield pids
 
 

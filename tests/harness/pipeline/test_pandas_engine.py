@@ -151,7 +151,8 @@ def test_load_summary_reads_the_stored_summary_and_renews_an_old_one(tmp_path: P
 def test_case_by_case_equals_everything_at_once(synthetic_run: Path) -> None:
     """The engine summarises one case at a time to bound memory; the tables are those of one pass."""
     from harness.pipeline import _pandas
-    from harness.pipeline._finish import finish_distribution, finish_per_repetition, finish_series
+    from harness.pipeline._summary import finish_per_repetition
+    from harness.pipeline._tables import finish_distribution, finish_series
     from harness.runfolder import RunFolder
 
     run = RunFolder.open(synthetic_run)
