@@ -191,7 +191,8 @@ def recovery_view(ev: Evaluation) -> pd.DataFrame:
         # after the fault's end (restart back, network healed): first delivery, pre-fault rate again
         "end → first s": _column(r, "back_first_s").map(secs),
         "end → rate s": _column(r, "back_rate_s").map(secs),
-        "p50 ms before/during/after": r.apply(_latencies, axis=1),
+        "p50 ms before/during/after": r.apply(_latencies, axis=1, args=("latency",)),
+        "p99 ms before/during/after": r.apply(_latencies, axis=1, args=("latency_p99",)),
         "verdict": r.apply(verdict, axis=1),
     })
     return out.fillna("—")
@@ -202,8 +203,8 @@ def _column(frame: pd.DataFrame, name: str) -> pd.Series:
     return frame[name] if name in frame else pd.Series(float("nan"), index=frame.index)
 
 
-def _latencies(row: pd.Series) -> str:
-    values = [row.get(k) for k in ("latency_before_s", "latency_during_s", "latency_after_s")]
+def _latencies(row: pd.Series, prefix: str) -> str:
+    values = [row.get(f"{prefix}_{window}_s") for window in ("before", "during", "after")]
     return " / ".join("—" if v is None or pd.isna(v) else f"{v * 1e3:.3g}" for v in values)
 
 

@@ -127,3 +127,18 @@ def test_a_partition_every_variant_lost_in_is_a_no() -> None:
     m = feature_matrix(pd.DataFrame(), recovery, ROLES, {"zmq": True}).set_index("system")
     assert m.loc["zmq", "survives a partition without loss"].startswith("no — default: lost 3 of 500")
     assert m.loc["zmq", "latency under delay"] == NOT_MEASURED
+
+
+def test_recovery_table_shows_p50_and_p99_before_during_and_after_the_fault() -> None:
+    from harness.report.evaluation import Evaluation, recovery_view
+
+    row = {"scenario": "net", "label": "zmq", "variant": "default", "guarantee": "at-most-once",
+           "repetition": 0, "action": "delay",
+           "at_s": 1.0, "carried_out_as": "delay", "window_messages": 500, "refused": 0, "lost": 0,
+           "duplicated": 0, "reordered": 0, "recovery_s": 0.1, "first_new_s": 0.01, "max_gap_s": 0.02,
+           "latency_before_s": 0.0005, "latency_during_s": 0.0205, "latency_after_s": 0.0006,
+           "latency_p99_before_s": 0.002, "latency_p99_during_s": 0.031, "latency_p99_after_s": math.nan}
+    empty = pd.DataFrame()
+    view = recovery_view(Evaluation(timeseries=empty, faults=empty, recovery=pd.DataFrame([row]), matrix=empty))
+    assert view.loc[0, "p50 ms before/during/after"] == "0.5 / 20.5 / 0.6"
+    assert view.loc[0, "p99 ms before/during/after"] == "2 / 31 / —"
