@@ -69,3 +69,36 @@ def test_a_missing_tool_is_a_row_and_in_ci_a_failure(tmp_path: Path, monkeypatch
         (only,) = outcome.rows.to_dict("records")
         assert only["status"] == "missing" and "not built yet" in only["note"]
         assert outcome.complete is not strict
+
+
+def test_a_ctrl_c_keeps_the_rows_measured_before_it(tmp_path: Path, monkeypatch) -> None:
+    """Interrupted during the second system (NATS runs before Redis), the run folder keeps the first system's
+    rows and says it was interrupted (a Ctrl-C during Kafka once lost every finished system's rows)."""
+    import json
+
+    import pytest
+
+    from harness.crosscheck import run as run_module
+    from harness.scenario import load_scenarios
+
+    ready = {name: SimpleNamespace(system=name, ready=True, backend="process", reason="") for name in ("redis", "nats")}
+    monkeypatch.setattr(run_module, "resolve_systems", lambda *a, **k: ready)
+    side = HarnessSide("default", "redis-py", "redis (redis-py)", "at-least-once", 0, 30000.0)
+
+    def measure(sc, system, backend, brokers, run, console, problems, strict, out) -> None:
+        if system == "redis":
+            raise KeyboardInterrupt
+        out.append(run_module._Pending(sc.name, CrossCase(system, 100, 10), side, "nats bench",
+                                       ToolResult("nats", ["nats", "bench"], sender_rate=10000.0)))
+
+    monkeypatch.setattr(run_module, "_system", measure)
+    scenario = tmp_path / "cc.yaml"
+    scenario.write_text("name: cc\npattern: queue\nsystems: [redis, nats]\nmessage_sizes: [100]\nmessages: 10\n")
+    with pytest.raises(KeyboardInterrupt):
+        run_module.crosscheck(load_scenarios(str(scenario)), out_root=tmp_path, backend="process",
+                              console=Console(file=io.StringIO()), write_report=False)
+    (folder,) = [p for p in tmp_path.iterdir() if p.is_dir()]
+    kept = RunFolder.open(folder).read_table(CROSSCHECK)
+    assert list(kept["system"]) == ["nats"] and list(kept["tool"]) == ["nats bench"]
+    manifest = json.loads((folder / "manifest.json").read_text())
+    assert any("interrupted" in p for p in manifest["problems"])
