@@ -13,8 +13,10 @@ from harness.metrics.search import fanout, knee, sustained
 from harness.runfolder import RunInfo
 
 SEARCH_KEYS = ("run_id", "scenario", "system", "variant", "size")
+#: ``p50_at_max_us`` / ``p99_at_max_us``: latency from the intended send time (the actual one when no schedule
+#: was recorded) of the sustained trials at the max rate, their median when the rate was tried more than once.
 SEARCH_COLUMNS = (*SEARCH_KEYS, "label", "guarantee", "p99_bound_us", "trials", "sustained_trials",
-                  "max_sustained_rate", "knee_rate")
+                  "max_sustained_rate", "knee_rate", "p50_at_max_us", "p99_at_max_us")
 
 
 def search_table(per_repetition: pd.DataFrame, runs: Iterable[RunInfo]) -> pd.DataFrame:
@@ -31,6 +33,7 @@ def search_table(per_repetition: pd.DataFrame, runs: Iterable[RunInfo]) -> pd.Da
             continue
         bound_us = float(sc["p99_bound"]) * 1e6
         share = fanout(str(sc.get("pattern")), int(sc.get("consumers") or 1), int(sc.get("topics") or 1))
+        p50 = trials["lat_intended_p50_us"].fillna(trials["lat_p50_us"])
         p99 = trials["lat_intended_p99_us"].fillna(trials["lat_p99_us"])
         ok = [
             sustained(float(rate), float(per_s) / share, int(lost), float(p), bound_us)
@@ -38,6 +41,8 @@ def search_table(per_repetition: pd.DataFrame, runs: Iterable[RunInfo]) -> pd.Da
                                             strict=True)
         ]
         good = trials["rate"][ok]
+        at_max = good == good.max() if not good.empty else good.astype(bool)
+        kept = at_max.index[at_max.to_numpy()]
         rows.append({
             **dict(zip(SEARCH_KEYS, key, strict=True)),
             "label": trials["label"].iloc[0],
@@ -47,5 +52,7 @@ def search_table(per_repetition: pd.DataFrame, runs: Iterable[RunInfo]) -> pd.Da
             "sustained_trials": int(sum(ok)),
             "max_sustained_rate": float(good.max()) if not good.empty else math.nan,
             "knee_rate": knee(list(trials["rate"].astype(float)), list(p99.astype(float))) or math.nan,
+            "p50_at_max_us": float(p50[kept].median()) if len(kept) else math.nan,
+            "p99_at_max_us": float(p99[kept].median()) if len(kept) else math.nan,
         })
     return pd.DataFrame(rows, columns=list(SEARCH_COLUMNS))

@@ -8,6 +8,7 @@ from collections.abc import Iterable
 
 import pandas as pd
 
+from harness import units
 from harness.pipeline import RunInfo, Summary
 
 
@@ -67,7 +68,7 @@ def footnote(summary: Summary, width: int = 160) -> str:
 
 
 def rate_text(rate: float) -> str:
-    return "max rate" if rate is None or (isinstance(rate, float) and math.isnan(rate)) else f"{rate:g}/s"
+    return "max rate" if rate is None or (isinstance(rate, float) and math.isnan(rate)) else f"{units.count(rate)}/s"
 
 
 def size_text(size: int) -> str:

@@ -47,6 +47,27 @@ def _with_labels(summary: Summary, frame: pd.DataFrame) -> pd.DataFrame:
     return frame.merge(labels, on=["run_id", "system"], how="left")
 
 
+_SEARCH_LINE = ["run_id", "scenario", "system", "variant", "size"]
+
+
+def _searched(summary: Summary) -> pd.DataFrame:
+    """The search table keyed by its line (run, scenario, system variant, size); empty when nothing searched."""
+    if summary.search.empty:
+        return pd.DataFrame(columns=[*_SEARCH_LINE, "max_sustained_rate", "knee_rate"])
+    return summary.search[[*_SEARCH_LINE, "max_sustained_rate", "knee_rate"]]
+
+
+def _at_max_sustained(summary: Summary, frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` with each searched line cut to its trial at the highest sustained rate (a search's dozen
+    trials per system would otherwise draw a dozen distributions each); other cases unchanged."""
+    searched = _searched(summary)
+    if searched.empty or frame.empty:
+        return frame
+    merged = frame.merge(searched, on=_SEARCH_LINE, how="left")
+    keep = merged["max_sustained_rate"].isna() | np.isclose(merged["rate"], merged["max_sustained_rate"])
+    return frame[keep.to_numpy()]
+
+
 def _by_scenario(frame: pd.DataFrame) -> Iterator[tuple[str, pd.DataFrame]]:
     for scenario, group in frame.groupby("scenario", sort=True):
         yield str(scenario), group
@@ -158,8 +179,9 @@ def latency_nines(summary: Summary) -> Figure | None:
 
     Solid: from the actual send time; dotted: from the intended (open-loop schedule) time. Percentiles the
     sample count cannot resolve (1/(1-q) > samples) are not drawn; the maximum is a marker at x = samples.
+    A rate search shows each system at its highest sustained rate only.
     """
-    dist = _with_labels(summary, summary.distribution)
+    dist = _with_labels(summary, _at_max_sustained(summary, summary.distribution))
     if dist.empty:
         return None
     scenarios = list(_by_scenario(dist))
@@ -224,7 +246,8 @@ def _swept(agg: pd.DataFrame) -> pd.DataFrame:
 
 def latency_vs_rate(summary: Summary) -> Figure | None:
     """p50 (solid) and p99 (dashed) latency against offered rate, for scenarios that sweep or search the
-    rate; a star marks the knee of each p99 curve (``harness.metrics.search.knee``).
+    rate; a star marks the knee of each p99 curve (``harness.metrics.search.knee``): for a search, the
+    search table's (judged from the trials), else the knee of the mean curve drawn.
 
     Latency is from the intended send time when the schedule recorded one (coordinated-omission corrected),
     else from the actual send; mean of per-repetition percentiles with 95 % intervals.
@@ -232,12 +255,14 @@ def latency_vs_rate(summary: Summary) -> Figure | None:
     agg = _swept(summary.aggregate)
     if agg.empty:
         return None
+    knees = {tuple(k): r for *k, r in _searched(summary)[[*_SEARCH_LINE, "knee_rate"]].itertuples(index=False)}
     scenarios = list(_by_scenario(agg))
     fig, axes = _figure(
         summary,
         len(scenarios),
         "Latency vs offered rate (mean of repetitions, 95% CI)",
-        cols=min(2, len(scenarios)),
+        cols=1,
+        panel_size=(9.0, 4.2),  # the legend stands beside the axes
     )
     for ax, (scenario, group) in zip(axes, scenarios, strict=True):
         lines = group.groupby(["label", "variant", "size"], sort=True)
@@ -248,27 +273,36 @@ def latency_vs_rate(summary: Summary) -> Figure | None:
             line = line.sort_values("rate")
             key = case_text(line.iloc[0], omit=("rate",))
             p99 = line[f"{prefix}_p99_us_mean"]
-            bend = knee(list(line["rate"]), list(p99))
-            if bend is not None:
-                at = float(p99[line["rate"] == bend].iloc[0])
+            first = line.iloc[0]
+            line_key = tuple(first[k] for k in _SEARCH_LINE)
+            found = knees[line_key] if line_key in knees else knee(list(line["rate"]), list(p99))
+            bend = float(found) if found is not None and math.isfinite(found) else None
+            at_bend = p99[np.isclose(line["rate"], bend)] if bend is not None else p99[:0]
+            if bend is not None and not at_bend.empty:
+                at = float(at_bend.iloc[0])
                 ax.plot([bend], [at], "*", color=colors[key], ms=14, mec="black", zorder=5)
                 ax.annotate(f"knee {units.count(bend)}/s", (bend, at), textcoords="offset points", xytext=(6, -12),
                             fontsize=7)
+            # one legend entry per system (its colour); the line style says p50 or p99, keyed once below
             for p, style in (("p50", "-o"), ("p99", "--s")):
-                _mean_ci(ax, line, "rate", f"{prefix}_{p}_us", style, colors[key], f"{key} {p}")
+                _mean_ci(ax, line, "rate", f"{prefix}_{p}_us", style, colors[key], key if p == "p50" else "")
+        for p, style in (("p50", "-"), ("p99", "--")):
+            ax.plot([], [], style, color="black", label=p)
         _log_axes(ax, x=False)
         _rate_axis(ax, group["rate"], axis="x")
         ax.set_xlabel("offered rate (msgs/s, all producers)")
         ax.set_ylabel(f"latency from {'intended' if use_intended else 'actual'} send (µs)")
         ax.set_title(scenario, fontsize=10)
         ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=7)
+        # beside the axes: inside, a legend of many systems hides the curves' high-rate ends and the knees
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
     return fig
 
 
 def receiver_series(summary: Summary) -> Figure | None:
-    """Receipts per second over time since the first receipt, one line per case and repetition."""
-    series = _with_labels(summary, summary.series)
+    """Receipts per second over time since the first receipt, one line per case and repetition (a rate
+    search: each system at its highest sustained rate)."""
+    series = _with_labels(summary, _at_max_sustained(summary, summary.series))
     if series.empty:
         return None
     scenarios = list(_by_scenario(series))

@@ -142,8 +142,9 @@ def _row(summary: Summary, r: pd.Series, many_runs: bool, prefix: str, msgs: flo
 
 
 def _searched(summary: Summary, group: pd.DataFrame, many_runs: bool) -> tuple[list[Row], float]:
-    """Rows of a ``rate: search`` scenario: each variant's max sustained rate, with the latency measured at
-    it (at its lowest trial when no trial was sustained), and the p99 bound."""
+    """Rows of a ``rate: search`` scenario: each variant's max sustained rate, with the latency of its
+    sustained trials there (the search table's; at its lowest trial when no trial was sustained), and the
+    p99 bound."""
     search = summary.search[summary.search["scenario"] == group["scenario"].iloc[0]]
     search = search[search["size"] == search["size"].min()]
     rows = []
@@ -152,7 +153,12 @@ def _searched(summary: Summary, group: pd.DataFrame, many_runs: bool) -> tuple[l
                        & (group["variant"] == found["variant"]) & (group["size"] == found["size"])]
         best = float(found["max_sustained_rate"])
         at = trials[trials["rate"] == best] if not math.isnan(best) else trials[trials["rate"] == trials["rate"].min()]
-        rows.append(_row(summary, at.iloc[0], many_runs, "lat_intended", _nan_zero(best)))
+        row = _row(summary, at.iloc[0], many_runs, "lat_intended", _nan_zero(best))
+        if not math.isnan(found.get("p99_at_max_us", math.nan)):
+            # the sustained trials' latency: a retry that failed at the same rate is not averaged in
+            row = Row(**{**row.__dict__, "p50_us": float(found["p50_at_max_us"]),
+                         "p99_us": float(found["p99_at_max_us"])})
+        rows.append(row)
     return rows, float(search["p99_bound_us"].iloc[0])
 
 

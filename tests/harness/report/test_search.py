@@ -72,13 +72,15 @@ def test_scenario_fields() -> None:
 
 
 def _trials() -> pd.DataFrame:
-    rates = [1000.0, 2000.0, 4000.0, 8000.0, 5657.0]
-    p99 = [200.0, 220.0, 300.0, 9000.0, 2500.0]
+    # the last trial is a retry of 5657/s that fell behind: its latency is not the sustained trial's
+    rates = [1000.0, 2000.0, 4000.0, 8000.0, 5657.0, 5657.0]
+    p99 = [200.0, 220.0, 300.0, 9000.0, 2500.0, 40000.0]
     return pd.DataFrame({
         "run_id": "r", "scenario": "search-queue", "system": "zmq", "variant": "default", "size": 100,
         "label": "pyzmq", "guarantee": "at-most-once", "rate": rates,
-        "receiver_msgs_per_s": [r * 0.99 for r in rates[:3]] + [6000.0, 5650.0], "lost": 0,
+        "receiver_msgs_per_s": [r * 0.99 for r in rates[:3]] + [6000.0, 5650.0, 3000.0], "lost": 0,
         "lat_intended_p99_us": p99, "lat_p99_us": p99,
+        "lat_intended_p50_us": [p / 4 for p in p99], "lat_p50_us": [p / 4 for p in p99],
     })
 
 
@@ -90,8 +92,9 @@ def test_search_table_from_the_trials(tmp_path: Path) -> None:
     assert list(table.columns) == list(SEARCH_COLUMNS) and len(table) == 1
     row = table.iloc[0]
     assert row["max_sustained_rate"] == 5657.0  # 8000 fell behind and broke the bound
-    assert row["trials"] == 5 and row["sustained_trials"] == 4 and row["p99_bound_us"] == 5000
+    assert row["trials"] == 6 and row["sustained_trials"] == 4 and row["p99_bound_us"] == 5000
     assert row["knee_rate"] == 4000.0
+    assert (row["p50_at_max_us"], row["p99_at_max_us"]) == (625.0, 2500.0)  # the sustained trial's
     no_search = RunInfo(path=tmp_path, run_id="r", complete=True, scenarios=({"name": "search-queue"},))
     assert search_table(_trials(), [no_search]).empty
 
@@ -117,3 +120,21 @@ def test_a_searched_scenario_heads_with_its_max_sustained_rates(report_run: Path
     assert "sustains the most" in sentence(head)
     table = search_results_table(summary)
     assert list(table["scenario"]) == ["pubsub-rates", "pubsub-rates"] and "1s" in set(table["p99 bound"])
+
+
+def test_figures_show_a_searched_system_at_its_max_sustained_rate_only(tmp_path: Path) -> None:
+    """The distribution and time-series figures draw one line per searched system (its trial at the max
+    sustained rate), not one per trial; cases of scenarios without a search are all kept."""
+    from types import SimpleNamespace
+
+    from harness.report.figures import _at_max_sustained
+
+    run = RunInfo(path=tmp_path, run_id="r", complete=True, scenarios=(
+        {"name": "search-queue", "pattern": "queue", "consumers": 1, "topics": 1, "p99_bound": 0.005},
+    ))
+    summary = SimpleNamespace(search=search_table(_trials(), [run]))
+    rows = _trials()[["run_id", "scenario", "system", "variant", "size", "rate"]]
+    other = rows.assign(scenario="sweep")
+    kept = _at_max_sustained(summary, pd.concat([rows, other], ignore_index=True))  # type: ignore[arg-type]
+    assert sorted(kept[kept["scenario"] == "search-queue"]["rate"]) == [5657.0, 5657.0]
+    assert len(kept[kept["scenario"] == "sweep"]) == len(other)
