@@ -251,3 +251,30 @@ def test_ctrl_c_mid_run_leaves_no_jvm(tmp_path: Path) -> None:
     assert started, "the JVM workers never started"
     assert proc.returncode == 130, output
     assert _within(10, lambda: not java_left(tmp_path)), f"JVMs left: {java_left(tmp_path)}"
+
+
+def test_records_saved_after_the_runners_grace_carry_only_the_jvms_own_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A JVM that stopped on ``stop`` and saved its records later than the runner's grace (a RocketMQ consumer
+    closes slowly) reports what it said, not an interruption; its count goes into the accounting."""
+    import queue
+    from types import SimpleNamespace
+
+    import harness.runner.jvm as relay
+
+    monkeypatch.setattr(relay, "_convert", lambda spec: None)
+
+    class Lines:
+        def __init__(self, *lines: str) -> None:
+            self.left = list(lines)
+
+        def get(self, timeout: float) -> str | None:
+            if not self.left:
+                raise queue.Empty
+            return self.left.pop(0)
+
+    for line, error in (("done 60000 ", ""), ("done 7 stopped by the runner before all messages were sent",
+                                              "stopped by the runner before all messages were sent")):
+        status: queue.Queue[tuple[object, ...]] = queue.Queue()
+        spec = SimpleNamespace(name="consumer-0")
+        assert relay._finish(spec, Lines("progress 5", line), status)  # type: ignore[arg-type]
+        assert status.get_nowait() == ("done", "consumer-0", int(line.split()[1]), error)
