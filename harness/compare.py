@@ -34,7 +34,7 @@ from harness.network import (
 from harness.pipeline import PipelineError, summarise_run
 from harness.report import write_report_from_summary
 from harness.runfolder import RunFolder
-from harness.runner.case import RunOne, System, cases, run_cases, supports, variant_reason
+from harness.runner.case import RunOne, System, cases, run_cases, scenario_reason, variant_reason
 from harness.runner.search import run_searches, searches
 from harness.runner.worker import HOT_LOOPS
 from harness.scenario import Scenario
@@ -133,13 +133,13 @@ def compare(
     for sc in scenarios:
         listed = [s for s in order if sc.systems is None or s in sc.systems]
         if sc.systems is not None or systems is not None:
-            unsupported = [s for s in listed if not supports(s, sc)]
-            if unsupported and len(unsupported) == len(listed):
-                raise CompareError(f"scenario {sc.name}: no chosen system supports the {sc.pattern.value} pattern")
+            reasons = [f"{s}: {reason}" for s in listed if (reason := scenario_reason(s, sc))]
+            if reasons and len(reasons) == len(listed):
+                raise CompareError(f"scenario {sc.name}: no chosen system can run it ({'; '.join(reasons)})")
     specs = list(cases(scenarios, order))
     searched = list(searches(scenarios, order))
-    skipped = sorted({f"{s} ({sc.pattern.value})" for sc in scenarios for s in order
-                      if (sc.systems is None or s in sc.systems) and not supports(s, sc)})
+    skipped = sorted({f"{sc.name}: {s} ({reason})" for sc in scenarios for s in order
+                      if (sc.systems is None or s in sc.systems) and (reason := scenario_reason(s, sc))})
     if not specs and not searched:
         raise CompareError("the scenarios and systems chosen leave nothing to run")
     if spark_master is not None and searched:
@@ -149,7 +149,7 @@ def compare(
     run.manifest["scenarios"] = [sc.as_dict() for sc in scenarios]
     console.print(f"[bold]mqbench compare[/] → {run.path}  ({len(specs)} cases, {len(searched)} rate searches; systems: {', '.join(order)})")
     if skipped:
-        console.print(f"not run, the driver lacks the pattern: {', '.join(skipped)}")
+        console.print(f"not run: {'; '.join(skipped)}", highlight=False)
         run.manifest["not_supported"] = skipped
     if unready:
         for st in unready:

@@ -94,6 +94,12 @@ def prepare_in_jvm(driver: Any, plan: Mapping[str, Any]) -> None:
         raise DriverError(f"{driver.label()}: could not create the run's topics: {last}")
 
 
+#: What the JVM worker does not run, and why, in one sentence: network faults need no worker restart (the
+#: client reconnects by itself, the JVM keeps its records); a killed or restarted process would need the
+#: mapped records the JVM worker does not keep, and a slow consumer the Python loop's pacing.
+JVM_LIMITS = "the JVM worker runs neither kill/restart faults nor slow consumers (network faults only)"
+
+
 class JavaClient:
     """What every JVM-driven driver adds to its Python base (put it first among the bases)."""
 

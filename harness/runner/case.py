@@ -30,6 +30,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from harness.drivers import driver_class
 from harness.drivers.base import BrokerEndpoint, Driver, DriverError, Pattern, Topology
+from harness.drivers.java import JVM_LIMITS
 from harness.network import Network
 from harness.runfolder import RunFolder
 from harness.runner._context import Case
@@ -41,18 +42,29 @@ from harness.runner.cpu import CpuTable
 from harness.runner.evaluation import EvaluationFiles
 from harness.runner.faults import FaultInjector, Sampler, WorkerHooks, depth_probe
 from harness.runner.proc import CpuUse
-from harness.scenario import Scenario, Variant
+from harness.scenario import NETWORK_ACTIONS, Scenario, Variant
 
-__all__ = ["Case", "CaseFailed", "CaseResult", "CaseSpec", "RunOne", "System", "cases", "run_case", "run_cases", "supports",
-           "variant_reason"]
+__all__ = ["Case", "CaseFailed", "CaseResult", "CaseSpec", "RunOne", "System", "cases", "run_case", "run_cases",
+           "scenario_reason", "supports", "variant_reason"]
 
 CaseSpec = tuple[Scenario, Variant, int, float | None, int]
 #: How one case runs: :func:`run_case` here, or ``harness.cluster.ClusterCases.run_case`` on a cluster.
 RunOne = Callable[["Case", Driver, Path, "OnProgress | None"], "CaseResult"]
 
 
+def scenario_reason(system: str, scenario: Scenario, client: str | None = None) -> str | None:
+    """Why ``system`` (through ``client``, else its default one) cannot run ``scenario``, or None."""
+    cls = driver_class(system, client)
+    if scenario.pattern not in cls.patterns:
+        return f"the driver lacks the {scenario.pattern.value} pattern"
+    kills = any(f.action not in NETWORK_ACTIONS for f in scenario.faults)
+    if cls.runs_in_jvm and (kills or scenario.consumer_rate is not None):
+        return JVM_LIMITS
+    return None
+
+
 def supports(system: str, scenario: Scenario) -> bool:
-    return scenario.pattern in driver_class(system).patterns
+    return scenario_reason(system, scenario) is None
 
 
 @functools.cache
@@ -71,7 +83,8 @@ def variant_reason(variant: Variant) -> str | None:
 
 def cases(scenarios: Sequence[Scenario], systems: Sequence[str]) -> Iterator[CaseSpec]:
     """Every (scenario, variant, size, rate, repetition) to run, in the interleaved order above; variants
-    whose client cannot run here are left out (``variant_reason`` says why)."""
+    whose client cannot run here (``variant_reason``) or cannot run the scenario (``scenario_reason``) are
+    left out."""
     for sc in scenarios:
         chosen = [s for s in systems if (sc.systems is None or s in sc.systems) and supports(s, sc)]
         for size in sc.message_sizes:
@@ -79,7 +92,9 @@ def cases(scenarios: Sequence[Scenario], systems: Sequence[str]) -> Iterator[Cas
                 for rep in range(sc.repetitions):
                     for system in chosen:
                         for variant in sc.variants_for(system):
-                            if variant_reason(variant) is None:
+                            client = variant.options.get("client")
+                            if (variant_reason(variant) is None
+                                    and scenario_reason(system, sc, None if client is None else str(client)) is None):
                                 yield sc, variant, size, rate, rep
 
 

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from harness.drivers.base import DriverError
-from harness.drivers.java import MAIN, command, unavailable_reason
+from harness.drivers.java import JVM_LIMITS, MAIN, command, unavailable_reason
 from harness.runner._context import Interrupted, WorkerContext, WorkerSpec
 from harness.runner._records import save
 
@@ -125,11 +125,8 @@ def check_clock(send: Any, lines: _Lines) -> None:
 
 def relay(spec: WorkerSpec, ctx: WorkerContext, driver: Any) -> None:
     """Play ``spec``'s worker through the JVM (the contract of harness.runner.worker.worker_main)."""
-    # Network faults need no worker restart (the client reconnects by itself, the JVM keeps its records);
-    # a killed or restarted process would need the mapped records the JVM worker does not keep.
-    if spec.kills or spec.consumer_rate is not None:
-        raise DriverError(f"{driver.label()}: the JVM worker runs neither kill/restart faults nor slow consumers "
-                          "(network faults only)")
+    if spec.kills or spec.consumer_rate is not None:  # the case loop leaves such cases out; a guard
+        raise DriverError(f"{driver.label()}: {JVM_LIMITS}")
     reason = unavailable_reason()
     if reason:
         raise DriverError(f"{driver.label()}: {reason}")

@@ -35,3 +35,31 @@ def test_an_unknown_client_is_a_reason_not_a_crash() -> None:
 
     reason = run.variant_reason(Variant("rabbitmq", "x", {"client": "nosuch"}))
     assert reason is not None and "no client 'nosuch'" in reason
+
+
+def test_a_jvm_client_is_left_out_of_kill_faults_and_slow_consumers_but_runs_network_faults(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The JVM worker cannot restart a killed worker or pace a slow consumer: those cases are not run (and
+    named), where they used to fail one by one; a scenario with only network faults runs."""
+    import harness.drivers.java as java
+
+    monkeypatch.setattr(java, "unavailable_reason", lambda: None)  # no JVM needed to plan
+    run._client_reason.cache_clear()
+    base = {"pattern": "queue", "systems": ["jeromq", "rabbitmq"], "message_sizes": [100], "messages": 10,
+            "variants": {"rabbitmq": [{"name": "pika"}, {"name": "java", "client": "java"}]}}
+    crash = parse_scenario({**base, "name": "crash", "faults": [{"at": 1, "action": "restart-consumer"}]})
+    slow = parse_scenario({**base, "name": "slow", "consumer_rate": 100})
+    try:
+        for sc in (crash, slow):
+            planned = [(variant.system, variant.name) for _, variant, *_ in run.cases([sc], ["jeromq", "rabbitmq"])]
+            assert planned == [("rabbitmq", "pika")]
+            assert run.scenario_reason("jeromq", sc) == java.JVM_LIMITS
+            assert run.scenario_reason("rabbitmq", sc, "java") == java.JVM_LIMITS
+            assert run.scenario_reason("rabbitmq", sc) is None
+        delay = parse_scenario({**base, "name": "delay", "hosts": {"broker": "b", "producers": "p", "consumers": "c"},
+                                "faults": [{"at": "1s", "action": "delay", "host": "consumers", "delay": "20ms",
+                                            "duration": "1s"}]})
+        assert run.scenario_reason("jeromq", delay) is None
+    finally:
+        run._client_reason.cache_clear()
