@@ -46,6 +46,7 @@ if TYPE_CHECKING:
 ROUND = 0.1  # seconds between two allGather rounds of the watch
 START_DELAY_NS = 20_000_000  # the producers' schedule starts this long after the barrier is released
 _SENDER_STAMPS = ("t_intended", "t_send", "t_ack")
+WORKER_COMM = "mqb-"  # a worker process's name starts with this (then its role: mqb-producer-0)
 
 
 def unsupported(case: Case, driver: Driver) -> str | None:
@@ -189,10 +190,13 @@ class _Verdict:
 
 def _worker(main: Any, spec: WorkerSpec, ctx: WorkerContext) -> None:
     """The worker process: it dies with its task (PR_SET_PDEATHSIG), so a task Spark kills (a cancelled job,
-    a driver's Ctrl-C) leaves no worker behind on the executor's host."""
+    a driver's Ctrl-C) leaves no worker behind on the executor's host. It is named ``mqb-<role>`` (``ps``,
+    ``/proc/PID/comm``; the kernel keeps 15 bytes) so that it can be told from Spark's Python workers."""
     import ctypes
 
-    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # 1 = PR_SET_PDEATHSIG
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(1, signal.SIGKILL)  # 1 = PR_SET_PDEATHSIG
+    libc.prctl(15, f"{WORKER_COMM}{spec.name}".encode()[:15])  # 15 = PR_SET_NAME
     main(spec, ctx)
 
 

@@ -1,29 +1,38 @@
 """`mqbench compare --spark-master` on a standalone master and two workers, each worker in its own host
 namespace, a Redis broker on a third host: the producer runs on one worker host, the consumer on the
-other, the pipeline on the same cluster. Everything started here is stopped by pid (namespaces by name)
-at the end, also when the test fails. This test also covers the barrier stage itself (roles on their
-hosts, one executor each, clock offsets bracketing 0 on one kernel)."""
+other, the pipeline on the same cluster. A Ctrl-C and a broker killed mid-case leave no process of the run
+on the worker hosts, and the cluster the test started stays up. Everything started here is stopped by pid
+(namespaces by name) at the end, also when a test fails. These tests also cover the barrier stage itself
+(roles on their hosts, one executor each, clock offsets bracketing 0 on one kernel)."""
 
 from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 import pytest
+import redis
 
-from harness.network import leftovers, network
+from harness.cluster._case import WORKER_COMM
+from harness.network import Network, leftovers, network
 from harness.pipeline import PER_REPETITION_COLUMNS
 from harness.runfolder.schema import HOST_COLUMNS
-from tests.harness.cluster.standalone import standalone
+from tests.harness.cluster.standalone import Cluster, standalone
 from tests.harness.network.support import require_root
 
 pytestmark = pytest.mark.spark
 
 ROOT = Path(__file__).resolve().parents[3]
+MQBENCH = Path(sys.executable).parent / "mqbench"
+WORKER_HOSTS = ("prod", "cons")
 SCENARIO = """
 name: cluster-queue
 description: one producer and one consumer on two hosts of a Spark cluster, through Redis on a third
@@ -36,7 +45,61 @@ rate: 2000
 repetitions: 1
 hosts: {producers: prod, consumers: cons}
 """
-REDIS_PORT = "6391"
+# Long enough to be interrupted mid-case; the tests end it long before its minute is up.
+LONG = """
+name: cluster-long
+pattern: queue
+systems: [redis]
+message_sizes: [100]
+duration: 60s
+rate: 1000
+hosts: {producers: prod, consumers: cons}
+"""
+REDIS_PORT = 6391
+DOOMED_PORT = 6392  # the failure test's own Redis, killed mid-case
+
+
+@dataclass
+class Site:
+    """The module's cluster: the hosts' network, the standalone Spark cluster, and Redis on host ``brk``."""
+
+    net: Network
+    cluster: Cluster
+    redis_pid: int
+
+    def broker(self, port: int = REDIS_PORT) -> str:
+        return f"redis://{self.net.address('brk')}:{port}"
+
+    def redis(self, port: int) -> redis.Redis:
+        return redis.Redis(host=self.net.address("brk"), port=port, socket_timeout=5)
+
+    def executor_side(self) -> dict[int, str]:
+        """Every process on the worker hosts besides the Spark workers the test started (executors, their
+        Python workers, our workers), with its name."""
+        found = {}
+        for host in WORKER_HOSTS:
+            listed = subprocess.run(["ip", "netns", "pids", str(self.net.namespace(host))], capture_output=True,
+                                    text=True, check=True).stdout.split()
+            found.update({int(p): _comm(int(p)) for p in listed if int(p) not in self.cluster.pids})
+        return found
+
+    def workers(self) -> set[str]:
+        """The names of our worker processes running on the worker hosts (mqb-producer-0, ...)."""
+        return {name for name in self.executor_side().values() if name.startswith(WORKER_COMM)}
+
+
+def _redis_server(net: Network, port: int) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [*net.prefix_for("brk"), "redis-server", "--bind", net.address("brk"), "--port", str(port), "--save", "",
+         "--appendonly", "no", "--protected-mode", "no"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+
+
+def _comm(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return ""
 
 
 def _alive(pid: int) -> bool:
@@ -47,32 +110,58 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def test_compare_places_producer_and_consumer_on_two_worker_hosts(tmp_path: Path) -> None:
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    proc.terminate()
+    try:
+        proc.wait(10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(10)
+
+
+def _within(seconds: float, ok: Callable[[], bool]) -> bool:
+    deadline = time.monotonic() + seconds
+    while not ok():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.2)
+    return True
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
     require_root()
-    (tmp_path / "q.yaml").write_text(SCENARIO)
-    mqbench = Path(sys.executable).parent / "mqbench"
+    tmp = tmp_path_factory.mktemp("cluster")
     with network(["prod", "cons", "brk"]) as net:
         assert net is not None
         prefix = net.prefix
-        redis = subprocess.Popen(
-            [*net.prefix_for("brk"), "redis-server", "--bind", net.address("brk"), "--port", REDIS_PORT, "--save", "",
-             "--appendonly", "no", "--protected-mode", "no"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        broker = _redis_server(net, REDIS_PORT)
         try:
-            with standalone(tmp_path, hosts=("prod", "cons"), net=net) as cluster:
-                done = subprocess.run(
-                    [str(mqbench), "compare", str(tmp_path / "q.yaml"), "--systems", "redis", "--no-report",
-                     "--out", str(tmp_path / "res"), "--broker", f"redis=redis://{net.address('brk')}:{REDIS_PORT}",
-                     "--spark-master", cluster.master],
-                    cwd=ROOT, env={**os.environ, "SPARK_LOCAL_IP": net.address(None)}, capture_output=True,
-                    text=True, timeout=600)
-                pids = cluster.pids
+            with standalone(tmp, hosts=WORKER_HOSTS, net=net) as cluster:
+                yield Site(net, cluster, broker.pid)
         finally:
-            redis.terminate()
-            redis.wait(10)
-    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
-    assert not [pid for pid in [*pids, redis.pid] if _alive(pid)]
+            _stop(broker)
+    # the Spark master and workers ended on SIGTERM (by pid), nothing else of theirs is left
+    assert cluster.killed == [], f"had to SIGKILL {cluster.killed}"
+    assert not [pid for pid in [*cluster.pids, broker.pid] if _alive(pid)]
     assert leftovers(prefix) == []
+
+
+def _command(site: Site, tmp_path: Path, scenario: str, port: int = REDIS_PORT) -> list[str]:
+    (tmp_path / "s.yaml").write_text(scenario)
+    return [str(MQBENCH), "compare", str(tmp_path / "s.yaml"), "--systems", "redis", "--no-report", "--out",
+            str(tmp_path / "res"), "--broker", f"redis={site.broker(port)}", "--spark-master", site.cluster.master]
+
+
+def _env(site: Site) -> dict[str, str]:
+    return {**os.environ, "SPARK_LOCAL_IP": site.net.address(None)}
+
+
+def test_compare_places_producer_and_consumer_on_two_worker_hosts(site: Site, tmp_path: Path) -> None:
+    done = subprocess.run(_command(site, tmp_path, SCENARIO), cwd=ROOT, env=_env(site), capture_output=True,
+                          text=True, timeout=600)
+    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+    net = site.net
     run = next((tmp_path / "res").iterdir())
     raw = pd.read_parquet(next((run / "raw").iterdir()))
     assert set(raw["send_host"]) == {"prod"} and set(raw["recv_host"]) == {"cons"}
@@ -89,3 +178,80 @@ def test_compare_places_producer_and_consumer_on_two_worker_hosts(tmp_path: Path
     assert summary["lost"].iloc[0] == 0 and summary["lat_p50_us"].notna().all()
     assert summary["clock_uncertainty_us"].iloc[0] == pytest.approx(clocks["latency_uncertainty_ns"].iloc[0] / 1e3)
     assert set(HOST_COLUMNS) <= set(raw.columns)
+
+
+def _mid_case(
+    site: Site, tmp_path: Path, port: int, then: Callable[[subprocess.Popen[bytes]], None]
+) -> tuple[int, str]:
+    """Start `mqbench compare` of the long scenario against the Redis on ``port`` as a user would (its own
+    process group), call ``then(proc)`` once both workers run on their hosts and messages reach Redis, and
+    return its exit status and output once it has exited. Asserts that the run is marked incomplete and that
+    nothing of it is left: no process of its group (the driver's JVM included), none on the worker hosts
+    besides the Spark workers, no namespace or link of its own; and that the cluster's master and workers
+    still run."""
+    broker = site.redis(port)
+    broker.config_resetstat()
+    out = tmp_path / "output.txt"
+    with open(out, "wb") as sink:
+        proc = subprocess.Popen(_command(site, tmp_path, LONG, port), cwd=ROOT, env=_env(site), stdout=sink,
+                                stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        running = _within(600, lambda: proc.poll() is not None or (
+            site.workers() == {f"{WORKER_COMM}producer-0", f"{WORKER_COMM}consumer-0"}
+            and broker.info("commandstats").get("cmdstat_xadd", {}).get("calls", 0) > 0))
+        assert running and proc.poll() is None, out.read_text()[-3000:]
+        then(proc)
+        proc.wait(180)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(10)
+    output = out.read_text()
+    assert _within(10, lambda: not _group_alive(proc.pid)), "a process of `mqbench compare` outlived it"
+    # the stage's tasks and our workers end with the run; Spark's executors once the session is stopped
+    assert _within(60, lambda: not site.executor_side()), f"left on the worker hosts: {site.executor_side()}"
+    (run,) = (tmp_path / "res").iterdir()
+    manifest = json.loads((run / "manifest.json").read_text())
+    assert manifest["complete"] is False
+    # the run's own namespaces and links (none on a cluster; other runs on the machine may come and go)
+    made = {h["namespace"].split("-")[0] for h in manifest.get("network", {}).get("hosts", {}).values()}
+    assert [n for p in made for n in leftovers(p)] == []
+    assert set(leftovers(site.net.prefix)) >= {str(site.net.namespace(h)) for h in ("prod", "cons", "brk")}
+    assert all(_alive(pid) for pid in site.cluster.pids), "the Spark cluster did not survive the run's end"
+    assert "Traceback" not in output, output[-3000:]
+    return proc.returncode, output
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def test_ctrl_c_mid_case_leaves_nothing_on_the_cluster(site: Site, tmp_path: Path) -> None:
+    def interrupt(proc: subprocess.Popen[bytes]) -> None:
+        os.killpg(proc.pid, signal.SIGINT)  # what a terminal's Ctrl-C does: the whole foreground group
+
+    status, output = _mid_case(site, tmp_path, REDIS_PORT, interrupt)
+    assert status == 130, output[-3000:]
+    assert output.count("interrupted") == 1, output[-3000:]
+
+
+def test_a_broker_killed_mid_case_leaves_nothing_and_says_so(site: Site, tmp_path: Path) -> None:
+    doomed = _redis_server(site.net, DOOMED_PORT)
+    try:
+        assert _within(30, lambda: _answers(site.redis(DOOMED_PORT))), "the second Redis did not start"
+        status, output = _mid_case(site, tmp_path, DOOMED_PORT, lambda _: doomed.kill())
+    finally:
+        _stop(doomed)
+    assert status == 1, output[-3000:]  # the run ends, incomplete, naming the worker that lost its broker
+    assert "a worker failed; the case was stopped" in output and f"{site.net.address('brk')}:{DOOMED_PORT}" in output
+
+
+def _answers(client: redis.Redis) -> bool:
+    try:
+        return bool(client.ping())
+    except redis.ConnectionError:
+        return False
