@@ -29,6 +29,10 @@ if TYPE_CHECKING:
 HOST_VARIABLE = "MQBENCH_HOST"
 
 
+#: ``prepare(role, where)``: ``where`` maps each role's name to the ``(host, executor)`` of its task.
+Prepare = Callable[["Role", dict[str, tuple[str, str]]], Any]
+
+
 class StageError(Exception):
     """The cluster cannot run the stage (too few executor cores, a role's host absent); one sentence."""
 
@@ -90,14 +94,15 @@ def run_stage(
     roles: Sequence[Role],
     body: Callable[..., Any],
     coordinator: str = "127.0.0.1",
-    prepare: Callable[[Role], Any] | None = None,
+    prepare: Prepare | None = None,
 ) -> list[RoleResult]:
     """Run ``body(role)`` for every role, one barrier task each, all released together; results in the
     order of ``roles``. ``coordinator`` is the address the tasks reach this process at for the clock
     exchange (on a real cluster the driver host's address; a host namespace's on one machine).
 
-    With ``prepare``, each task runs ``prepare(role)`` before the start barrier (a worker connects and gets
-    ready) and ``body(role, prepared)`` after it."""
+    With ``prepare``, each task runs ``prepare(role, where)`` before the start barrier (a worker connects and
+    gets ready; ``where`` maps every role's name to its task's ``(host, executor)``) and
+    ``body(role, prepared)`` after it."""
     roles = list(roles)
     with ClockServer(bind=coordinator) as clock:
         task = _task(roles, body, clock.address, prepare)
@@ -141,7 +146,7 @@ def _collect(spark: SparkSession, rdd: Any) -> list[RoleResult]:
 
 
 def _task(
-    roles: list[Role], body: Callable[..., Any], clock: tuple[str, int], prepare: Callable[[Role], Any] | None
+    roles: list[Role], body: Callable[..., Any], clock: tuple[str, int], prepare: Prepare | None
 ) -> Callable[[Iterable[int]], Iterator[RoleResult]]:
     def run(_: Iterable[int]) -> Iterator[RoleResult]:
         from pyspark import BarrierTaskContext
@@ -149,9 +154,11 @@ def _task(
         ctx = BarrierTaskContext.get()
         host = os.environ.get(HOST_VARIABLE) or socket.gethostname()
         executor = ctx.getTaskInfos()[ctx.partitionId()].address
-        places = [tuple(json.loads(x)) for x in ctx.allGather(json.dumps([host, executor]))]
-        role = roles[assign(roles, places)[ctx.partitionId()]]  # type: ignore[arg-type]
-        prepared = prepare(role) if prepare is not None else None
+        places: list[tuple[str, str]] = [tuple(json.loads(x)) for x in ctx.allGather(json.dumps([host, executor]))]
+        chosen = assign(roles, places)
+        role = roles[chosen[ctx.partitionId()]]
+        where = {roles[r].name: places[t] for t, r in enumerate(chosen)}
+        prepared = prepare(role, where) if prepare is not None else None
         before = measure(clock)
         ctx.barrier()  # the start barrier: every role is placed, connected and measured
         value = body(role) if prepare is None else body(role, prepared)

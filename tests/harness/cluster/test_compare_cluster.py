@@ -55,6 +55,27 @@ duration: 60s
 rate: 1000
 hosts: {producers: prod, consumers: cons}
 """
+# Brokerless: the producer (queue) and the replier (reqrep) listen on their host's address, the other side
+# connects there; one run, so one Spark session for both.
+BROKERLESS = """
+name: cluster-zmq-queue
+pattern: queue
+systems: [zmq]
+message_sizes: [100]
+messages: 2000
+warmup: 200
+rate: 2000
+hosts: {producers: prod, consumers: cons}
+---
+name: cluster-zmq-reqrep
+pattern: reqrep
+systems: [zmq]
+message_sizes: [100]
+messages: 500
+warmup: 50
+rate: 500
+hosts: {producers: prod, consumers: cons}
+"""
 REDIS_PORT = 6391
 DOOMED_PORT = 6392  # the failure test's own Redis, killed mid-case
 
@@ -147,10 +168,12 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
     assert leftovers(prefix) == []
 
 
-def _command(site: Site, tmp_path: Path, scenario: str, port: int = REDIS_PORT) -> list[str]:
+def _command(site: Site, tmp_path: Path, scenario: str, port: int | None = REDIS_PORT) -> list[str]:
+    """`mqbench compare` of ``scenario`` on the cluster; with ``port``, against the Redis there."""
     (tmp_path / "s.yaml").write_text(scenario)
-    return [str(MQBENCH), "compare", str(tmp_path / "s.yaml"), "--systems", "redis", "--no-report", "--out",
-            str(tmp_path / "res"), "--broker", f"redis={site.broker(port)}", "--spark-master", site.cluster.master]
+    broker = [] if port is None else ["--systems", "redis", "--broker", f"redis={site.broker(port)}"]
+    return [str(MQBENCH), "compare", str(tmp_path / "s.yaml"), *broker, "--no-report", "--out", str(tmp_path / "res"),
+            "--spark-master", site.cluster.master]
 
 
 def _env(site: Site) -> dict[str, str]:
@@ -255,3 +278,19 @@ def _answers(client: redis.Redis) -> bool:
         return bool(client.ping())
     except redis.ConnectionError:
         return False
+
+
+def test_brokerless_binders_listen_on_their_hosts_address(site: Site, tmp_path: Path) -> None:
+    done = subprocess.run(_command(site, tmp_path, BROKERLESS, port=None), cwd=ROOT, env=_env(site),
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+    run = next((tmp_path / "res").iterdir())
+    raws = {p.name.split("__")[0]: pd.read_parquet(p) for p in (run / "raw").iterdir()}
+    queue, reqrep = raws["cluster-zmq-queue"], raws["cluster-zmq-reqrep"]
+    assert set(queue["send_host"]) == {"prod"} and set(queue["recv_host"]) == {"cons"}
+    assert set(reqrep["send_host"]) == {"prod"}
+    summary = pd.read_parquet(run / "summary.parquet").set_index("scenario")
+    assert summary["lost"].to_dict() == {"cluster-zmq-queue": 0, "cluster-zmq-reqrep": 0}
+    assert summary["lat_p50_us"].notna().all()
+    clocks = pd.read_parquet(run / "clocks.parquet")
+    assert set(clocks["host"]) == {"prod", "cons"}
