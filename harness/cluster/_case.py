@@ -3,7 +3,8 @@
 
 The driver plans the case as the single-host runner does (``harness.runner._workers.specs``); each worker
 spec becomes a :class:`~harness.cluster.Role` on the host the scenario's ``hosts:`` names (or spread over
-the executors). Inside its task a role forks one worker process running the runner's own
+the executors); a brokerless plan's loopback endpoints move to the listening side's executor address
+(:func:`on_host`). Inside its task a role forks one worker process running the runner's own
 ``worker_main``, waits until it is ready, passes the stage's start barrier, releases it, and then joins the
 other tasks every :data:`ROUND` seconds through ``allGather``: each task adds its worker's count and state,
 and every task reaches the same verdict from the same reports (the case is over when the consumers have
