@@ -105,6 +105,11 @@ class Site:
             found.update({int(p): _comm(int(p)) for p in listed if int(p) not in self.cluster.pids})
         return found
 
+    def assert_clean(self) -> None:
+        """Nothing of a finished run is left on the worker hosts: the stage's tasks and our workers end with
+        the run, Spark's executors (and their Python workers) once its session is stopped."""
+        assert _within(60, lambda: not self.executor_side()), f"left on the worker hosts: {self.executor_side()}"
+
     def workers(self) -> set[str]:
         """The names of our worker processes running on the worker hosts (mqb-producer-0, ...)."""
         return {name for name in self.executor_side().values() if name.startswith(WORKER_COMM)}
@@ -177,6 +182,7 @@ def test_compare_places_producer_and_consumer_on_two_worker_hosts(site: Site, tm
     done = subprocess.run(_command(site, tmp_path, SCENARIO), cwd=ROOT, env=_env(site), capture_output=True,
                           text=True, timeout=600)
     assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+    site.assert_clean()
     net = site.net
     run = next((tmp_path / "res").iterdir())
     raw = pd.read_parquet(next((run / "raw").iterdir()))
@@ -224,8 +230,7 @@ def _mid_case(
             proc.wait(10)
     output = out.read_text()
     assert _within(10, lambda: not _alive(proc.pid, group=True)), "a process of `mqbench compare` outlived it"
-    # the stage's tasks and our workers end with the run; Spark's executors once the session is stopped
-    assert _within(60, lambda: not site.executor_side()), f"left on the worker hosts: {site.executor_side()}"
+    site.assert_clean()
     (run,) = (tmp_path / "res").iterdir()
     manifest = json.loads((run / "manifest.json").read_text())
     assert manifest["complete"] is False
@@ -270,6 +275,7 @@ def test_brokerless_binders_listen_on_their_hosts_address(site: Site, tmp_path: 
     done = subprocess.run(_command(site, tmp_path, BROKERLESS, port=None), cwd=ROOT, env=_env(site),
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+    site.assert_clean()
     run = next((tmp_path / "res").iterdir())
     raws = {p.name.split("__")[0]: pd.read_parquet(p) for p in (run / "raw").iterdir()}
     queue, reqrep = raws["cluster-zmq-queue"], raws["cluster-zmq-reqrep"]
