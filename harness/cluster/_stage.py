@@ -16,7 +16,7 @@ import socket
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from harness.cluster._clock import ClockServer, Offset, measure, over_case
 
@@ -28,6 +28,8 @@ if TYPE_CHECKING:
 #: machine): set it in the worker's environment; the raw rows and ``Role.host`` use this name.
 HOST_VARIABLE = "MQBENCH_HOST"
 
+
+T = TypeVar("T")
 
 #: ``prepare(role, where)``: ``where`` maps each role's name to the ``(host, executor)`` of its task.
 Prepare = Callable[["Role", dict[str, tuple[str, str]]], Any]
@@ -120,29 +122,45 @@ def run_stage(
 
 
 def _collect(spark: SparkSession, rdd: Any) -> list[RoleResult]:
-    """``rdd.collect()`` in a thread, so that Ctrl-C reaches this one: it cancels the stage (its tasks stop,
-    and their workers with them) and is raised again. A Ctrl-C inside a py4j call would break the call's
-    connection instead."""
+    """``rdd.collect()``; a Ctrl-C cancels the stage (its tasks stop, and their workers with them)."""
+    return list(interruptible(rdd.collect, on_interrupt=spark.sparkContext.cancelAllJobs))
+
+
+def interruptible(
+    call: Callable[[], T],
+    on_interrupt: Callable[[], object] | None = None,
+    cleanup: Callable[[T], object] | None = None,
+    grace: float = 60.0,
+) -> T:
+    """``call()`` (a call into Spark's JVM) in a thread, so that a Ctrl-C reaches the calling thread and not
+    a py4j call in flight, which would break the call's connection and log a traceback (and PySpark, not
+    started from the main thread, installs no SIGINT handler of its own). On Ctrl-C: ``on_interrupt()``,
+    up to ``grace`` seconds' wait for the call to end, ``cleanup(result)`` if it still returned one (a
+    session that finished starting is stopped), then KeyboardInterrupt again. Errors of ``call`` are
+    raised in the calling thread."""
     got: dict[str, Any] = {}
 
-    def collect() -> None:
+    def run() -> None:
         try:
-            got["rows"] = rdd.collect()
+            got["value"] = call()
         except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread
             got["error"] = exc
 
-    thread = threading.Thread(target=collect, name="stage-collect", daemon=True)
+    thread = threading.Thread(target=run, name="spark-call", daemon=True)
     thread.start()
     try:
         while thread.is_alive():
             thread.join(0.2)
     except KeyboardInterrupt:
-        spark.sparkContext.cancelAllJobs()
-        thread.join(30)
+        if on_interrupt is not None:
+            on_interrupt()
+        thread.join(grace)
+        if cleanup is not None and "value" in got:
+            cleanup(got["value"])
         raise
     if "error" in got:
         raise got["error"]
-    return list(got["rows"])
+    return got["value"]  # type: ignore[no-any-return]
 
 
 def _task(
