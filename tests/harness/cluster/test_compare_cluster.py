@@ -213,24 +213,9 @@ def _mid_case(
     still run."""
     broker = site.redis(port)
     broker.config_resetstat()
-    out = tmp_path / "output.txt"
-    with open(out, "wb") as sink:
-        proc = subprocess.Popen(_command(site, tmp_path, LONG, port), cwd=ROOT, env=_env(site), stdout=sink,
-                                stderr=subprocess.STDOUT, start_new_session=True)
-    try:
-        running = _within(600, lambda: proc.poll() is not None or (
-            site.workers() == {f"{WORKER_COMM}producer-0", f"{WORKER_COMM}consumer-0"}
-            and broker.info("commandstats").get("cmdstat_xadd", {}).get("calls", 0) > 0))
-        assert running and proc.poll() is None, out.read_text()[-3000:]
-        then(proc)
-        proc.wait(180)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(10)
-    output = out.read_text()
-    assert _within(10, lambda: not _alive(proc.pid, group=True)), "a process of `mqbench compare` outlived it"
-    site.assert_clean()
+    status, output = _until(site, tmp_path, port, lambda _: (
+        site.workers() == {f"{WORKER_COMM}producer-0", f"{WORKER_COMM}consumer-0"}
+        and broker.info("commandstats").get("cmdstat_xadd", {}).get("calls", 0) > 0), then)
     (run,) = (tmp_path / "res").iterdir()
     manifest = json.loads((run / "manifest.json").read_text())
     assert manifest["complete"] is False
@@ -240,7 +225,32 @@ def _mid_case(
     assert set(leftovers(site.net.prefix)) >= {str(site.net.namespace(h)) for h in ("prod", "cons", "brk")}
     assert all(_alive(pid) for pid in site.cluster.pids), "the Spark cluster did not survive the run's end"
     assert "Traceback" not in output, output[-3000:]
-    return proc.returncode, output
+    return status, output
+
+
+def _until(
+    site: Site, tmp_path: Path, port: int, ready: Callable[[subprocess.Popen[bytes]], bool],
+    then: Callable[[subprocess.Popen[bytes]], None],
+) -> tuple[int, str]:
+    """`mqbench compare` of the long scenario as a user starts it (its own process group); ``then(proc)``
+    once ``ready(proc)``; its exit status and output. Asserts that no process of its group (the driver's
+    JVM included) outlives it and that nothing is left on the worker hosts."""
+    out = tmp_path / "output.txt"
+    with open(out, "wb") as sink:
+        proc = subprocess.Popen(_command(site, tmp_path, LONG, port), cwd=ROOT, env=_env(site), stdout=sink,
+                                stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        reached = _within(600, lambda: proc.poll() is not None or ready(proc))
+        assert reached and proc.poll() is None, out.read_text()[-3000:]
+        then(proc)
+        proc.wait(180)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(10)
+    assert _within(10, lambda: not _alive(proc.pid, group=True)), "a process of `mqbench compare` outlived it"
+    site.assert_clean()
+    return proc.returncode, out.read_text()
 
 
 def test_ctrl_c_mid_case_leaves_nothing_on_the_cluster(site: Site, tmp_path: Path) -> None:
@@ -250,6 +260,19 @@ def test_ctrl_c_mid_case_leaves_nothing_on_the_cluster(site: Site, tmp_path: Pat
     status, output = _mid_case(site, tmp_path, REDIS_PORT, interrupt)
     assert status == 130, output[-3000:]
     assert output.count("interrupted") == 1, output[-3000:]
+
+
+def test_ctrl_c_while_the_session_starts_says_one_line_and_leaves_nothing(site: Site, tmp_path: Path) -> None:
+    # once the driver's JVM is starting: a java process in the run's group
+    status, output = _until(site, tmp_path, REDIS_PORT, lambda proc: "java" in _group_names(proc.pid),
+                            lambda proc: os.killpg(proc.pid, signal.SIGINT))
+    assert status == 130, output[-3000:]
+    assert output.count("interrupted") == 1 and "Traceback" not in output, output[-3000:]
+
+
+def _group_names(pgid: int) -> list[str]:
+    listed = subprocess.run(["ps", "-o", "comm=", "-g", str(pgid)], capture_output=True, text=True).stdout
+    return listed.split()
 
 
 def test_a_broker_killed_mid_case_leaves_nothing_and_says_so(site: Site, tmp_path: Path) -> None:
