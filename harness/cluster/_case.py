@@ -22,6 +22,7 @@ import os
 import queue
 import shutil
 import signal
+import socket
 import tempfile
 import time
 from collections.abc import Sequence
@@ -111,7 +112,12 @@ class _Roles:
         spec = replace(role.spec, out=os.path.join(scratch, role.name), namespace=None)
         if self.brokerless:
             binder = (self.consumers if self.case.scenario.pattern is Pattern.REQREP else self.producers)[0]
-            spec = replace(spec, plan=on_host(spec.plan, where[binder.name][1].rsplit(":", 1)[0]))
+            host = where[binder.name][1].rsplit(":", 1)[0]
+            try:  # the executor's address may be a host name: a listener binds an IP
+                address = socket.gethostbyname(host)
+            except OSError:
+                address = host  # the worker's bind or connect says what is wrong
+            spec = replace(spec, plan=on_host(spec.plan, address))
         fork = mp.get_context("fork")
         n = len(self.producers) + len(self.consumers)
         ctx = WorkerContext(status=fork.Queue(), start=fork.Event(), stop=fork.Event(),

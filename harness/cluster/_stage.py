@@ -36,7 +36,8 @@ Prepare = Callable[["Role", dict[str, tuple[str, str]]], Any]
 
 
 class StageError(Exception):
-    """The cluster cannot run the stage (too few executor cores, a role's host absent); one sentence."""
+    """The cluster cannot run the stage (too few executor cores, a role's host absent) or the stage failed
+    (a task's error, a lost executor); one sentence."""
 
 
 @dataclass(frozen=True)
@@ -111,14 +112,27 @@ def run_stage(
         rdd = spark.sparkContext.parallelize(range(len(roles)), len(roles)).barrier().mapPartitions(task)
         try:
             rows = _collect(spark, rdd)
-        except Exception as exc:  # py4j surfaces Spark's refusal as a generic Java exception
+        except Exception as exc:  # py4j surfaces Spark's refusal and a task's failure as a generic Java exception
             text = str(exc)
             if "Barrier execution mode" in text or "slots" in text:
                 raise StageError(f"the cluster has fewer free executor cores than the case's {len(roles)} roles; "
                                  "start more workers or give them more cores") from None
-            raise
+            raise StageError(f"the stage failed on the cluster: {failure_reason(text)}") from None
     by_role = {r.role: r for r in rows}
     return [by_role[r.name] for r in roles]
+
+
+def failure_reason(text: str, limit: int = 300) -> str:
+    """One line from the text of a failed Spark job: a task's Python error (the last line of its traceback,
+    ``ValueError: ...``), else the first line Spark gives a cause on (``Job aborted due to ...``)."""
+    lines = text.splitlines()
+    for i, line in enumerate(lines):
+        if line.rstrip().endswith("Traceback (most recent call last):"):
+            last = next((x for x in lines[i + 1:] if x.strip() and not x.startswith((" ", "\t"))), "")
+            if last:
+                return last.split(" SQLSTATE")[0].strip()[:limit]
+    cause = next((x for x in lines if "Exception: " in x), lines[0] if lines else "no reason given")
+    return cause.split("Exception: ", 1)[-1].strip()[:limit]
 
 
 def _collect(spark: SparkSession, rdd: Any) -> list[RoleResult]:
