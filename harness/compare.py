@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import shutil
-import signal
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -185,17 +184,13 @@ def _cluster(stack: contextlib.ExitStack, spark_master: str | None, run: RunFold
     when ``stack`` closes."""
     if spark_master is None:
         return None
-    from harness.cluster import ClusterCases
+    from harness.cluster import ClusterCases, interruptible
     from harness.pipeline import spark_session
 
-    previous = signal.getsignal(signal.SIGINT)
-    try:
-        spark = spark_session(spark_master)
+    try:  # started off the main thread: PySpark installs no Ctrl-C handler, a Ctrl-C stops what started
+        spark = interruptible(lambda: spark_session(spark_master), cleanup=lambda session: session.stop())
     except PipelineError as exc:
         raise CompareError(str(exc)) from None
-    # PySpark's own Ctrl-C handler calls into the JVM from inside a running call (and logs tracebacks);
-    # with ours, KeyboardInterrupt reaches harness.cluster, which cancels the stage
-    signal.signal(signal.SIGINT, previous)
     stack.callback(spark.stop)
     run.manifest["cluster"] = {"spark_master": spark_master}
     return ClusterCases(spark, run).run_case

@@ -11,7 +11,15 @@ code runs inside the tasks. Nothing here imports the pipeline or the report.
 
 from harness.cluster._case import ClusterCases
 from harness.cluster._clock import ClockServer, Offset, estimate, measure, over_case
-from harness.cluster._stage import HOST_VARIABLE, Role, RoleResult, StageError, assign, run_stage
+from harness.cluster._stage import (
+    HOST_VARIABLE,
+    Role,
+    RoleResult,
+    StageError,
+    assign,
+    interruptible,
+    run_stage,
+)
 
 __all__ = [
     "HOST_VARIABLE",
@@ -23,6 +31,7 @@ __all__ = [
     "StageError",
     "assign",
     "estimate",
+    "interruptible",
     "measure",
     "over_case",
     "run_stage",

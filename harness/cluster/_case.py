@@ -3,7 +3,8 @@
 
 The driver plans the case as the single-host runner does (``harness.runner._workers.specs``); each worker
 spec becomes a :class:`~harness.cluster.Role` on the host the scenario's ``hosts:`` names (or spread over
-the executors). Inside its task a role forks one worker process running the runner's own
+the executors); a brokerless plan's loopback endpoints move to the listening side's executor address
+(:func:`on_host`). Inside its task a role forks one worker process running the runner's own
 ``worker_main``, waits until it is ready, passes the stage's start barrier, releases it, and then joins the
 other tasks every :data:`ROUND` seconds through ``allGather``: each task adds its worker's count and state,
 and every task reaches the same verdict from the same reports (the case is over when the consumers have
@@ -21,6 +22,7 @@ import os
 import queue
 import shutil
 import signal
+import socket
 import tempfile
 import time
 from collections.abc import Sequence
@@ -33,9 +35,11 @@ import pandas as pd
 from harness.cluster._clock import Offset
 from harness.cluster._stage import Role, RoleResult, StageError, run_stage
 from harness.drivers.base import Driver, Pattern, Topology
+from harness.network import loopback_ports
 from harness.runfolder import RunFolder
 from harness.runfolder.schema import CLOCK_TABLE_COLUMNS, CLOCKS
 from harness.runner._context import Case, WorkerContext, WorkerSpec
+from harness.runner._placement import server_host
 from harness.runner._records import assemble_rows
 from harness.runner._workers import DRAIN_IDLE, READY_TIMEOUT, CaseFailed, OnProgress, expected_counts, specs
 from harness.runner.case import CaseResult
@@ -46,17 +50,37 @@ if TYPE_CHECKING:
 ROUND = 0.1  # seconds between two allGather rounds of the watch
 START_DELAY_NS = 20_000_000  # the producers' schedule starts this long after the barrier is released
 _SENDER_STAMPS = ("t_intended", "t_send", "t_ack")
+WORKER_COMM = "mqb-"  # a worker process's name starts with this (then its role: mqb-producer-0)
 
 
 def unsupported(case: Case, driver: Driver) -> str | None:
     """Why this case cannot run on a cluster yet (one sentence), or None."""
-    sc = case.scenario
+    sc, system = case.scenario, case.variant.system
     if sc.faults or sc.consumer_rate is not None:
         return "faults and slow consumers do not run on a Spark cluster yet; run this scenario without --spark-master"
-    if not driver.needs_broker:
-        return (f"{case.variant.system} is brokerless: its workers listen on their own host's loopback, which the "
-                "other hosts cannot reach; run it without --spark-master")
+    if driver.needs_broker:
+        return None
+    if sc.pattern is Pattern.PUBSUB:
+        return (f"brokerless pub/sub ({system}) needs the subscription handshake, which does not run on a Spark "
+                "cluster yet; run it without --spark-master")
+    side = "consumers" if sc.pattern is Pattern.REQREP else "producers"
+    if server_host(sc, None, needs_broker=False) is None:
+        return (f"{system} is brokerless and its {side} listen: on a Spark cluster the scenario's hosts: must name "
+                f"their host ({side}: HOST) so that the other side can reach them")
     return None
+
+
+def on_host(plan: Any, address: str) -> Any:
+    """A brokerless plan with every ``127.0.0.1:<port>`` endpoint moved to ``address`` (the binders' host):
+    binders listen there and the other side connects there. The ports are the driver's choice, free on
+    its machine; one taken on the binders' host fails the case with the bind's error."""
+    if isinstance(plan, str):
+        return plan.replace("127.0.0.1:", f"{address}:")
+    if isinstance(plan, dict):
+        return {k: on_host(v, address) for k, v in plan.items()}
+    if isinstance(plan, (list, tuple)):
+        return type(plan)(on_host(v, address) for v in plan)
+    return plan
 
 
 @dataclass
@@ -77,13 +101,23 @@ class _Roles:
     case: Case
     producers: list[WorkerSpec]
     consumers: list[WorkerSpec]
+    brokerless: bool = False
 
-    def prepare(self, role: Role) -> _Local:
-        """Fork the role's worker and wait until it is connected and ready (before the start barrier)."""
+    def prepare(self, role: Role, where: dict[str, tuple[str, str]]) -> _Local:
+        """Fork the role's worker and wait until it is connected and ready (before the start barrier). A
+        brokerless plan's endpoints move to the address of the binders' executor (:func:`on_host`)."""
         from harness.runner.worker import worker_main
 
         scratch = tempfile.mkdtemp(prefix="mqbench-task-")
         spec = replace(role.spec, out=os.path.join(scratch, role.name), namespace=None)
+        if self.brokerless:
+            binder = (self.consumers if self.case.scenario.pattern is Pattern.REQREP else self.producers)[0]
+            host = where[binder.name][1].rsplit(":", 1)[0]
+            try:  # the executor's address may be a host name: a listener binds an IP
+                address = socket.gethostbyname(host)
+            except OSError:
+                address = host  # the worker's bind or connect says what is wrong
+            spec = replace(spec, plan=on_host(spec.plan, address))
         fork = mp.get_context("fork")
         n = len(self.producers) + len(self.consumers)
         ctx = WorkerContext(status=fork.Queue(), start=fork.Event(), stop=fork.Event(),
@@ -189,10 +223,13 @@ class _Verdict:
 
 def _worker(main: Any, spec: WorkerSpec, ctx: WorkerContext) -> None:
     """The worker process: it dies with its task (PR_SET_PDEATHSIG), so a task Spark kills (a cancelled job,
-    a driver's Ctrl-C) leaves no worker behind on the executor's host."""
+    a driver's Ctrl-C) leaves no worker behind on the executor's host. It is named ``mqb-<role>`` (``ps``,
+    ``/proc/PID/comm``; the kernel keeps 15 bytes) so that it can be told from Spark's Python workers."""
     import ctypes
 
-    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # 1 = PR_SET_PDEATHSIG
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(1, signal.SIGKILL)  # 1 = PR_SET_PDEATHSIG
+    libc.prctl(15, f"{WORKER_COMM}{spec.name}".encode()[:15])  # 15 = PR_SET_NAME
     main(spec, ctx)
 
 
@@ -229,6 +266,9 @@ class ClusterCases:
         tag = f"{os.getpid()}-{int(time.time() * 1000) % 10**9}"
         plan = driver.plan(Topology(sc.pattern, sc.topics, sc.producers, sc.consumers, case.size, tag))
         try:
+            if not driver.needs_broker and not loopback_ports(plan):
+                raise CaseFailed(f"{case.variant.system} listens on no TCP port here (transport: ipc?), which other "
+                                 "hosts cannot reach; use transport: tcp on a Spark cluster")
             return self._run(case, driver, plan, work_dir)
         finally:
             driver.teardown(plan)
@@ -239,7 +279,7 @@ class ClusterCases:
         hosts = case.scenario.hosts
         roles = [*(Role(s.name, s, hosts.of("producers")) for s in producers),
                  *(Role(s.name, s, hosts.of("consumers")) for s in consumers)]
-        tasks = _Roles(case, producers, consumers)
+        tasks = _Roles(case, producers, consumers, brokerless=not driver.needs_broker)
         try:
             results = run_stage(self.spark, roles, tasks.run, self.coordinator, prepare=tasks.prepare)
         except StageError as exc:
@@ -259,7 +299,7 @@ class ClusterCases:
         sc = case.scenario
         name = self.run.raw_name(sc.name, case.variant.system, case.variant.name, case.size, case.rate,
                                  case.repetition)
-        cross = cross_host_uncertainty_ns(results, offsets)
+        cross = cross_host_uncertainty_ns(results, offsets, sc.pattern)
         for r in results:
             self.clock_rows.append({
                 "run_id": case.run_id, "scenario": sc.name, "pattern": sc.pattern.value, "system": case.variant.system,
@@ -282,11 +322,12 @@ def host_offsets(results: Sequence[RoleResult]) -> dict[str, Offset]:
     return best
 
 
-def cross_host_uncertainty_ns(results: Sequence[RoleResult], offsets: dict[str, Offset]) -> int:
+def cross_host_uncertainty_ns(results: Sequence[RoleResult], offsets: dict[str, Offset], pattern: Pattern) -> int:
     """The uncertainty of a latency between the case's hosts: the sum of the two largest host
-    uncertainties (0 when every role ran on one host)."""
+    uncertainties; 0 when every role ran on one host, and for a round trip (the requester stamps both
+    ends on its own clock)."""
     hosts = {r.host for r in results}
-    if len(hosts) < 2:
+    if len(hosts) < 2 or pattern is Pattern.REQREP:
         return 0
     widest = sorted((offsets[h].uncertainty_ns for h in hosts), reverse=True)
     return widest[0] + widest[1]

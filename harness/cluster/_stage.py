@@ -16,7 +16,7 @@ import socket
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from harness.cluster._clock import ClockServer, Offset, measure, over_case
 
@@ -29,8 +29,15 @@ if TYPE_CHECKING:
 HOST_VARIABLE = "MQBENCH_HOST"
 
 
+T = TypeVar("T")
+
+#: ``prepare(role, where)``: ``where`` maps each role's name to the ``(host, executor)`` of its task.
+Prepare = Callable[["Role", dict[str, tuple[str, str]]], Any]
+
+
 class StageError(Exception):
-    """The cluster cannot run the stage (too few executor cores, a role's host absent); one sentence."""
+    """The cluster cannot run the stage (too few executor cores, a role's host absent) or the stage failed
+    (a task's error, a lost executor); one sentence."""
 
 
 @dataclass(frozen=True)
@@ -90,58 +97,88 @@ def run_stage(
     roles: Sequence[Role],
     body: Callable[..., Any],
     coordinator: str = "127.0.0.1",
-    prepare: Callable[[Role], Any] | None = None,
+    prepare: Prepare | None = None,
 ) -> list[RoleResult]:
     """Run ``body(role)`` for every role, one barrier task each, all released together; results in the
     order of ``roles``. ``coordinator`` is the address the tasks reach this process at for the clock
     exchange (on a real cluster the driver host's address; a host namespace's on one machine).
 
-    With ``prepare``, each task runs ``prepare(role)`` before the start barrier (a worker connects and gets
-    ready) and ``body(role, prepared)`` after it."""
+    With ``prepare``, each task runs ``prepare(role, where)`` before the start barrier (a worker connects and
+    gets ready; ``where`` maps every role's name to its task's ``(host, executor)``) and
+    ``body(role, prepared)`` after it."""
     roles = list(roles)
     with ClockServer(bind=coordinator) as clock:
         task = _task(roles, body, clock.address, prepare)
         rdd = spark.sparkContext.parallelize(range(len(roles)), len(roles)).barrier().mapPartitions(task)
         try:
             rows = _collect(spark, rdd)
-        except Exception as exc:  # py4j surfaces Spark's refusal as a generic Java exception
+        except Exception as exc:  # py4j surfaces Spark's refusal and a task's failure as a generic Java exception
             text = str(exc)
             if "Barrier execution mode" in text or "slots" in text:
                 raise StageError(f"the cluster has fewer free executor cores than the case's {len(roles)} roles; "
                                  "start more workers or give them more cores") from None
-            raise
+            raise StageError(f"the stage failed on the cluster: {failure_reason(text)}") from None
     by_role = {r.role: r for r in rows}
     return [by_role[r.name] for r in roles]
 
 
+def failure_reason(text: str, limit: int = 300) -> str:
+    """One line from the text of a failed Spark job: a task's Python error (the last line of its traceback,
+    ``ValueError: ...``), else the first line Spark gives a cause on (``Job aborted due to ...``)."""
+    lines = text.splitlines()
+    for i, line in enumerate(lines):
+        if line.rstrip().endswith("Traceback (most recent call last):"):
+            last = next((x for x in lines[i + 1:] if x.strip() and not x.startswith((" ", "\t"))), "")
+            if last:
+                return last.split(" SQLSTATE")[0].strip()[:limit]
+    cause = next((x for x in lines if "Exception: " in x), lines[0] if lines else "no reason given")
+    return cause.split("Exception: ", 1)[-1].strip()[:limit]
+
+
 def _collect(spark: SparkSession, rdd: Any) -> list[RoleResult]:
-    """``rdd.collect()`` in a thread, so that Ctrl-C reaches this one: it cancels the stage (its tasks stop,
-    and their workers with them) and is raised again. A Ctrl-C inside a py4j call would break the call's
-    connection instead."""
+    """``rdd.collect()``; a Ctrl-C cancels the stage (its tasks stop, and their workers with them)."""
+    return list(interruptible(rdd.collect, on_interrupt=spark.sparkContext.cancelAllJobs))
+
+
+def interruptible(
+    call: Callable[[], T],
+    on_interrupt: Callable[[], object] | None = None,
+    cleanup: Callable[[T], object] | None = None,
+    grace: float = 60.0,
+) -> T:
+    """``call()`` (a call into Spark's JVM) in a thread, so that a Ctrl-C reaches the calling thread and not
+    a py4j call in flight, which would break the call's connection and log a traceback (and PySpark, not
+    started from the main thread, installs no SIGINT handler of its own). On Ctrl-C: ``on_interrupt()``,
+    up to ``grace`` seconds' wait for the call to end, ``cleanup(result)`` if it still returned one (a
+    session that finished starting is stopped), then KeyboardInterrupt again. Errors of ``call`` are
+    raised in the calling thread."""
     got: dict[str, Any] = {}
 
-    def collect() -> None:
+    def run() -> None:
         try:
-            got["rows"] = rdd.collect()
+            got["value"] = call()
         except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread
             got["error"] = exc
 
-    thread = threading.Thread(target=collect, name="stage-collect", daemon=True)
+    thread = threading.Thread(target=run, name="spark-call", daemon=True)
     thread.start()
     try:
         while thread.is_alive():
             thread.join(0.2)
     except KeyboardInterrupt:
-        spark.sparkContext.cancelAllJobs()
-        thread.join(30)
+        if on_interrupt is not None:
+            on_interrupt()
+        thread.join(grace)
+        if cleanup is not None and "value" in got:
+            cleanup(got["value"])
         raise
     if "error" in got:
         raise got["error"]
-    return list(got["rows"])
+    return got["value"]  # type: ignore[no-any-return]
 
 
 def _task(
-    roles: list[Role], body: Callable[..., Any], clock: tuple[str, int], prepare: Callable[[Role], Any] | None
+    roles: list[Role], body: Callable[..., Any], clock: tuple[str, int], prepare: Prepare | None
 ) -> Callable[[Iterable[int]], Iterator[RoleResult]]:
     def run(_: Iterable[int]) -> Iterator[RoleResult]:
         from pyspark import BarrierTaskContext
@@ -149,9 +186,11 @@ def _task(
         ctx = BarrierTaskContext.get()
         host = os.environ.get(HOST_VARIABLE) or socket.gethostname()
         executor = ctx.getTaskInfos()[ctx.partitionId()].address
-        places = [tuple(json.loads(x)) for x in ctx.allGather(json.dumps([host, executor]))]
-        role = roles[assign(roles, places)[ctx.partitionId()]]  # type: ignore[arg-type]
-        prepared = prepare(role) if prepare is not None else None
+        places: list[tuple[str, str]] = [tuple(json.loads(x)) for x in ctx.allGather(json.dumps([host, executor]))]
+        chosen = assign(roles, places)
+        role = roles[chosen[ctx.partitionId()]]
+        where = {roles[r].name: places[t] for t, r in enumerate(chosen)}
+        prepared = prepare(role, where) if prepare is not None else None
         before = measure(clock)
         ctx.barrier()  # the start barrier: every role is placed, connected and measured
         value = body(role) if prepare is None else body(role, prepared)

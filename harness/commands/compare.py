@@ -123,7 +123,7 @@ def end_of_run_tables(summary: pd.DataFrame) -> list[Table]:
         first = rows.iloc[0]
         kind = "round-trip" if first["kind"] == "round-trip" else "one-way"
         title = f"{scenario} ({first['pattern']}): median of {_repetitions(rows['reps'])}; {kind} latency"
-        if rows["clock"].notna().any():
+        if rows["clock"].gt(0).any():  # 0: round trips, or every role on one host
             title += f" between hosts, ±{units.duration_us(rows['clock'].max())} (clock offsets)"
         records: list[dict[str, Any]] = rows.to_dict("records")  # type: ignore[assignment]
         cells = [
@@ -140,7 +140,7 @@ def end_of_run_tables(summary: pd.DataFrame) -> list[Table]:
             for r in records
         ]
         notes = [f"{MARK} bound by its own client's CPU (summary.csv: client_bound)"] if rows["bound"].any() else []
-        if rows["clock"].notna().any():
+        if rows["clock"].gt(0).any():
             notes.append("≤: a latency smaller than the clocks' offset uncertainty (summary.csv: clock_uncertainty_us)")
         caption = "\n".join(notes) or None
         tables.append(table(_COLUMNS, cells, title=title, caption=caption, width=TABLE_WIDTH))

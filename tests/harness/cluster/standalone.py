@@ -26,6 +26,7 @@ from harness.network import Network
 class Cluster:
     master: str
     pids: list[int] = field(default_factory=list)
+    killed: list[int] = field(default_factory=list)  # those that SIGTERM did not stop (filled at the end)
 
 
 def _free_port() -> int:
@@ -42,15 +43,18 @@ def _alive_workers(host: str, ui_port: int) -> int:
         return 0
 
 
-def _stop(proc: subprocess.Popen[bytes]) -> None:
+def _stop(proc: subprocess.Popen[bytes]) -> bool:
+    """Stop ``proc``'s process group; False when SIGTERM was not enough."""
     with suppress(ProcessLookupError):
         os.killpg(proc.pid, signal.SIGTERM)  # the JVM and what it started (executors, Python workers)
     try:
         proc.wait(timeout=20)
+        return True
     except subprocess.TimeoutExpired:
         with suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(timeout=10)
+        return False
 
 
 @contextmanager
@@ -66,6 +70,7 @@ def standalone(
     port, ui = _free_port(), _free_port()
     cls = [str(home / "bin" / "spark-class")]
     procs: list[subprocess.Popen[bytes]] = []
+    cluster: Cluster | None = None
 
     def start(prefix: tuple[str, ...], args: list[str], extra: dict[str, str], log: str) -> None:
         # `ip netns exec` execs the JVM, so the pid (and process group) stays the JVM's
@@ -90,7 +95,9 @@ def standalone(
             if time.monotonic() > deadline or any(p.poll() is not None for p in procs):
                 raise RuntimeError(f"standalone cluster did not come up; logs in {tmp}")
             time.sleep(1)
-        yield Cluster(url, [p.pid for p in procs])
+        cluster = Cluster(url, [p.pid for p in procs])
+        yield cluster
     finally:
         for proc in reversed(procs):
-            _stop(proc)
+            if not _stop(proc) and cluster is not None:
+                cluster.killed.append(proc.pid)

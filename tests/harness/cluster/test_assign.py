@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from harness.cluster import Role, StageError, assign
+from harness.cluster._stage import failure_reason
 
 
 def test_roles_spread_over_executors() -> None:
@@ -25,3 +26,30 @@ def test_a_role_with_a_host_runs_there() -> None:
 def test_a_missing_host_is_one_sentence() -> None:
     with pytest.raises(StageError, match="wants host 'c'.*free tasks run on a, b"):
         assign([Role("producer-0", host="c"), Role("consumer-0")], [("a", "e1"), ("b", "e2")])
+
+
+# What py4j gives for a barrier task that raised (abridged from a local[2] run) and for a lost executor.
+_TASK_RAISED = """An error occurred while calling z:org.apache.spark.api.python.PythonRDD.collectAndServe.
+: org.apache.spark.SparkException: Job aborted due to stage failure: Could not recover from a failed barrier \
+ResultStage. Most recent failure reason: Stage failed because barrier task ResultTask(0, 1) finished unsuccessfully.
+org.apache.spark.api.python.PythonException: [PYTHON_EXCEPTION] An exception was thrown from the Python worker: \
+Traceback (most recent call last):
+  File "/x/pyspark.zip/pyspark/worker.py", line 4327, in invoke_udf
+    run_process()
+         ^^^^^^^^^^^^^
+  File "/x/probe.py", line 7, in body
+    raise ValueError("boom in the task")
+ValueError: boom in the task
+ SQLSTATE: 38000
+\tat org.apache.spark.api.python.BasePythonRunner$ReaderIterator.handlePythonException(PythonRunner.scala:1097)
+"""
+_EXECUTOR_LOST = """An error occurred while calling z:org.apache.spark.api.python.PythonRDD.collectAndServe.
+: org.apache.spark.SparkException: Job aborted due to stage failure: ExecutorLostFailure (executor 1 exited)
+\tat org.apache.spark.scheduler.DAGScheduler.failJobAndIndependentStages(DAGScheduler.scala:2935)
+"""
+
+
+def test_a_failed_stage_is_told_in_one_line() -> None:
+    assert failure_reason(_TASK_RAISED) == "ValueError: boom in the task"
+    assert failure_reason(_EXECUTOR_LOST) == "Job aborted due to stage failure: ExecutorLostFailure (executor 1 exited)"
+    assert failure_reason("") == "no reason given"

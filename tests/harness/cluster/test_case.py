@@ -18,6 +18,8 @@ from harness.cluster._case import (
     cross_host_uncertainty_ns,
     host_offsets,
     on_coordinator_clock,
+    on_host,
+    unsupported,
 )
 from harness.drivers.base import Pattern
 from harness.pipeline._cpu import clock_uncertainty_us
@@ -54,9 +56,35 @@ def test_one_host_keeps_its_latencies_and_has_no_uncertainty() -> None:
                          "t_recv": pd.array([400], dtype="Int64")})
     out = on_coordinator_clock(rows, Pattern.REQREP, results, offsets)
     assert int(out["t_recv"].iloc[0] - out["t_send"].iloc[0]) == 300
-    assert cross_host_uncertainty_ns(results, offsets) == 0
+    assert cross_host_uncertainty_ns(results, offsets, Pattern.REQREP) == 0
     two = [*results, _result("replier-1", "b", 0, 35)]
-    assert cross_host_uncertainty_ns(two, host_offsets(two)) == 55
+    assert cross_host_uncertainty_ns(two, host_offsets(two), Pattern.REQREP) == 0  # a round trip: one clock
+    spread = [_result("producer-0", "a", 1_000, 20), _result("consumer-0", "b", 0, 35)]
+    assert cross_host_uncertainty_ns(spread, host_offsets(spread), Pattern.QUEUE) == 55
+
+
+def test_a_brokerless_plan_moves_to_the_binders_host() -> None:
+    plan = {"endpoints": ["tcp://127.0.0.1:5001", "tcp://127.0.0.1:5002"], "topology": {"producers": 2},
+            "curve": {"client": ["pub", "sec"]}}
+    moved = on_host(plan, "10.0.0.7")
+    assert moved["endpoints"] == ["tcp://10.0.0.7:5001", "tcp://10.0.0.7:5002"]
+    assert moved["topology"] == plan["topology"] and moved["curve"] == plan["curve"]
+
+
+@pytest.mark.parametrize(("text", "refused"), [
+    ("pattern: queue\nhosts: {producers: a, consumers: b}", None),
+    ("pattern: reqrep\nhosts: {consumers: b}", None),
+    ("pattern: queue\nhosts: {consumers: b}", "hosts: must name"),  # the listening producers' host unknown
+    ("pattern: pubsub\nhosts: {producers: a, consumers: b}", "subscription handshake"),
+])
+def test_brokerless_cases_need_their_binders_host(text: str, refused: str | None) -> None:
+    import yaml
+
+    sc = parse_scenario({"name": "c", "message_sizes": [100], "messages": 10, **yaml.safe_load(text)})
+    case = Case(sc, Variant("zmq", "default", {}), 100, None, 0, "run", None)
+    driver = type("Brokerless", (), {"needs_broker": False})()
+    why = unsupported(case, driver)  # type: ignore[arg-type]
+    assert why is None if refused is None else refused in (why or "")
 
 
 def _roles(pattern: str) -> _Roles:
@@ -114,3 +142,16 @@ def test_a_latency_below_its_uncertainty_is_a_bound() -> None:
     assert units.uncertain_us(150.0, 24.0, units.duration_us, spread=False) == "150µs"
     assert units.uncertain_us(10.0, 24.0, units.duration_us) == "≤ 34µs"
     assert units.uncertain_us(10.0, math.nan, units.duration_us) == "10µs"
+
+
+@pytest.mark.parametrize(("uncertainty", "shown"), [(30.0, True), (0.0, False), (math.nan, False)])
+def test_the_end_of_run_title_gives_the_clocks_uncertainty_only_when_there_is_one(
+    uncertainty: float, shown: bool
+) -> None:
+    from harness.commands.compare import end_of_run_tables
+    from tests.harness.commands.test_commands import render, summary
+
+    frame = summary(["zmq"]).assign(clock_uncertainty_us=uncertainty)  # 0: round trips or one host
+    (only,) = end_of_run_tables(frame)
+    title = " ".join(" ".join(render(only)[:3]).split())  # the title wraps
+    assert ("between hosts" in title) is shown and ("±30µs" in title) is shown
