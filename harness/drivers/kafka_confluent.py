@@ -10,6 +10,7 @@ group: partitions are assigned at their end offsets as of ``start()``.
 
 from __future__ import annotations
 
+import logging
 import time
 import uuid
 from collections.abc import Callable
@@ -40,7 +41,15 @@ def _module() -> Any:
 
 
 def _common(driver: KafkaDriver) -> dict[str, Any]:
-    return {"bootstrap.servers": ",".join(driver.bootstrap), "client.id": f"mqbench-{uuid.uuid4().hex[:8]}"}
+    # librdkafka writes every failed connect to stderr (a line each 50 ms while a broker restarts, over the
+    # run's progress); its log goes to a silent logger instead: failures reach the harness as delivery
+    # errors and as messages that never arrive.
+    quiet = logging.getLogger("mqbench.librdkafka")
+    if not quiet.handlers:
+        quiet.addHandler(logging.NullHandler())
+        quiet.propagate = False
+    return {"bootstrap.servers": ",".join(driver.bootstrap), "client.id": f"mqbench-{uuid.uuid4().hex[:8]}",
+            "logger": quiet}
 
 
 class ConfluentProducer(RoundRobinProducer):
