@@ -15,7 +15,7 @@ from rich.console import Console
 import harness.compare
 from harness.compare import compare
 from harness.scenario import parse_scenario
-from tests.harness.brokers.test_interrupt import interrupt_mid_run
+from tests.harness.brokers.test_interrupt import interrupt_mid_run, left_running
 from tests.harness.drivers.conformance import require_backend
 from tests.harness.network.support import assert_nothing_left, require_jvm, require_toxiproxy, snapshot
 
@@ -104,13 +104,18 @@ def test_a_failing_run_leaves_no_hosts(tmp_path: Path, monkeypatch: pytest.Monke
     assert_nothing_left(before)
 
 
-def test_ctrl_c_during_compare_leaves_no_hosts(tmp_path: Path) -> None:
+@pytest.mark.parametrize("system", ["zmq", "tansu"])
+def test_ctrl_c_during_compare_leaves_no_hosts(tmp_path: Path, system: str) -> None:
     require_toxiproxy()
+    if system != "zmq":  # a broker on a host of its own, its advertised port mirrored on the client hosts
+        require_backend(system, "process")
+    hosts = "{producers: prod, consumers: cons}" if system == "zmq" else "{broker: server, producers: prod, consumers: cons}"
     before = snapshot()
     # SIGINT once the cons host's Toxiproxy (comm is cut to 15 characters) and the workers run, mid-partition
-    interrupt_mid_run(tmp_path, (
+    _, seen = interrupt_mid_run(tmp_path, (
         "name: ctrl-c\npattern: queue\nmessage_sizes: [100]\nduration: 20s\nrate: 200\nwarmup: 0\n"
-        "systems: [zmq]\nhosts: {producers: prod, consumers: cons}\n"
+        f"systems: [{system}]\nhosts: {hosts}\n"
         "faults: [{at: 0.5s, action: partition, duration: 10s}]\n"
     ), "toxiproxy-serve", wait=60)
+    assert not left_running(seen, wait=15), "a process of the run (broker, worker, Toxiproxy) was left running"
     assert_nothing_left(before)
