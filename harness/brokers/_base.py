@@ -54,8 +54,9 @@ class Provisioner(ABC):
     stop_grace: ClassVar[float] = 5.0
     #: Why ``queue_depth`` gives no probe for this broker (shown beside the queue-depth figure).
     depth_note: ClassVar[str] = "queue depth is not sampled for this broker; sent - received stands in"
-    # The broker tells clients an address to connect to next (Tansu's metadata), which the routes between
-    # hosts (harness.network) do not rewrite and ``place`` does not handle: it cannot run across hosts.
+    # The broker tells clients an address to connect to next (Kafka-protocol metadata, RocketMQ's NameServer),
+    # which the routes between hosts (harness.network) do not rewrite: it runs across hosts only when
+    # ``place`` makes that address lead through them.
     advertises_address: ClassVar[bool] = False
 
     def place(self, launch: Launch, placement: Placement) -> Launch:

@@ -2,16 +2,23 @@
 
 Speaks the Kafka protocol, so it shares Apache Kafka's readiness probe and the kafka-python driver, but it
 is never labelled Kafka: it keeps nothing across a restart and its behaviour differs (docs/brokers.md).
+Tansu 0.6 has one listener and advertises one address to every client (loopback, as without hosts); across
+hosts that loopback port leads each client host through its own route (``place``, as RocketMQ's broker).
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from harness.brokers._base import command_output
+from harness.brokers._base import command_output, host_port
 from harness.brokers._ports import LOOPBACK
-from harness.brokers._spec import Command, ContainerSpec
+from harness.brokers._spec import Command, ContainerSpec, Launch
 from harness.brokers.kafka import KafkaProtocolProbe
+
+if TYPE_CHECKING:
+    from harness.brokers._provision import Placement
 
 IMAGE = "ghcr.io/tansu-io/tansu:0.6.0"
 
@@ -48,6 +55,16 @@ class TansuProvisioner(KafkaProtocolProbe):
     def commands(self, binary: str, workdir: Path, ports: list[int]) -> tuple[Command, ...]:
         listener = f"tcp://{LOOPBACK}:{ports[0]}"
         return (Command("tansu", (binary, *_broker_args(listener, listener))),)
+
+    def place(self, launch: Launch, placement: Placement) -> Launch:
+        """The one advertised address (``127.0.0.1:<port>``, every client's metadata names it) is made to lead
+        to the broker through each client host's own route, so faults stay per client host."""
+        if placement.mirror is None:
+            return launch
+        port = host_port(launch.url, 9092)[1]
+        for client in placement.clients:
+            placement.mirror(client, port, port)
+        return replace(launch, extra={**launch.extra, "routed": "the advertised loopback address mirrored on each client host"})
 
     def binary_version(self, binary: str) -> str:
         out = command_output(binary, "--version").split()  # "tansu 0.6.0"

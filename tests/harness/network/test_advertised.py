@@ -1,4 +1,4 @@
-"""Brokers that tell clients an address to use next (Kafka, RocketMQ) make it lead each client host through
+"""Brokers that tell clients an address to use next (Kafka, RocketMQ, Tansu) make it lead each client host through
 its own route; the JVM worker runs network faults and refuses only kill/restart faults."""
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from harness.brokers import Placement, advertises_address
 from harness.brokers._spec import Command, Launch
 from harness.brokers.kafka import KafkaProvisioner, server_properties
 from harness.brokers.rocketmq import RocketMQProvisioner, broker_config
+from harness.brokers.tansu import TansuProvisioner
 from harness.drivers.base import DriverError
 
 
@@ -50,7 +51,7 @@ def test_kafka_gets_one_listener_per_client_host_advertising_that_hosts_route(tm
     # the broker's own listeners are as they were
     assert props["inter.broker.listener.name"] == "PLAINTEXT" and props["controller.listener.names"] == "CONTROLLER"
     assert placed.extra["routed"] and placed.url == launch.url
-    assert not advertises_address("kafka") and advertises_address("tansu")
+    assert not advertises_address("kafka")
 
 
 def test_rocketmq_mirrors_the_brokers_advertised_ports_on_every_client_host(tmp_path: Path) -> None:
@@ -60,6 +61,19 @@ def test_rocketmq_mirrors_the_brokers_advertised_ports_on_every_client_host(tmp_
     placed = RocketMQProvisioner().place(launch, _placement(calls))
     assert calls == [(c, 9876, p) for c in (None, "prod", "cons") for p in (10911, 10909)]
     assert placed.extra["routed"] and not advertises_address("rocketmq")
+
+
+def test_tansu_mirrors_its_one_advertised_port_on_every_client_host(tmp_path: Path) -> None:
+    prov = TansuProvisioner()
+    launch = Launch(commands=prov.commands("tansu", tmp_path, [9092]), url="kafka://127.0.0.1:9092", workdir=tmp_path)
+    calls: list[tuple[Any, ...]] = []
+    placed = prov.place(launch, _placement(calls))
+    assert calls == [(c, 9092, 9092) for c in (None, "prod", "cons")]
+    # the broker still listens on, and advertises, that loopback port: each client host's copy of it is a route
+    argv = placed.commands[0].argv
+    assert argv[argv.index("--advertised-listener-url") + 1] == "tcp://127.0.0.1:9092"
+    assert placed.commands == launch.commands and placed.url == launch.url
+    assert placed.extra["routed"] and not advertises_address("tansu")
 
 
 def test_the_jvm_worker_refuses_kill_faults_only() -> None:

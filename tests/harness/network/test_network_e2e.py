@@ -15,7 +15,7 @@ from rich.console import Console
 import harness.compare
 from harness.compare import compare
 from harness.scenario import parse_scenario
-from tests.harness.brokers.test_interrupt import interrupt_mid_run
+from tests.harness.brokers.test_interrupt import interrupt_mid_run, left_running
 from tests.harness.drivers.conformance import require_backend
 from tests.harness.network.support import assert_nothing_left, require_jvm, require_toxiproxy, snapshot
 
@@ -73,7 +73,7 @@ def test_a_partition_of_the_consumer_host_loses_nothing(tmp_path: Path, system: 
     assert_nothing_left(before)
 
 
-@pytest.mark.parametrize("system", ["kafka", "rocketmq"])
+@pytest.mark.parametrize("system", ["kafka", "rocketmq", "tansu"])
 def test_a_broker_that_advertises_its_address_is_reached_through_each_client_hosts_route(
     tmp_path: Path, system: str
 ) -> None:
@@ -85,9 +85,9 @@ def test_a_broker_that_advertises_its_address_is_reached_through_each_client_hos
     assert out.complete, out.problems
     assert out.summary["received"].iloc[0] == out.summary["sent"].iloc[0] > 0
     # the delay acted on the consumer host's own route to the broker (Kafka: its listener; RocketMQ: the
-    # NameServer and the broker's two mirrored ports)
+    # NameServer and the broker's two mirrored ports; Tansu: its one port, bootstrap and mirror alike)
     detail = pd.read_parquet(out.run_dir / "faults.parquet")["detail"].iloc[0]
-    assert f"on {1 if system == 'kafka' else 3} connection(s) of host cons" in detail
+    assert f"on {3 if system == 'rocketmq' else 1} connection(s) of host cons" in detail
     assert_nothing_left(before)
 
 
@@ -104,13 +104,18 @@ def test_a_failing_run_leaves_no_hosts(tmp_path: Path, monkeypatch: pytest.Monke
     assert_nothing_left(before)
 
 
-def test_ctrl_c_during_compare_leaves_no_hosts(tmp_path: Path) -> None:
+@pytest.mark.parametrize("system", ["zmq", "tansu"])
+def test_ctrl_c_during_compare_leaves_no_hosts(tmp_path: Path, system: str) -> None:
     require_toxiproxy()
+    if system != "zmq":  # a broker on a host of its own, its advertised port mirrored on the client hosts
+        require_backend(system, "process")
+    hosts = "{producers: prod, consumers: cons}" if system == "zmq" else "{broker: server, producers: prod, consumers: cons}"
     before = snapshot()
     # SIGINT once the cons host's Toxiproxy (comm is cut to 15 characters) and the workers run, mid-partition
-    interrupt_mid_run(tmp_path, (
+    _, seen = interrupt_mid_run(tmp_path, (
         "name: ctrl-c\npattern: queue\nmessage_sizes: [100]\nduration: 20s\nrate: 200\nwarmup: 0\n"
-        "systems: [zmq]\nhosts: {producers: prod, consumers: cons}\n"
+        f"systems: [{system}]\nhosts: {hosts}\n"
         "faults: [{at: 0.5s, action: partition, duration: 10s}]\n"
     ), "toxiproxy-serve", wait=60)
+    assert not left_running(seen, wait=15), "a process of the run (broker, worker, Toxiproxy) was left running"
     assert_nothing_left(before)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from harness.drivers import SYSTEMS
 from harness.scenario import Fault, Hosts, ScenarioError, load_scenarios, parse_scenario
 
 BASE = {"name": "n", "pattern": "queue", "message_sizes": [100], "duration": "3s", "rate": 500,
@@ -34,8 +35,9 @@ def test_without_hosts_nothing_changes() -> None:
     assert sc.hosts == Hosts() and sc.hosts.names() == ()
 
 
-def test_the_shipped_network_scenarios_are_valid() -> None:
+def test_the_shipped_network_scenarios_are_valid_and_cover_every_system() -> None:
     scenarios = load_scenarios("scenarios/network.yaml")
+    assert all(set(sc.systems) == set(SYSTEMS) for sc in scenarios)
     actions = {f.action for sc in scenarios for f in sc.faults}
     assert actions == {"delay", "bandwidth", "partition", "reset"}
     assert all(f.host == "cons" for sc in scenarios for f in sc.faults)
