@@ -40,7 +40,9 @@ def place(
         return specs, None, set()
     if needs_broker and broker is not None and _unrouted(broker):
         raise CaseFailed(f"{specs[0].system} tells its clients the address to connect to next, which the routes "
-                         "between hosts do not rewrite: run it in a scenario without hosts: (docs/network.md)")
+                         "between hosts do not rewrite unless the run starts it on a host: give the broker a host in the "
+                         "scenario's hosts: and let mqbench start it (no --broker URL, no container), or run the "
+                         "scenario without hosts: (docs/network.md)")
     if needs_broker:  # the URL's ports; the routes add the ports linked to them (a broker's own listeners)
         ports = loopback_ports(str(broker.extra.get("local_url", broker.url))) if broker is not None else set()
     else:
