@@ -585,16 +585,18 @@ class StreamEngine:
         if pipe is None or not self.handshaken:
             return b""
         conn = self.conn
+        batch = pipe.read_batch(BATCH_BYTES)
+        if not batch:
+            return b""
+        zero_copy = not conn.mechanism.wraps_traffic
+        # read_batch stops after the message that reaches BATCH_BYTES (<= ZERO_COPY), so only the last
+        # message can hold a large frame: without one, and with no subscriptions, one encode does.
+        if not self.is_sub and (not zero_copy or max(map(len, batch[-1])) < ZERO_COPY):
+            return conn.encode_messages(batch)
         msgs: list[Msg] = []
         chunks: list[bytes] = []
-        size = 0
-        read = pipe.read
         vectored = False
-        zero_copy = not conn.mechanism.wraps_traffic
-        while size < BATCH_BYTES:
-            msg = read()
-            if msg is None:
-                break
+        for msg in batch:
             if len(msg) == 1:
                 frame = msg[0]
                 if self.is_sub and frame[:1] in (b"\x00", b"\x01"):
@@ -612,15 +614,9 @@ class StreamEngine:
                     chunks.append(frame_header(0, n))
                     chunks.append(frame)
                     vectored = True
-                    size += n
                     continue
-                size += n + 9
             else:
-                large = False
-                for frame in msg:
-                    size += len(frame) + 9
-                    large = large or len(frame) >= ZERO_COPY
-                if large and zero_copy:
+                if max(map(len, msg)) >= ZERO_COPY and zero_copy:
                     if msgs:
                         chunks.append(conn.encode_messages(msgs))
                         msgs = []

@@ -73,9 +73,7 @@ class LoadBalancer(_PipeSet):
         """Write ``msg`` to the next writable pipe; None if every pipe is full (EAGAIN)."""
         while self.active:
             pipe = self.pipes[self.current]
-            if pipe.check_write():
-                pipe.write(msg)
-                pipe.flush()
+            if pipe.send(msg):
                 self.current += 1
                 if self.current >= self.active:
                     self.current = 0
