@@ -51,35 +51,57 @@ def scan(buf: bytes, limit: int) -> tuple[list[list[bytes]], int]:
     at the start of a multipart message not complete in ``buf``, or at a frame that is not a plain
     message frame within ``limit`` bytes (a command, reserved bits, a partial frame)."""
     end = len(buf)
+    last = end - 1
     msgs: list[list[bytes]] = []
     append = msgs.append
-    pos = done = 0
-    frames: list[bytes] = []
-    while end - pos >= 2:
+    short = limit >= 255  # then no short frame is over the limit
+    pos = 0
+    while pos < last:
         flags = buf[pos]
-        if flags < 2:
-            start = pos + 2
-            size = buf[pos + 1]
-        elif flags < 4 and end - pos >= 9:
-            start = pos + 9
-            size = _unpack_size(buf, pos + 1)[0]
-        else:
-            break
-        stop = start + size
-        if stop > end or size > limit:
-            break
-        pos = stop
-        if flags & 1:
-            frames.append(buf[start:stop])
+        if not flags and short:
+            # The common case, in line: a single frame of under 256 bytes.
+            stop = pos + 2 + buf[pos + 1]
+            if stop > end:
+                break
+            append([buf[pos + 2:stop]])
+            pos = stop
             continue
-        if frames:
+        if flags == 2 and end - pos >= 9:
+            # A single long frame, in line too.
+            size = _unpack_size(buf, pos + 1)[0]
+            stop = pos + 9 + size
+            if stop > end or size > limit:
+                break
+            append([buf[pos + 9:stop]])
+            pos = stop
+            continue
+        # Any other message, frame by frame; ``pos`` moves only past a complete one.
+        frames: list[bytes] = []
+        at = pos
+        while True:
+            if flags < 2:
+                start = at + 2
+                size = buf[at + 1]
+            elif flags < 4 and end - at >= 9:
+                start = at + 9
+                size = _unpack_size(buf, at + 1)[0]
+            else:
+                break
+            stop = start + size
+            if stop > end or size > limit:
+                break
             frames.append(buf[start:stop])
-            append(frames)
-            frames = []
-        else:
-            append([buf[start:stop]])
-        done = pos
-    return msgs, done
+            at = stop
+            if not flags & 1:
+                append(frames)
+                pos = at
+                break
+            if end - at < 2:
+                break
+            flags = buf[at]
+        if pos != at or not frames:  # incomplete, or not a message frame
+            break
+    return msgs, pos
 
 
 def read_direct(engine: StreamEngine, buffer: bytearray) -> bool:
