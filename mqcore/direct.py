@@ -10,11 +10,13 @@ still takes each message from the pipe, so ordering, REQ/REP envelopes, HWM acco
 readiness stay those of the pipe path.
 
 It declines (returns False, and the caller uses ``StreamEngine.recv_inline``) whenever the fast case
-does not hold: the engine busy in its IO thread, not handshaken or closing, a partial frame or
-multipart message held by the decoder, events waiting for the IO thread, subscription messages. Bytes
+does not hold: the engine busy in its IO thread, not handshaken or closing, a large frame body
+being read in place by the decoder, events waiting for the IO thread, subscription messages. Bytes
 it cannot take as whole message frames (a command such as PING, a frame over MAXMSGSIZE, a partial
 frame at the end of the read) go to the connection's decoder with the rest of the read, and the
-engine handles what they produce as for any inline read.
+engine handles what they produce as for any inline read. A message split between two reads is held by
+the decoder; the next direct read puts its bytes (``FrameDecoder.held_bytes``) before what it reads,
+so a stream that seldom breaks at a message boundary stays on the direct path.
 
 ``send_direct`` is the sending half, for a socket whose one connection its thread already polls
 (``SocketBase._inline_eng``): the socket type says which frames go on the wire
@@ -42,6 +44,7 @@ if TYPE_CHECKING:
     from mqcore.sockets.base import SocketImpl
 
 BUFFER_BYTES = 65536  # one read: ~600 messages of 100 B, within the default RCVHWM (more spill into the backlog)
+HELD_LIMIT = 16384  # bytes of a split message carried into the next read (more: the general path)
 _monotonic = time.monotonic
 _unpack_size = struct.Struct(">Q").unpack_from
 
@@ -115,12 +118,18 @@ def read_direct(engine: StreamEngine, buffer: bytearray) -> bool:
         decoder = conn._decoder
         pipe = engine.session.pipe
         if (not engine.alive or engine._input_stopped or not engine.handshaken or engine.is_sub
-                or engine._handoff is not None or pipe is None or decoder._tail or decoder._need
-                or decoder._frames or decoder.stopped or not decoder.messages_allowed or decoder.subscription_messages
-                or conn._greeting is not None):
+                or engine._handoff is not None or pipe is None or decoder.stopped
+                or not decoder.messages_allowed or decoder.subscription_messages or conn._greeting is not None):
             return False
+        # What the last read left in the decoder (a message split between reads) goes before this
+        # read, so the scan starts at a message boundary; a large body stays with the general path.
+        held = decoder.held_bytes()
+        if held is None or len(held) > HELD_LIMIT:
+            return False
+        view = memoryview(buffer)
+        k = len(held)
         try:
-            n = engine.sock.recv_into(buffer)
+            n = engine.sock.recv_into(view[k:] if k else buffer)
         except (BlockingIOError, InterruptedError):
             return True
         except OSError as exc:
@@ -131,7 +140,12 @@ def read_direct(engine: StreamEngine, buffer: bytearray) -> bool:
             return True
         if engine._heartbeat is not None:
             engine._heartbeat.last_recv = _monotonic()
-        data = bytes(memoryview(buffer)[:n])
+        if k:
+            decoder.drop_held()
+            data = held + view[k:k + n]
+            n += k
+        else:
+            data = bytes(view[:n])
         msgs, done = scan(data, decoder.limit)
         rest: list[list[bytes]] = []
         if msgs:
