@@ -123,7 +123,7 @@ def read_direct(engine: StreamEngine, buffer: bytearray) -> bool:
             return False
         # What the last read left in the decoder (a message split between reads) goes before this
         # read, so the scan starts at a message boundary; a large body stays with the general path.
-        held = decoder.held_bytes()
+        held = decoder.held_bytes() if decoder._frames or decoder._need or decoder._body is not None else decoder._tail
         if held is None or len(held) > HELD_LIMIT:
             return False
         view = memoryview(buffer)
@@ -150,7 +150,7 @@ def read_direct(engine: StreamEngine, buffer: bytearray) -> bool:
         rest: list[list[bytes]] = []
         if msgs:
             written = pipe.write_batch(msgs)
-            if written:
+            if written and not pipe.peer.in_active:  # the socket's reading thread marks it awake
                 pipe.flush()
             if written < len(msgs):
                 rest = msgs[written:]

@@ -105,15 +105,22 @@ class FairQueue(_PipeSet):
     def recv(self) -> Msg | None:
         """Next message in fair order, or None when nothing is queued (EAGAIN)."""
         if self.active == 1:
-            # One peer with messages queued and its writer not waiting for room: ``Pipe.read``'s
-            # common case in line (it runs once per message received).
+            # One peer: ``Pipe.read``'s common cases in line (this runs once per message received).
             pipe = self.pipes[0]
             q = pipe.inbound
-            if q and pipe.peer.out_active:
-                msg = q.popleft()
-                pipe.msgs_read += 1
-                self.last_pipe = pipe
-                return msg
+            if q:
+                if pipe.peer.out_active:  # no writer waiting for room
+                    msg = q.popleft()
+                    pipe.msgs_read += 1
+                    self.last_pipe = pipe
+                    return msg
+            elif not pipe.peer_terminated:
+                # Empty: armed for activate_read as by ``Pipe.read``, but left active (one pipe needs
+                # no rotation), so that its activation after the wait moves nothing.
+                pipe.in_active = False
+                if not q:
+                    return None
+                pipe.in_active = True
         while self.active:
             pipe = self.pipes[self.current]
             msg = pipe.read()
