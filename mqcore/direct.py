@@ -24,8 +24,8 @@ so a stream that seldom breaks at a message boundary stays on the direct path.
 with one ``send``, and the send counts as done. It declines, and the message takes the pipe, when the
 engine is busy or has output waiting, the pipe still holds older messages (order), the pipe is closing,
 the type cannot (several peers, REQ_CORRELATE), a frame is large (the IO thread writes those without
-copying) or the previous send was less than ``INLINE_GAP`` ago (back-to-back sends go to the IO thread
-in batches). A partial write leaves the rest as the engine's pending output for its IO thread; an
+copying) or the previous send was less than ``INLINE_GAP`` ago with nothing read since (back-to-back
+sends go to the IO thread in batches; a send after a read, as in a round trip, goes direct however soon). A partial write leaves the rest as the engine's pending output for its IO thread; an
 error is left for the IO thread to report, as on the pipe path, where the message would be lost too.
 """
 
@@ -140,6 +140,7 @@ def read_direct(engine: StreamEngine, buffer: bytearray) -> bool:
             return True
         if engine._heartbeat is not None:
             engine._heartbeat.last_recv = _monotonic()
+        engine._last_inline = 0.0  # a send after this read answers it: not back to back (claim_inline)
         if k:
             decoder.drop_held()
             data = held + view[k:k + n]

@@ -75,9 +75,10 @@ WRITE = selectors.EVENT_WRITE
 RECV_BYTES = 65536
 BATCH_BYTES = 65536
 ZERO_COPY = 65536  # frames this large are written from the caller's buffer (sendmsg), never joined
-# send_inline hands over to the IO thread when the previous attempt was less than this long ago (s):
-# a caller sending back to back is better served by the IO thread's batches than by a syscall per
-# message; a caller waiting for replies between sends (REQ, DEALER round trips) gets the inline write.
+# send_inline hands over to the IO thread when the previous attempt was less than this long ago (s)
+# and nothing was read in the socket's thread since: a caller sending back to back is better served
+# by the IO thread's batches than by a syscall per message; a caller that read a reply between sends
+# (REQ, DEALER, REP round trips) gets the inline write however short the round trip.
 INLINE_GAP = 50e-6
 _SUBSCRIBERS = (SocketType.SUB, SocketType.XSUB)
 _monotonic = time.monotonic
@@ -251,6 +252,7 @@ class StreamEngine:
             if not got:
                 self.inline_failed("peer closed the connection")
                 return
+            self._last_inline = 0.0  # as in mqcore.direct: a send answering this read may go inline
             self._inline_events(self.conn.next_events())
         finally:
             lock.release()
@@ -529,8 +531,9 @@ class StreamEngine:
 
     def claim_inline(self) -> bool:
         """Socket's thread, before writing in its own thread: True if the previous attempt is at least
-        INLINE_GAP old and ``_lock`` was free (then held: the caller releases it); False: the writing
-        stays with the IO thread (busy, or sends back to back, which its batches serve better)."""
+        INLINE_GAP old or the socket's thread read since (the inline reads reset it), and ``_lock`` was
+        free (then held: the caller releases it); False: the writing stays with the IO thread (busy,
+        or sends back to back, which its batches serve better)."""
         now = _monotonic()
         last, self._last_inline = self._last_inline, now
         return now - last >= INLINE_GAP and self._lock.acquire(False)

@@ -179,6 +179,28 @@ def test_req_rep_round_trips_and_efsm(make_pair: Pair, transport: str, direct_re
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
+def test_a_send_after_a_read_goes_direct_however_soon(make_pair: Pair, transport: str,
+                                                      direct_sends: list[int],
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    # Every send counts as back to back by time alone; a REQ's requests still go direct, because
+    # each follows the read of the previous reply (only back-to-back sends go to the IO thread).
+    from mqcore import engine
+
+    monkeypatch.setattr(engine, "INLINE_GAP", 3600.0)
+    rep, req = make_pair(mqcore.REP, mqcore.REQ, transport)
+    trips = 50
+    server = threading.Thread(target=lambda: [rep.send(rep.recv()) for _ in range(trips)])
+    server.start()
+    try:
+        for i in range(trips):
+            req.send(b"%d" % i)
+            assert req.recv() == b"%d" % i
+    finally:
+        server.join()
+    assert direct_sends[0] >= trips // 2
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
 def test_partial_direct_writes_leave_the_rest_to_the_io_thread(make_pair: Pair, transport: str,
                                                                direct_sends: list[int]) -> None:
     router, dealer = make_pair(mqcore.ROUTER, mqcore.DEALER, transport, rcvhwm=2)
