@@ -110,10 +110,10 @@ class FairQueue(_PipeSet):
             q = pipe.inbound
             if q:
                 if pipe.peer.out_active:  # no writer waiting for room
-                    msg = q.popleft()
+                    head = q.popleft()
                     pipe.msgs_read += 1
                     self.last_pipe = pipe
-                    return msg
+                    return head
             elif not pipe.peer_terminated:
                 # Empty: armed for activate_read as by ``Pipe.read``, but left active (one pipe needs
                 # no rotation), so that its activation after the wait moves nothing.
