@@ -69,6 +69,14 @@ def scan(buf: bytes, limit: int) -> tuple[list[list[bytes]], int]:
             append([buf[pos + 2:stop]])
             pos = stop
             continue
+        if flags == 1 and short and not buf[pos + 1] and pos + 3 < end and not buf[pos + 2]:
+            # The REQ/REP envelope: an empty delimiter, then a single short frame.
+            stop = pos + 4 + buf[pos + 3]
+            if stop > end:
+                break
+            append([b"", buf[pos + 4:stop]])
+            pos = stop
+            continue
         if flags == 2 and end - pos >= 9:
             # A single long frame, in line too.
             size = _unpack_size(buf, pos + 1)[0]

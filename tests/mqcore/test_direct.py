@@ -59,6 +59,14 @@ def test_scan_takes_whole_messages_and_stops_before_anything_else() -> None:
     assert direct.scan(first + encode_command(b"PING", b"\x00\x00"), 1 << 20) == (msgs[:2], len(first))
     assert direct.scan(wire, 1000) == (msgs[:2], len(first))
     assert direct.scan(b"\x00", 10) == ([], 0)
+    # REQ/REP envelopes (an empty delimiter, then the body), whole or cut anywhere after the first.
+    replies = [[b"", b"r%d" % i] for i in range(3)] + [[b"", b""], [b"", b"", b"x"]]
+    wire = encode_messages(replies)
+    assert direct.scan(wire, 1 << 20) == (replies, len(wire))
+    for cut in range(len(encode_messages(replies[:1])), len(wire)):
+        msgs, done = direct.scan(wire[:cut], 1 << 20)
+        assert msgs == replies[:len(msgs)] and done == len(encode_messages(msgs)) and done <= cut
+        assert len(encode_messages(replies[:len(msgs) + 1])) > cut  # the next one is not complete
 
 
 def test_held_bytes_carry_a_split_message_into_the_next_scan() -> None:
