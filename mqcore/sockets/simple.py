@@ -104,13 +104,11 @@ class Pull(SocketImpl):
     def __init__(self, options: Options) -> None:
         super().__init__(options)
         self.fq = FairQueue()
+        self.read_activated = self.fq.activated  # type: ignore[method-assign]  # one call less
         self.xrecv = self.fq.recv  # type: ignore[method-assign]  # one call less per message
 
     def attach(self, pipe: Pipe) -> None:
         self.fq.attach(pipe)
-
-    def read_activated(self, pipe: Pipe) -> None:
-        self.fq.activated(pipe)
 
     def terminated(self, pipe: Pipe) -> None:
         self.fq.terminated(pipe)
