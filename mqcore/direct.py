@@ -25,8 +25,9 @@ with one ``send``, and the send counts as done. It declines, and the message tak
 engine is busy or has output waiting, the pipe still holds older messages (order), the pipe is closing,
 the type cannot (several peers, REQ_CORRELATE), a frame is large (the IO thread writes those without
 copying) or the previous send was less than ``INLINE_GAP`` ago with nothing read since (back-to-back
-sends go to the IO thread in batches; a send after a read, as in a round trip, goes direct however soon). A partial write leaves the rest as the engine's pending output for its IO thread; an
-error is left for the IO thread to report, as on the pipe path, where the message would be lost too.
+sends go to the IO thread in batches; a send after a read, as in a round trip, goes direct however
+soon). A partial write leaves the rest as the engine's pending output for its IO thread; an error is
+left for the IO thread to report, as on the pipe path, where the message would be lost too.
 """
 
 from __future__ import annotations
