@@ -10,11 +10,13 @@ still takes each message from the pipe, so ordering, REQ/REP envelopes, HWM acco
 readiness stay those of the pipe path.
 
 It declines (returns False, and the caller uses ``StreamEngine.recv_inline``) whenever the fast case
-does not hold: the engine busy in its IO thread, not handshaken or closing, a partial frame or
-multipart message held by the decoder, events waiting for the IO thread, subscription messages. Bytes
+does not hold: the engine busy in its IO thread, not handshaken or closing, a large frame body
+being read in place by the decoder, events waiting for the IO thread, subscription messages. Bytes
 it cannot take as whole message frames (a command such as PING, a frame over MAXMSGSIZE, a partial
 frame at the end of the read) go to the connection's decoder with the rest of the read, and the
-engine handles what they produce as for any inline read.
+engine handles what they produce as for any inline read. A message split between two reads is held by
+the decoder; the next direct read puts its bytes (``FrameDecoder.held_bytes``) before what it reads,
+so a stream that seldom breaks at a message boundary stays on the direct path.
 
 ``send_direct`` is the sending half, for a socket whose one connection its thread already polls
 (``SocketBase._inline_eng``): the socket type says which frames go on the wire
@@ -22,9 +24,10 @@ engine handles what they produce as for any inline read.
 with one ``send``, and the send counts as done. It declines, and the message takes the pipe, when the
 engine is busy or has output waiting, the pipe still holds older messages (order), the pipe is closing,
 the type cannot (several peers, REQ_CORRELATE), a frame is large (the IO thread writes those without
-copying) or the previous send was less than ``INLINE_GAP`` ago (back-to-back sends go to the IO thread
-in batches). A partial write leaves the rest as the engine's pending output for its IO thread; an
-error is left for the IO thread to report, as on the pipe path, where the message would be lost too.
+copying) or the previous send was less than ``INLINE_GAP`` ago with nothing read since (back-to-back
+sends go to the IO thread in batches; a send after a read, as in a round trip, goes direct however
+soon). A partial write leaves the rest as the engine's pending output for its IO thread; an error is
+left for the IO thread to report, as on the pipe path, where the message would be lost too.
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ if TYPE_CHECKING:
     from mqcore.sockets.base import SocketImpl
 
 BUFFER_BYTES = 65536  # one read: ~600 messages of 100 B, within the default RCVHWM (more spill into the backlog)
+HELD_LIMIT = 16384  # bytes of a split message carried into the next read (more: the general path)
 _monotonic = time.monotonic
 _unpack_size = struct.Struct(">Q").unpack_from
 
@@ -51,35 +55,65 @@ def scan(buf: bytes, limit: int) -> tuple[list[list[bytes]], int]:
     at the start of a multipart message not complete in ``buf``, or at a frame that is not a plain
     message frame within ``limit`` bytes (a command, reserved bits, a partial frame)."""
     end = len(buf)
+    last = end - 1
     msgs: list[list[bytes]] = []
     append = msgs.append
-    pos = done = 0
-    frames: list[bytes] = []
-    while end - pos >= 2:
+    short = limit >= 255  # then no short frame is over the limit
+    pos = 0
+    while pos < last:
         flags = buf[pos]
-        if flags < 2:
-            start = pos + 2
-            size = buf[pos + 1]
-        elif flags < 4 and end - pos >= 9:
-            start = pos + 9
-            size = _unpack_size(buf, pos + 1)[0]
-        else:
-            break
-        stop = start + size
-        if stop > end or size > limit:
-            break
-        pos = stop
-        if flags & 1:
-            frames.append(buf[start:stop])
+        if not flags and short:
+            # The common case, in line: a single frame of under 256 bytes.
+            stop = pos + 2 + buf[pos + 1]
+            if stop > end:
+                break
+            append([buf[pos + 2:stop]])
+            pos = stop
             continue
-        if frames:
+        if flags == 1 and short and not buf[pos + 1] and pos + 3 < end and not buf[pos + 2]:
+            # The REQ/REP envelope: an empty delimiter, then a single short frame.
+            stop = pos + 4 + buf[pos + 3]
+            if stop > end:
+                break
+            append([b"", buf[pos + 4:stop]])
+            pos = stop
+            continue
+        if flags == 2 and end - pos >= 9:
+            # A single long frame, in line too.
+            size = _unpack_size(buf, pos + 1)[0]
+            stop = pos + 9 + size
+            if stop > end or size > limit:
+                break
+            append([buf[pos + 9:stop]])
+            pos = stop
+            continue
+        # Any other message, frame by frame; ``pos`` moves only past a complete one.
+        frames: list[bytes] = []
+        at = pos
+        while True:
+            if flags < 2:
+                start = at + 2
+                size = buf[at + 1]
+            elif flags < 4 and end - at >= 9:
+                start = at + 9
+                size = _unpack_size(buf, at + 1)[0]
+            else:
+                break
+            stop = start + size
+            if stop > end or size > limit:
+                break
             frames.append(buf[start:stop])
-            append(frames)
-            frames = []
-        else:
-            append([buf[start:stop]])
-        done = pos
-    return msgs, done
+            at = stop
+            if not flags & 1:
+                append(frames)
+                pos = at
+                break
+            if end - at < 2:
+                break
+            flags = buf[at]
+        if pos != at or not frames:  # incomplete, or not a message frame
+            break
+    return msgs, pos
 
 
 def read_direct(engine: StreamEngine, buffer: bytearray) -> bool:
@@ -93,12 +127,18 @@ def read_direct(engine: StreamEngine, buffer: bytearray) -> bool:
         decoder = conn._decoder
         pipe = engine.session.pipe
         if (not engine.alive or engine._input_stopped or not engine.handshaken or engine.is_sub
-                or engine._handoff is not None or pipe is None or decoder._tail or decoder._need
-                or decoder._frames or decoder.stopped or not decoder.messages_allowed or decoder.subscription_messages
-                or conn._greeting is not None):
+                or engine._handoff is not None or pipe is None or decoder.stopped
+                or not decoder.messages_allowed or decoder.subscription_messages or conn._greeting is not None):
             return False
+        # What the last read left in the decoder (a message split between reads) goes before this
+        # read, so the scan starts at a message boundary; a large body stays with the general path.
+        held = decoder.held_bytes() if decoder._frames or decoder._need or decoder._body is not None else decoder._tail
+        if held is None or len(held) > HELD_LIMIT:
+            return False
+        view = memoryview(buffer)
+        k = len(held)
         try:
-            n = engine.sock.recv_into(buffer)
+            n = engine.sock.recv_into(view[k:] if k else buffer)
         except (BlockingIOError, InterruptedError):
             return True
         except OSError as exc:
@@ -109,12 +149,18 @@ def read_direct(engine: StreamEngine, buffer: bytearray) -> bool:
             return True
         if engine._heartbeat is not None:
             engine._heartbeat.last_recv = _monotonic()
-        data = bytes(memoryview(buffer)[:n])
+        engine._last_inline = 0.0  # a send after this read answers it: not back to back (claim_inline)
+        if k:
+            decoder.drop_held()
+            data = held + view[k:k + n]
+            n += k
+        else:
+            data = bytes(view[:n])
         msgs, done = scan(data, decoder.limit)
         rest: list[list[bytes]] = []
         if msgs:
             written = pipe.write_batch(msgs)
-            if written:
+            if written and not pipe.peer.in_active:  # the socket's reading thread marks it awake
                 pipe.flush()
             if written < len(msgs):
                 rest = msgs[written:]

@@ -75,9 +75,10 @@ WRITE = selectors.EVENT_WRITE
 RECV_BYTES = 65536
 BATCH_BYTES = 65536
 ZERO_COPY = 65536  # frames this large are written from the caller's buffer (sendmsg), never joined
-# send_inline hands over to the IO thread when the previous attempt was less than this long ago (s):
-# a caller sending back to back is better served by the IO thread's batches than by a syscall per
-# message; a caller waiting for replies between sends (REQ, DEALER round trips) gets the inline write.
+# send_inline hands over to the IO thread when the previous attempt was less than this long ago (s)
+# and nothing was read in the socket's thread since: a caller sending back to back is better served
+# by the IO thread's batches than by a syscall per message; a caller that read a reply between sends
+# (REQ, DEALER, REP round trips) gets the inline write however short the round trip.
 INLINE_GAP = 50e-6
 _SUBSCRIBERS = (SocketType.SUB, SocketType.XSUB)
 _monotonic = time.monotonic
@@ -251,6 +252,7 @@ class StreamEngine:
             if not got:
                 self.inline_failed("peer closed the connection")
                 return
+            self._last_inline = 0.0  # as in mqcore.direct: a send answering this read may go inline
             self._inline_events(self.conn.next_events())
         finally:
             lock.release()
@@ -529,8 +531,9 @@ class StreamEngine:
 
     def claim_inline(self) -> bool:
         """Socket's thread, before writing in its own thread: True if the previous attempt is at least
-        INLINE_GAP old and ``_lock`` was free (then held: the caller releases it); False: the writing
-        stays with the IO thread (busy, or sends back to back, which its batches serve better)."""
+        INLINE_GAP old or the socket's thread read since (the inline reads reset it), and ``_lock`` was
+        free (then held: the caller releases it); False: the writing stays with the IO thread (busy,
+        or sends back to back, which its batches serve better)."""
         now = _monotonic()
         last, self._last_inline = self._last_inline, now
         return now - last >= INLINE_GAP and self._lock.acquire(False)
@@ -585,16 +588,18 @@ class StreamEngine:
         if pipe is None or not self.handshaken:
             return b""
         conn = self.conn
+        batch = pipe.read_batch(BATCH_BYTES)
+        if not batch:
+            return b""
+        zero_copy = not conn.mechanism.wraps_traffic
+        # read_batch stops after the message that reaches BATCH_BYTES (<= ZERO_COPY), so only the last
+        # message can hold a large frame: without one, and with no subscriptions, one encode does.
+        if not self.is_sub and (not zero_copy or max(map(len, batch[-1])) < ZERO_COPY):
+            return conn.encode_messages(batch)
         msgs: list[Msg] = []
         chunks: list[bytes] = []
-        size = 0
-        read = pipe.read
         vectored = False
-        zero_copy = not conn.mechanism.wraps_traffic
-        while size < BATCH_BYTES:
-            msg = read()
-            if msg is None:
-                break
+        for msg in batch:
             if len(msg) == 1:
                 frame = msg[0]
                 if self.is_sub and frame[:1] in (b"\x00", b"\x01"):
@@ -612,15 +617,9 @@ class StreamEngine:
                     chunks.append(frame_header(0, n))
                     chunks.append(frame)
                     vectored = True
-                    size += n
                     continue
-                size += n + 9
             else:
-                large = False
-                for frame in msg:
-                    size += len(frame) + 9
-                    large = large or len(frame) >= ZERO_COPY
-                if large and zero_copy:
+                if max(map(len, msg)) >= ZERO_COPY and zero_copy:
                     if msgs:
                         chunks.append(conn.encode_messages(msgs))
                         msgs = []

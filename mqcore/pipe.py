@@ -110,6 +110,32 @@ class Pipe:
             peer._post("_pipe_activate_write")
         return msg
 
+    def read_batch(self, max_bytes: int) -> list[Msg]:
+        """Messages from the front of the queue, in order, until their frames add up to ``max_bytes``
+        or more, or the queue is empty (then armed like ``read``). The HWM accounting is done once for
+        the batch: the writer is re-activated at most once, when the backlog is at the low-water mark."""
+        q = self.inbound
+        popleft = q.popleft
+        msgs: list[Msg] = []
+        append = msgs.append
+        size = 0
+        while size < max_bytes:
+            if not q:
+                self.in_active = False
+                if not q:
+                    break
+                self.in_active = True
+            msg = popleft()
+            append(msg)
+            size += len(msg[0]) if len(msg) == 1 else sum(map(len, msg))
+        if msgs:
+            self.msgs_read += len(msgs)
+            peer = self.peer
+            if not peer.out_active and peer.msgs_written - self.msgs_read <= peer.lwm:
+                peer.out_active = True
+                peer._post("_pipe_activate_write")
+        return msgs
+
     def check_read(self) -> bool:
         """True if a message is waiting; otherwise arm ``activate_read`` like ``read``."""
         if self.inbound:
@@ -169,11 +195,21 @@ class Pipe:
             peer._post("_pipe_activate_read")
 
     def send(self, msg: Msg) -> bool:
-        """check_write + write + flush; False (message not taken) at the HWM."""
-        if not self.check_write():
-            return False
-        self.write(msg)
-        self.flush()
+        """check_write + write + flush; False (message not taken) at the HWM. The common case (room,
+        reader awake) is done here in one call: it runs once per message sent."""
+        peer = self.peer
+        hwm = self.hwm
+        if (self.terminated or self.peer_terminated or (hwm and self.msgs_written - peer.msgs_read >= hwm)
+                or type(self) is not Pipe):
+            if not self.check_write():
+                return False
+            self.write(msg)
+            self.flush()
+            return True
+        peer.inbound.append(msg)
+        self.msgs_written += 1
+        if not peer.in_active:
+            self.flush()
         return True
 
     def drop_inbound(self) -> int:

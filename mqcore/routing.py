@@ -73,9 +73,7 @@ class LoadBalancer(_PipeSet):
         """Write ``msg`` to the next writable pipe; None if every pipe is full (EAGAIN)."""
         while self.active:
             pipe = self.pipes[self.current]
-            if pipe.check_write():
-                pipe.write(msg)
-                pipe.flush()
+            if pipe.send(msg):
                 self.current += 1
                 if self.current >= self.active:
                     self.current = 0
@@ -106,6 +104,23 @@ class FairQueue(_PipeSet):
 
     def recv(self) -> Msg | None:
         """Next message in fair order, or None when nothing is queued (EAGAIN)."""
+        if self.active == 1:
+            # One peer: ``Pipe.read``'s common cases in line (this runs once per message received).
+            pipe = self.pipes[0]
+            q = pipe.inbound
+            if q:
+                if pipe.peer.out_active:  # no writer waiting for room
+                    head = q.popleft()
+                    pipe.msgs_read += 1
+                    self.last_pipe = pipe
+                    return head
+            elif not pipe.peer_terminated:
+                # Empty: armed for activate_read as by ``Pipe.read``, but left active (one pipe needs
+                # no rotation), so that its activation after the wait moves nothing.
+                pipe.in_active = False
+                if not q:
+                    return None
+                pipe.in_active = True
         while self.active:
             pipe = self.pipes[self.current]
             msg = pipe.read()

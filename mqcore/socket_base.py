@@ -109,6 +109,7 @@ class SocketBase:
         if endpoint is not None:
             self._endpoints.setdefault(endpoint, []).append(("pipe", pipe))
         self._impl.attach(pipe)
+        self._xsend = self._impl.xsend  # a type may send another way with another set of pipes
 
     def _attach_remote(self, pipe: Pipe, endpoint: str | None = None) -> bool:
         """Offer a pipe from another thread (IO thread or inproc peer); False if the socket is closed."""
@@ -127,6 +128,8 @@ class SocketBase:
     def _pipe_terminated(self, pipe: Pipe) -> None:
         self._pipes.discard(pipe)
         self._impl.terminated(pipe)
+        if not self._closed:
+            self._xsend = self._impl.xsend  # as in _attach
         if not pipe.terminated:
             pipe.terminate()  # acknowledge, so the peer's owner also forgets it
 

@@ -8,8 +8,9 @@ two processes over tcp loopback (or ipc): this process binds and measures (REQ: 
 stamp per round trip; PULL: messages per second from the first to the last message), a child process
 started from this same file connects and serves (REP echoes, PUSH sends). Beside the clocks it reports
 the CPU time this process spent per round trip and per received message (``time.process_time``, all
-its threads): on a loaded machine the wall-clock figures swing with the scheduler, the CPU cost much
-less. The printed ratios are mqcore/pyzmq within the same run: on a shared machine only those are
+its threads), and what the child reports of its own (per round trip on the REP side, per message sent
+on the PUSH side): on a loaded machine the wall-clock figures swing with the scheduler, the CPU cost
+much less. The printed ratios are mqcore/pyzmq within the same run: on a shared machine only those are
 comparable, not the absolute figures. Issue 19's bar: round trip p50 <= 0.8x and throughput >= 0.8x
 pyzmq's. ``--mqcore-from DIR`` imports mqcore from DIR (e.g. an export of an older commit) in both
 processes, so that runs alternating it with this tree's mqcore compare two versions.
@@ -45,6 +46,7 @@ def serve(lib: str, kind: str, endpoint: str, count: int, size: int) -> None:
     ctx = zmq.Context()
     sock = ctx.socket(zmq.REP if kind == "reqrep" else zmq.PUSH)
     sock.connect(endpoint)
+    cpu0 = time.process_time()
     if kind == "reqrep":
         for _ in range(count):
             sock.send(sock.recv())
@@ -54,21 +56,29 @@ def serve(lib: str, kind: str, endpoint: str, count: int, size: int) -> None:
             sock.send(payload)
     sock.close()  # default LINGER: every message leaves before the context ends
     ctx.term()
+    print(time.process_time() - cpu0, flush=True)  # this side's CPU seconds, for the measuring side
 
 
 def _start_child(lib: str, kind: str, endpoint: str, count: int, size: int) -> subprocess.Popen[bytes]:
-    return subprocess.Popen([sys.executable, __file__, "--serve", lib, kind, endpoint, str(count), str(size)])
+    return subprocess.Popen([sys.executable, __file__, "--serve", lib, kind, endpoint, str(count), str(size)],
+                            stdout=subprocess.PIPE)
 
 
-def _stop_child(child: subprocess.Popen[bytes], lib: str) -> None:
+def _stop_child(child: subprocess.Popen[bytes], lib: str) -> float | None:
+    """Wait for the child; the CPU seconds it reports, None if it had to be killed."""
     try:
-        child.wait(timeout=CHILD_TIMEOUT_S)
+        out, _ = child.communicate(timeout=CHILD_TIMEOUT_S)
     except subprocess.TimeoutExpired:
         child.kill()  # our own child, by its pid
-        child.wait()
+        child.communicate()
         # Called once this side has its figures (every message arrived), so the round still counts.
         print(f"note: the {lib} child had not exited {CHILD_TIMEOUT_S} s after its last message; killed it",
               file=sys.stderr, flush=True)
+        return None
+    try:
+        return float(out.split()[-1])
+    except (IndexError, ValueError):
+        return None
 
 
 def measure(lib: str, kind: str, count: int, size: int, transport: str = "tcp") -> dict[str, float]:
@@ -112,12 +122,16 @@ def measure(lib: str, kind: str, count: int, size: int, transport: str = "tcp") 
                 sock.recv()
             cpu = time.process_time() - cpu0
             result = {"msgs_per_s": count / (time.perf_counter() - t0), "cpu_us_msg": cpu / count * 1e6}
+        # The child's CPU spans its whole loop, warm-up and the wait for the connection included.
+        peer_key = "peer_cpu_us_trip" if kind == "reqrep" else "sender_cpu_us_msg"
     finally:
         sock.close(linger=0)
-        _stop_child(child, lib)
+        peer_cpu = _stop_child(child, lib)
         ctx.term()
         if transport == "ipc" and os.path.exists(ipc_path):
             os.unlink(ipc_path)  # ours; not every library removes its socket file on close
+    if peer_cpu is not None:
+        result[peer_key] = peer_cpu / (count + WARMUP) * 1e6
     return result
 
 
@@ -154,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"median of {args.rounds} rounds, {args.size} B, {where} (ratios are mqcore/pyzmq, same run)")
     for key in results["mqcore"]:
         ours, theirs = (statistics.median(results[lib][key]) for lib in LIBS)
-        print(f"  {key:<11} mqcore {ours:>12,.1f}  pyzmq {theirs:>12,.1f}  ratio {ours / theirs:.2f}")
+        print(f"  {key:<17} mqcore {ours:>12,.1f}  pyzmq {theirs:>12,.1f}  ratio {ours / theirs:.2f}")
     return 0
 
 

@@ -5,6 +5,9 @@ Single-threaded: each instance belongs to its socket's thread (see sockets/base.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from mqcore.options import Options
 from mqcore.pipe import Msg, Pipe
 from mqcore.routing import FairQueue, LoadBalancer
@@ -57,6 +60,14 @@ class Pair(SocketImpl):
         return self.pipe is not None and self.pipe.check_write()
 
 
+def send_route(lb: LoadBalancer) -> Callable[[Msg], Any]:
+    """What ``xsend`` is for a load-balancing type: the one pipe's own ``send`` when there is one (one
+    call less per message; at its HWM it refuses like the balancer), else the balancer's (the pipe it
+    used is truthy). SocketBase takes the new one after each attach and termination."""
+    pipes = lb.pipes
+    return pipes[0].send if len(pipes) == 1 else lb.send
+
+
 class Push(SocketImpl):
     """Load-balances messages over connected peers; blocks (EAGAIN) when all are at the HWM."""
 
@@ -65,16 +76,18 @@ class Push(SocketImpl):
     def __init__(self, options: Options) -> None:
         super().__init__(options)
         self.lb = LoadBalancer()
-        self.xsend = self.lb.send  # type: ignore[assignment]  # the pipe it used is truthy: one call less
+        self.xsend = send_route(self.lb)  # type: ignore[method-assign, assignment]
 
     def attach(self, pipe: Pipe) -> None:
         self.lb.attach(pipe)
+        self.xsend = send_route(self.lb)  # type: ignore[method-assign, assignment]
 
     def write_activated(self, pipe: Pipe) -> None:
         self.lb.activated(pipe)
 
     def terminated(self, pipe: Pipe) -> None:
         self.lb.remove(pipe)
+        self.xsend = send_route(self.lb)  # type: ignore[method-assign, assignment]
 
     def xsend_direct(self, msg: Msg, pipe: Pipe) -> Msg | None:
         return msg if self.lb.only(pipe) else None
@@ -91,13 +104,11 @@ class Pull(SocketImpl):
     def __init__(self, options: Options) -> None:
         super().__init__(options)
         self.fq = FairQueue()
+        self.read_activated = self.fq.activated  # type: ignore[method-assign]  # one call less
         self.xrecv = self.fq.recv  # type: ignore[method-assign]  # one call less per message
 
     def attach(self, pipe: Pipe) -> None:
         self.fq.attach(pipe)
-
-    def read_activated(self, pipe: Pipe) -> None:
-        self.fq.activated(pipe)
 
     def terminated(self, pipe: Pipe) -> None:
         self.fq.terminated(pipe)
@@ -114,11 +125,12 @@ class Dealer(Pull):
     def __init__(self, options: Options) -> None:
         super().__init__(options)
         self.lb = LoadBalancer()
-        self.xsend = self.lb.send  # type: ignore[assignment]  # as in Push
+        self.xsend = send_route(self.lb)  # type: ignore[method-assign, assignment]
 
     def attach(self, pipe: Pipe) -> None:
         self.fq.attach(pipe)
         self.lb.attach(pipe)
+        self.xsend = send_route(self.lb)  # type: ignore[method-assign, assignment]
 
     def write_activated(self, pipe: Pipe) -> None:
         self.lb.activated(pipe)
@@ -126,6 +138,7 @@ class Dealer(Pull):
     def terminated(self, pipe: Pipe) -> None:
         self.fq.terminated(pipe)
         self.lb.remove(pipe)
+        self.xsend = send_route(self.lb)  # type: ignore[method-assign, assignment]
 
     def xsend_direct(self, msg: Msg, pipe: Pipe) -> Msg | None:
         return msg if self.lb.only(pipe) else None

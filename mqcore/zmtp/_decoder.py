@@ -26,7 +26,7 @@ from collections.abc import Callable
 from typing import cast
 
 from mqcore.zmtp._events import Cancel, Event, Message, Subscribe
-from mqcore.zmtp._frames import COMMAND, LONG, MAX_FRAME_SIZE, MORE, RESERVED
+from mqcore.zmtp._frames import COMMAND, LONG, MAX_FRAME_SIZE, MORE, RESERVED, frame_header
 
 LARGE_BODY = 32768
 SPARE_LIMIT = 16 << 20
@@ -119,6 +119,30 @@ class FrameDecoder:
         if len(body) <= SPARE_LIMIT:
             self._spare = body
         self.deliver(self._flags, bytes(memoryview(body)[: self._size]))
+
+    def held_bytes(self) -> bytes | None:
+        """The wire bytes of what is held between reads: the frames of an unfinished multipart message
+        and a partial frame, ``b""`` if none; None while a large body is filled in place. For a reader
+        that scans from a message boundary itself (``mqcore.direct``): it puts these bytes before its
+        next read and then calls ``drop_held``."""
+        if self._body is not None:
+            return None
+        if not self._frames and not self._need:
+            return self._tail
+        parts = [frame_header(MORE, len(frame)) + frame for frame in self._frames]
+        if self._need:
+            parts.append(frame_header(self._flags & ~LONG, self._have + self._need))
+            parts.extend(self._chunks)
+        else:
+            parts.append(self._tail)
+        return b"".join(parts)
+
+    def drop_held(self) -> None:
+        """Forget what ``held_bytes`` returned (its reader decodes it now)."""
+        self._tail = b""
+        self._chunks = []
+        self._frames = []
+        self._need = self._have = 0
 
     def stop(self) -> None:
         """Decode nothing more and drop every buffer."""

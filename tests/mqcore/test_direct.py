@@ -11,6 +11,7 @@ import pytest
 
 import mqcore
 from mqcore import direct
+from mqcore.zmtp._decoder import FrameDecoder
 from mqcore.zmtp._frames import encode_command, encode_messages
 
 Pair = Callable[..., tuple[Any, Any]]
@@ -58,6 +59,37 @@ def test_scan_takes_whole_messages_and_stops_before_anything_else() -> None:
     assert direct.scan(first + encode_command(b"PING", b"\x00\x00"), 1 << 20) == (msgs[:2], len(first))
     assert direct.scan(wire, 1000) == (msgs[:2], len(first))
     assert direct.scan(b"\x00", 10) == ([], 0)
+    # REQ/REP envelopes (an empty delimiter, then the body), whole or cut anywhere after the first.
+    replies = [[b"", b"r%d" % i] for i in range(3)] + [[b"", b""], [b"", b"", b"x"]]
+    wire = encode_messages(replies)
+    assert direct.scan(wire, 1 << 20) == (replies, len(wire))
+    for cut in range(len(encode_messages(replies[:1])), len(wire)):
+        msgs, done = direct.scan(wire[:cut], 1 << 20)
+        assert msgs == replies[:len(msgs)] and done == len(encode_messages(msgs)) and done <= cut
+        assert len(encode_messages(replies[:len(msgs) + 1])) > cut  # the next one is not complete
+
+
+def test_held_bytes_carry_a_split_message_into_the_next_scan() -> None:
+    # Wherever a read ends, the decoder's held bytes put before the rest of the stream scan to the
+    # messages the decoder did not emit; only a large body being filled in place is not offered.
+    msgs = [[b"a"], [b"", b"b" * 300], [b"c" * 40000], [b"d", b"e" * 255, b"f"], [b"g" * 1000]]
+    wire = encode_messages(msgs)
+    large_start = len(encode_messages(msgs[:2])) + 9
+    for cut in range(len(wire) + 1):
+        events: list[Any] = []
+        decoder = FrameDecoder(events, lambda body: None, lambda reason: pytest.fail(reason), -1)
+        decoder.messages_allowed = True
+        decoder.feed(wire[:cut])
+        emitted = [ev.frames for ev in events]
+        held = decoder.held_bytes()
+        if held is None:
+            assert large_start <= cut < large_start + 40000  # in the 40000-byte body, read in place
+            continue
+        decoder.drop_held()
+        assert decoder.held_bytes() == b""
+        rest, done = direct.scan(held + wire[cut:], 1 << 20)
+        assert emitted + rest == msgs
+        assert done == len(held) + len(wire) - cut
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
@@ -76,17 +108,26 @@ def test_stream_in_order_with_rcvhwm_reached(make_pair: Pair, transport: str, di
         pull.recv(mqcore.NOBLOCK)
 
 
+SPANNING = {
+    "large": [[b"head%d" % i, b"", bytes([i % 256]) * (i * 997 % 90000)] for i in range(60)],
+    # 64 KiB reads of small 3-frame messages mostly end inside one: it is carried into the next read.
+    "small": [[b"k%d" % i, b"", b"v" * (i % 300)] for i in range(5000)],
+}
+
+
+@pytest.mark.parametrize("sizes", sorted(SPANNING))
 @pytest.mark.parametrize("transport", TRANSPORTS)
-def test_multipart_messages_spanning_reads_stay_whole(make_pair: Pair, transport: str,
+def test_multipart_messages_spanning_reads_stay_whole(make_pair: Pair, transport: str, sizes: str,
                                                       direct_reads: list[int]) -> None:
     pull, push = make_pair(mqcore.PULL, mqcore.PUSH, transport)
-    msgs = [[b"head%d" % i, b"", bytes([i % 256]) * (i * 997 % 90000)] for i in range(60)]
+    msgs = SPANNING[sizes]
     sender = threading.Thread(target=lambda: [push.send_multipart(m) for m in msgs])
     sender.start()
     try:
         assert [pull.recv_multipart() for _ in msgs] == msgs
     finally:
         sender.join()
+    assert direct_reads[0] > 0
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
@@ -137,6 +178,28 @@ def test_req_rep_round_trips_and_efsm(make_pair: Pair, transport: str, direct_re
         req.send(b"twice")  # EFSM: the reply is still due, also on the direct path
     assert direct_reads[0] > 0
     assert direct_sends[0] > 0
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_a_send_after_a_read_goes_direct_however_soon(make_pair: Pair, transport: str,
+                                                      direct_sends: list[int],
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    # Every send counts as back to back by time alone; a REQ's requests still go direct, because
+    # each follows the read of the previous reply (only back-to-back sends go to the IO thread).
+    from mqcore import engine
+
+    monkeypatch.setattr(engine, "INLINE_GAP", 3600.0)
+    rep, req = make_pair(mqcore.REP, mqcore.REQ, transport)
+    trips = 50
+    server = threading.Thread(target=lambda: [rep.send(rep.recv()) for _ in range(trips)])
+    server.start()
+    try:
+        for i in range(trips):
+            req.send(b"%d" % i)
+            assert req.recv() == b"%d" % i
+    finally:
+        server.join()
+    assert direct_sends[0] >= trips // 2
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)

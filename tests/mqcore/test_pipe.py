@@ -117,3 +117,20 @@ def test_conflating_write_batch_keeps_only_the_newest() -> None:
     make_conflating(a, b)
     assert a.write_batch([[b"old"], [b"new"]]) == 2
     assert [b.read(), b.read()] == [[b"new"], None]
+
+
+def test_read_batch_takes_up_to_a_size_in_order_and_reactivates_the_writer_once() -> None:
+    a, b, ra, rb = make(hwm_a=10)
+    sent = [[b"%d" % i, b"x" * 10] for i in range(10)]
+    for msg in sent:
+        assert a.send(msg)
+    assert not a.send([b"over"])  # at the HWM: the writer waits for activate_write
+    first = b.read_batch(30)  # stops after the message that reaches 30 bytes
+    assert first == sent[:3]
+    assert ra.commands == []  # 7 still queued: above the low-water mark (5)
+    assert b.read_batch(1 << 20) == sent[3:]
+    assert ra.commands == [("_pipe_activate_write", a)]  # once, for the whole batch
+    assert b.read_batch(1 << 20) == []  # empty: armed, so the next send wakes the reader
+    assert a.send([b"next"])
+    assert rb.commands == [("_pipe_activate_read", b)]
+    assert b.read_batch(1) == [[b"next"]]

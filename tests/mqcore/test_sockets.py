@@ -142,6 +142,32 @@ def test_inproc_hwm_is_the_sum_and_noblock_raises_again(make_pair: Pair) -> None
     assert pull.recv() == b"room again"
 
 
+def test_push_moves_between_one_peer_and_several(ctx: mqcore.Context) -> None:
+    # With one peer PUSH sends through that pipe alone; a second peer brings load balancing back,
+    # and once it leaves, everything goes to the first again.
+    push = ctx.socket(mqcore.PUSH)
+    pulls = [ctx.socket(mqcore.PULL) for _ in range(2)]
+    for s in (push, *pulls):
+        s.linger = 0
+        s.rcvtimeo = s.sndtimeo = 5000
+    pulls[0].bind("inproc://one-or-several-a")
+    pulls[1].bind("inproc://one-or-several-b")
+    push.connect("inproc://one-or-several-a")
+    push.send(b"alone")
+    assert pulls[0].recv() == b"alone"
+    push.connect("inproc://one-or-several-b")
+    for i in range(4):
+        push.send(b"%d" % i)
+    got = [[pull.recv() for _ in range(2)] for pull in pulls]
+    assert sorted(got[0] + got[1]) == [b"0", b"1", b"2", b"3"] and got[0] != got[1]
+    pulls[1].close()
+    for i in range(4):
+        push.send(b"again %d" % i)
+    assert [pulls[0].recv() for _ in range(4)] == [b"again %d" % i for i in range(4)]
+    push.close()
+    pulls[0].close()
+
+
 def test_pub_drops_at_hwm_and_never_blocks(make_pair: Pair) -> None:
     pub, sub = make_pair(mqcore.PUB, mqcore.SUB, "inproc", sndhwm=3, rcvhwm=3)
     sub.subscribe(b"")
