@@ -41,8 +41,7 @@ def search_table(per_repetition: pd.DataFrame, runs: Iterable[RunInfo]) -> pd.Da
                                             strict=True)
         ]
         good = trials["rate"][ok]
-        at_max = good == good.max() if not good.empty else good.astype(bool)
-        kept = at_max.index[at_max.to_numpy()]
+        kept = good.index[good == good.max()]  # the sustained trials at the max rate (none: empty)
         rows.append({
             **dict(zip(SEARCH_KEYS, key, strict=True)),
             "label": trials["label"].iloc[0],

@@ -10,7 +10,7 @@ The reference is ``zmq`` when the scenario ran it, else the first system of the 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
@@ -116,7 +116,7 @@ def _with_ratios(rows: list[Row], order: list[str]) -> tuple[list[Row], str]:
     ref_system = REFERENCE_SYSTEM if REFERENCE_SYSTEM in systems else next(s for s in order if s in systems)
     reference = next(row for row in rows if row.system == ref_system)
     out = [
-        Row(**{**row.__dict__, "ratio": row.msgs / reference.msgs if reference.msgs > 0 else math.nan})
+        replace(row, ratio=row.msgs / reference.msgs if reference.msgs > 0 else math.nan)
         for row in rows
     ]
     return out, reference.name
@@ -156,8 +156,7 @@ def _searched(summary: Summary, group: pd.DataFrame, many_runs: bool) -> tuple[l
         row = _row(summary, at.iloc[0], many_runs, "lat_intended", _nan_zero(best))
         if not math.isnan(found.get("p99_at_max_us", math.nan)):
             # the sustained trials' latency: a retry that failed at the same rate is not averaged in
-            row = Row(**{**row.__dict__, "p50_us": float(found["p50_at_max_us"]),
-                         "p99_us": float(found["p99_at_max_us"])})
+            row = replace(row, p50_us=float(found["p50_at_max_us"]), p99_us=float(found["p99_at_max_us"]))
         rows.append(row)
     return rows, float(search["p99_bound_us"].iloc[0])
 

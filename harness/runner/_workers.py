@@ -27,7 +27,7 @@ from harness.runner._records import leading_count
 from harness.runner.faults import FaultInjector
 from harness.runner.proc import CpuMeter, CpuUse, CpuWhileActive
 from harness.runner.worker import WorkerContext, WorkerSpec, worker_main
-from harness.scenario import NETWORK_ACTIONS, Scenario
+from harness.scenario import Scenario
 
 # Workers fork from a clean, single-threaded server process that has already imported what they need:
 # starting one costs milliseconds instead of a fresh interpreter's second of imports.
@@ -234,7 +234,7 @@ def specs(case: Case, driver: Driver, plan: dict[str, Any], work_dir: Path) -> t
         payload=sc.payload,
         duration_ns=duration_ns,
         resilient=resilient,
-        kills=any(f.action not in NETWORK_ACTIONS for f in sc.faults),
+        kills=sc.kills,
     )
     consumers = []
     for c in range(sc.consumers):

@@ -42,7 +42,7 @@ from harness.runner.cpu import CpuTable
 from harness.runner.evaluation import EvaluationFiles
 from harness.runner.faults import FaultInjector, Sampler, WorkerHooks, depth_probe
 from harness.runner.proc import CpuUse
-from harness.scenario import NETWORK_ACTIONS, Scenario, Variant
+from harness.scenario import Scenario, Variant
 
 __all__ = ["Case", "CaseFailed", "CaseResult", "CaseSpec", "RunOne", "System", "cases", "run_case", "run_cases",
            "scenario_reason", "supports", "variant_reason"]
@@ -57,8 +57,7 @@ def scenario_reason(system: str, scenario: Scenario, client: str | None = None) 
     cls = driver_class(system, client)
     if scenario.pattern not in cls.patterns:
         return f"the driver lacks the {scenario.pattern.value} pattern"
-    kills = any(f.action not in NETWORK_ACTIONS for f in scenario.faults)
-    if cls.runs_in_jvm and (kills or scenario.consumer_rate is not None):
+    if cls.runs_in_jvm and (scenario.kills or scenario.consumer_rate is not None):
         return JVM_LIMITS
     return None
 
@@ -86,16 +85,19 @@ def cases(scenarios: Sequence[Scenario], systems: Sequence[str]) -> Iterator[Cas
     whose client cannot run here (``variant_reason``) or cannot run the scenario (``scenario_reason``) are
     left out."""
     for sc in scenarios:
-        chosen = [s for s in systems if (sc.systems is None or s in sc.systems) and supports(s, sc)]
+        runnable = [v for s in systems if (sc.systems is None or s in sc.systems) and supports(s, sc)
+                    for v in sc.variants_for(s) if variant_reason(v) is None and _runs(v, sc)]
         for size in sc.message_sizes:
             for rate in sc.rates:
                 for rep in range(sc.repetitions):
-                    for system in chosen:
-                        for variant in sc.variants_for(system):
-                            client = variant.options.get("client")
-                            if (variant_reason(variant) is None
-                                    and scenario_reason(system, sc, None if client is None else str(client)) is None):
-                                yield sc, variant, size, rate, rep
+                    for variant in runnable:
+                        yield sc, variant, size, rate, rep
+
+
+def _runs(variant: Variant, scenario: Scenario) -> bool:
+    """Whether the client ``variant`` chooses can run ``scenario`` (a Java client has the JVM's limits)."""
+    client = variant.options.get("client")
+    return scenario_reason(variant.system, scenario, None if client is None else str(client)) is None
 
 
 @dataclass(frozen=True)

@@ -123,6 +123,11 @@ class Scenario:
     search_range: tuple[float, float] = (1000.0, 1_000_000.0)
 
     @property
+    def kills(self) -> bool:
+        """Whether a fault of this scenario kills or restarts a process (not only network actions)."""
+        return any(not f.network for f in self.faults)
+
+    @property
     def searches(self) -> bool:
         return self.p99_bound is not None and not self.rates
 

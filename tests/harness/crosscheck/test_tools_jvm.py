@@ -198,7 +198,7 @@ def test_launcher_wait_for_output_fails_when_the_process_ends_first(tmp_path: Pa
 
 
 def test_run_measured_feeds_stdin_and_stops_the_others_when_one_fails(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path, started_pids: set[int],
 ) -> None:
     from harness.crosscheck.tools._exec import Step, run_measured
 
@@ -208,20 +208,13 @@ def test_run_measured_feeds_stdin_and_stops_the_others_when_one_fails(
                                          stdin=lines)], tmp_path / "ok", broker_pids=[], timeout=60)
     assert counted.output("consumer").strip() == "3"
     assert [u.role for u in counted.cpu()] == ["tool-consumer"]
-    pids: list[int] = []
-    start = Tools.start
-
-    def recording(self: Tools, *args: object, **kwargs: object) -> ToolProcess:
-        proc = start(self, *args, **kwargs)  # type: ignore[arg-type]
-        pids.append(proc.pid)
-        return proc
-
-    monkeypatch.setattr(Tools, "start", recording)
+    before = set(started_pids)
     steps = [Step("consumer", _python("import time; time.sleep(600)")),
              Step("producer", _python("import sys; print('Error: connection refused'); sys.exit(1)"))]
     with pytest.raises(ToolFailed, match="connection refused"):
         run_measured("demo", steps, tmp_path / "bad", broker_pids=[], timeout=60)
-    assert len(pids) == 2 and not left_running(set(pids), wait=5)
+    pids = started_pids - before
+    assert len(pids) == 2 and not left_running(pids, wait=5)
 
 
 # -- real runs ------------------------------------------------------------------------------------------
