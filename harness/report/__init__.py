@@ -8,7 +8,6 @@ Public API::
 Figures are also available one by one (``harness.report.figures``) for notebooks.
 """
 
-from harness.report._write import default_out_dir, write_report, write_report_from_summary
 from harness.report.figures import (
     FIGURES,
     latency_nines,
@@ -18,6 +17,7 @@ from harness.report.figures import (
     render_figures,
     throughput_vs_size,
 )
+from harness.report.headline import default_out_dir, write_report, write_report_from_summary
 from harness.report.tables import delivery_table, results_table
 
 __all__ = [

@@ -1,18 +1,21 @@
-"""The self-contained HTML report and the Markdown summary (strings; writing is ``_write.py``'s job)."""
+"""The self-contained HTML report and the Markdown summary as strings, and the headline in words (the
+writing is ``headline.write_report``'s job)."""
 
 from __future__ import annotations
 
 import base64
 import html
+import math
 import re
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from harness.metrics.bound import RULE
+from harness import units
+from harness.metrics.bound import MARK, RULE, cpu_text
 from harness.metrics.search import KEEP_UP
 from harness.pipeline import Summary
-from harness.report.headline import Headline, caption, sentence
 from harness.report.manifest import run_table, scenarios_table, systems_table, variants_table
 from harness.report.tables import (
     cpu_table,
@@ -22,6 +25,9 @@ from harness.report.tables import (
     to_html,
     to_markdown,
 )
+
+if TYPE_CHECKING:
+    from harness.report.headline import Headline, Row
 
 DEFINITIONS = (
     (
@@ -95,6 +101,70 @@ def manifest_tables(summary: Summary) -> list[tuple[str, pd.DataFrame]]:
     out += [("Systems", systems_table(runs)), ("Variants: client, guarantee, backend", variants_table(runs)),
             ("Scenarios", scenarios_table(runs))]
     return [(title, table) for title, table in out if not table.empty]
+
+
+def _overlap(a: Row, b: Row) -> bool:
+    """Whether the two rows' 95 % intervals of receiver msgs/s overlap (no interval: never)."""
+    if math.isnan(a.low) or math.isnan(b.low):
+        return False
+    return a.low <= b.high and b.low <= a.high
+
+
+def _ratio(row: Row, reference: str) -> str:
+    return "" if math.isnan(row.ratio) or row.name == reference else f", {row.ratio:.2g}× {reference}"
+
+
+def _who(row: Row) -> str:
+    return f"{row.name} ({row.guarantee})" if row.guarantee else row.name
+
+
+def sentence(head: Headline) -> str:
+    """The result of one scenario in words, from the numbers of its headline rows."""
+    best, rest = head.rows[0], head.rows[1:]
+    start = f"{head.scenario} ({head.case_text}, {head.repetitions}): "
+    if not rest:
+        return (start + f"only {_who(best)} ran: {units.count(best.msgs)} msgs/s received, "
+                f"p99 {units.duration_us(best.p99_us)}.")
+    worst = rest[-1]
+    if head.by_search:
+        none = [row.name for row in head.rows if row.msgs <= 0]
+        text = (f"{_who(best)} sustains the most, {units.count(best.msgs)} msgs/s"
+                f"{_ratio(best, head.reference)} (p99 there {units.duration_us(best.p99_us)})")
+        least = [row for row in rest if row.msgs > 0]
+        if least:
+            text += (f"; the least is {_who(least[-1])}, {units.count(least[-1].msgs)} msgs/s"
+                     f"{_ratio(least[-1], head.reference)}")
+        if none:
+            text += f"; {', '.join(none)} sustained none of the rates tried"
+        return start + text + "."
+    if head.by_latency:
+        text = (f"{_who(best)} has the lowest p99, {units.duration_us(best.p99_us)} (p50 "
+                f"{units.duration_us(best.p50_us)}), receiving {units.count(best.msgs)} msgs/s; the highest is "
+                f"{_who(worst)} at {units.duration_us(worst.p99_us)}")
+        factor = worst.p99_us / best.p99_us if best.p99_us > 0 else math.nan
+        text += "" if math.isnan(factor) else f" ({factor:.2g}× the lowest)"
+    elif _overlap(best, rest[0]):
+        second = rest[0]
+        text = (f"{_who(best)} and {_who(second)} are within each other's 95% interval, "
+                f"{units.count(best.msgs)} and {units.count(second.msgs)} msgs/s received, p99 "
+                f"{units.duration_us(best.p99_us)} and {units.duration_us(second.p99_us)}")
+    else:
+        text = (f"{_who(best)} is fastest at {units.count(best.msgs)} msgs/s received"
+                f"{_ratio(best, head.reference)}, p99 {units.duration_us(best.p99_us)}")
+    if not head.by_latency and (len(rest) > 1 or not _overlap(best, rest[0])):
+        text += (f"; slowest is {_who(worst)} at {units.count(worst.msgs)} msgs/s"
+                 f"{_ratio(worst, head.reference)}, p99 {units.duration_us(worst.p99_us)}")
+    lost = [row.name for row in head.rows if row.lost]
+    bound = [f"{row.name} ({cpu_text(row.client_cpu, row.broker_cpu)})" for row in head.rows if row.bound]
+    return (start + text + (f"; {', '.join(lost)} lost messages" if lost else "")
+            + (f"; {MARK} bound by its own client's CPU: {', '.join(bound)}" if bound else "") + ".")
+
+
+def caption(head: Headline) -> str:
+    bound = (f" Hatched bars: {RULE}; the bar gives the two figures (mean % of a core)."
+             if any(row.bound for row in head.rows) else "")
+    return (f"{head.scenario}: {len(head.rows)} system variants compared at {head.case_text}, "
+            f"{head.ranking}; means of {head.repetitions} with 95% intervals; ratios to {head.reference}.{bound}")
 
 
 def figure_name(head: Headline) -> str:

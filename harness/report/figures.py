@@ -10,6 +10,7 @@ from __future__ import annotations
 import io
 import math
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -84,11 +85,15 @@ def _tick(value: float, _pos: object = None) -> str:
     return f"{value:,.0f}" if value >= 100 else f"{value:g}"
 
 
-class _MinorLogLabels(LogFormatter):
-    """Matplotlib's choice of which minor log ticks to label (only on short ranges), in plain numbers."""
+class MinorLogLabels(LogFormatter):
+    """Matplotlib's choice of which minor log ticks to label (only on short ranges), written by ``text``."""
+
+    def __init__(self, text: Callable[[float], str], **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.text = text
 
     def __call__(self, x: float, pos: int | None = None) -> str:
-        return _tick(x) if super().__call__(x, pos) else ""
+        return self.text(x) if super().__call__(x, pos) else ""
 
 
 def _log_axes(ax: Axes, x: bool = True) -> None:
@@ -99,7 +104,7 @@ def _log_axes(ax: Axes, x: bool = True) -> None:
     ax.set_yscale("log")
     for axis in axes:
         axis.set_major_formatter(FuncFormatter(_tick))
-        axis.set_minor_formatter(_MinorLogLabels(labelOnlyBase=False, minor_thresholds=(1, 0.5)))
+        axis.set_minor_formatter(MinorLogLabels(_tick, labelOnlyBase=False, minor_thresholds=(1, 0.5)))
 
 
 def _error(mean: pd.Series, low: pd.Series, high: pd.Series) -> np.ndarray | None:

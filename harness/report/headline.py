@@ -1,25 +1,39 @@
-"""The headline: per scenario, the systems ranked, with a ratio to the reference system and one sentence.
+"""The report: its headline, then ``write_report``, which writes the page that opens with it.
 
-Pure functions from a :class:`~harness.pipeline.Summary`. A scenario may hold many cases (sizes, rates);
-the headline compares the systems on one of them: the smallest message size, at full speed when the
-scenario has a ``max`` rate, else at its highest offered rate. At full speed the systems are ranked by
-receiver msgs/s; at a fixed offered rate (where every system that keeps up receives the same rate) by p99.
-The reference is ``zmq`` when the scenario ran it, else the first system of the run.
+The headline: per scenario, the systems ranked, with a ratio to the reference system (its sentence is
+``_page.sentence``) and a bar chart. A scenario may hold many cases (sizes, rates); the headline compares
+the systems on one of them: the smallest message size, at full speed when the scenario has a ``max``
+rate, else at its highest offered rate. At full speed the systems are ranked by receiver msgs/s; at a
+fixed offered rate (where every system that keeps up receives the same rate) by p99. The reference is
+``zmq`` when the scenario ran it, else the first system of the run.
 """
 
 from __future__ import annotations
 
+import datetime as _dt
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
-from matplotlib.ticker import FuncFormatter, LogFormatter
+from matplotlib.ticker import FuncFormatter
 
 from harness import units
-from harness.metrics.bound import MARK, RULE, RULE_SHORT, cpu_text
-from harness.pipeline import Summary
+from harness.metrics.bound import MARK, RULE_SHORT, cpu_text
+from harness.pipeline import Summary, load_summary, write_summary
+from harness.report import crosscheck, evaluation
+from harness.report._page import caption, figure_name, render_html, render_markdown
+from harness.report.figures import MinorLogLabels, _figure, png_bytes, render_figures
+from harness.report.figures import captions as figure_captions
+from harness.runfolder import RunFolder
+from harness.runfolder.schema import FEATURE_MATRIX, FIGURES_DIR, REPORT_HTML, REPORT_MD
+
+if TYPE_CHECKING:
+    from harness.pipeline._summary import Engine
 
 #: The system every other is compared with when it ran.
 REFERENCE_SYSTEM = "zmq"
@@ -71,6 +85,12 @@ class Headline:
         if self.by_search:
             rate = f"highest rate sustained with p99 under {units.duration_us(self.bound_us)}"
         return f"{self.pattern}, {units.size(self.size)}, {rate}"
+
+    @property
+    def ranking(self) -> str:
+        if self.by_search:
+            return "highest sustained rate first"
+        return "lowest p99 first" if self.by_latency else "highest receiver msgs/s first"
 
     @property
     def repetitions(self) -> str:
@@ -198,79 +218,12 @@ def _nan_zero(value: float) -> float:
     return 0.0 if math.isnan(value) else value
 
 
-def _overlap(a: Row, b: Row) -> bool:
-    """Whether the two rows' 95 % intervals of receiver msgs/s overlap (no interval: never)."""
-    if math.isnan(a.low) or math.isnan(b.low):
-        return False
-    return a.low <= b.high and b.low <= a.high
-
-
-def _ratio(row: Row, reference: str) -> str:
-    return "" if math.isnan(row.ratio) or row.name == reference else f", {row.ratio:.2g}× {reference}"
-
-
-def _who(row: Row) -> str:
-    return f"{row.name} ({row.guarantee})" if row.guarantee else row.name
-
-
-def sentence(head: Headline) -> str:
-    """The result of one scenario in words, from the numbers of its headline rows."""
-    best, rest = head.rows[0], head.rows[1:]
-    start = f"{head.scenario} ({head.case_text}, {head.repetitions}): "
-    if not rest:
-        return (start + f"only {_who(best)} ran: {units.count(best.msgs)} msgs/s received, "
-                f"p99 {units.duration_us(best.p99_us)}.")
-    worst = rest[-1]
-    if head.by_search:
-        none = [row.name for row in head.rows if row.msgs <= 0]
-        text = (f"{_who(best)} sustains the most, {units.count(best.msgs)} msgs/s"
-                f"{_ratio(best, head.reference)} (p99 there {units.duration_us(best.p99_us)})")
-        least = [row for row in rest if row.msgs > 0]
-        if least:
-            text += (f"; the least is {_who(least[-1])}, {units.count(least[-1].msgs)} msgs/s"
-                     f"{_ratio(least[-1], head.reference)}")
-        if none:
-            text += f"; {', '.join(none)} sustained none of the rates tried"
-        return start + text + "."
-    if head.by_latency:
-        text = (f"{_who(best)} has the lowest p99, {units.duration_us(best.p99_us)} (p50 "
-                f"{units.duration_us(best.p50_us)}), receiving {units.count(best.msgs)} msgs/s; the highest is "
-                f"{_who(worst)} at {units.duration_us(worst.p99_us)}")
-        factor = worst.p99_us / best.p99_us if best.p99_us > 0 else math.nan
-        text += "" if math.isnan(factor) else f" ({factor:.2g}× the lowest)"
-    elif _overlap(best, rest[0]):
-        second = rest[0]
-        text = (f"{_who(best)} and {_who(second)} are within each other's 95% interval, "
-                f"{units.count(best.msgs)} and {units.count(second.msgs)} msgs/s received, p99 "
-                f"{units.duration_us(best.p99_us)} and {units.duration_us(second.p99_us)}")
-    else:
-        text = (f"{_who(best)} is fastest at {units.count(best.msgs)} msgs/s received"
-                f"{_ratio(best, head.reference)}, p99 {units.duration_us(best.p99_us)}")
-    if not head.by_latency and (len(rest) > 1 or not _overlap(best, rest[0])):
-        text += (f"; slowest is {_who(worst)} at {units.count(worst.msgs)} msgs/s"
-                 f"{_ratio(worst, head.reference)}, p99 {units.duration_us(worst.p99_us)}")
-    lost = [row.name for row in head.rows if row.lost]
-    bound = [f"{row.name} ({cpu_text(row.client_cpu, row.broker_cpu)})" for row in head.rows if row.bound]
-    return (start + text + (f"; {', '.join(lost)} lost messages" if lost else "")
-            + (f"; {MARK} bound by its own client's CPU: {', '.join(bound)}" if bound else "") + ".")
-
-
-class _MinorDurations(LogFormatter):
-    """Matplotlib's choice of which minor log ticks to label (short ranges only), as durations."""
-
-    def __call__(self, x: float, pos: int | None = None) -> str:
-        return units.duration_us(x) if super().__call__(x, pos) else ""
-
-
 def figure(summary: Summary, head: Headline) -> Figure:
     """The ranked bars of one scenario: receiver msgs/s (95 % interval, ratio to the reference written on
     each bar) and, beside it on the same rows, p50 and p99 latency."""
-    from harness.report.figures import _figure
-
     n = len(head.rows)
-    order = _ranking(head)
     fig, (bars, lat) = _figure(
-        summary, 2, f"{head.scenario} — {head.case_text}, {order} (mean of {head.repetitions})",
+        summary, 2, f"{head.scenario} — {head.case_text}, {head.ranking} (mean of {head.repetitions})",
         cols=2, panel_size=(5.6, 0.36 * n + 0.9),
     )
     y = np.arange(n)[::-1]
@@ -306,7 +259,7 @@ def figure(summary: Summary, head: Headline) -> Figure:
     lat.set_xscale("log")
     lat.margins(x=0.08)
     lat.xaxis.set_major_formatter(FuncFormatter(lambda v, _p: units.duration_us(v)))
-    lat.xaxis.set_minor_formatter(_MinorDurations(labelOnlyBase=False, minor_thresholds=(1, 0.5)))
+    lat.xaxis.set_minor_formatter(MinorLogLabels(units.duration_us, labelOnlyBase=False, minor_thresholds=(1, 0.5)))
     lat.set_xlabel(head.latency)
     lat.legend(fontsize=7, loc="best")
     for ax in (bars, lat):
@@ -314,15 +267,67 @@ def figure(summary: Summary, head: Headline) -> Figure:
     return fig
 
 
-def _ranking(head: Headline) -> str:
-    if head.by_search:
-        return "highest sustained rate first"
-    return "lowest p99 first" if head.by_latency else "highest receiver msgs/s first"
+def default_out_dir(run_dirs: list[Path]) -> Path:
+    """The run folder itself for one run; ``<results>/report-<UTC timestamp>/`` beside them for several."""
+    if len(run_dirs) == 1:
+        return run_dirs[0]
+    stamp = _dt.datetime.now(_dt.UTC).strftime("%Y%m%dT%H%M%SZ")
+    return run_dirs[0].parent / f"report-{stamp}"
 
 
-def caption(head: Headline) -> str:
-    ranking = _ranking(head)
-    bound = (f" Hatched bars: {RULE}; the bar gives the two figures (mean % of a core)."
-             if any(row.bound for row in head.rows) else "")
-    return (f"{head.scenario}: {len(head.rows)} system variants compared at {head.case_text}, "
-            f"{ranking}; means of {head.repetitions} with 95% intervals; ratios to {head.reference}.{bound}")
+def write_report_from_summary(summary: Summary, out_dir: Path) -> Path:
+    """Write ``figures/*.png``, ``report.html`` and ``summary.md`` for ``summary`` into ``out_dir``."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    out = RunFolder.open(out_dir)
+    heads = headlines(summary)
+    figures = {figure_name(head): figure(summary, head) for head in heads}
+    figures.update(render_figures(summary))
+    pngs = {name: png_bytes(fig) for name, fig in figures.items()}
+    for name, png in pngs.items():
+        out.write_file(f"{FIGURES_DIR}/{name}.png", png)
+    captions = {**figure_captions(summary), **{figure_name(head): caption(head) for head in heads}}
+    extra_html = extra_md = ""
+    extra_pngs: dict[str, bytes] = {}
+    extra_captions: dict[str, str] = {}
+    section = evaluation.render(summary)
+    if section is not None:
+        eval_figures, extra_html, extra_md = section
+        for name, fig in eval_figures.items():
+            extra_pngs[name] = png_bytes(fig)
+            out.write_file(f"{FIGURES_DIR}/{name}.png", extra_pngs[name])
+            extra_captions[name] = fig.get_suptitle() or name
+        matrix = evaluation.load_evaluation(summary).matrix
+        if not matrix.empty:
+            out.write_file(FEATURE_MATRIX, matrix.to_csv(index=False).encode())
+    cross = crosscheck.render(summary)
+    if cross is not None:
+        extra_html, extra_md = extra_html + cross[0], extra_md + cross[1]
+    out.write_file(REPORT_MD, render_markdown(summary, [*pngs, *extra_pngs], extra=extra_md, heads=heads).encode())
+    page = render_html(summary, pngs, captions, extra=extra_html, extra_pngs=extra_pngs, extra_captions=extra_captions,
+                       heads=heads)
+    return out.write_file(REPORT_HTML, page.encode())
+
+
+def write_report(
+    run_dirs: Iterable[Path | str],
+    out_dir: Path | None = None,
+    *,
+    engine: Engine = "auto",
+    spark_master: str | None = None,
+) -> Path:
+    """Write the report of ``run_dirs`` from their stored summary; return the path of ``report.html``.
+
+    A run without a summary yet (interrupted, or recorded by an older mqbench) is summarised first with
+    ``engine`` and the summary stored in its folder; a stored summary is never recomputed here.
+    ``out_dir`` defaults to the run folder (one run) or a new ``results/report-<timestamp>/`` (several),
+    which then also gets the joined summary tables. Writes ``figures/*.png``, ``summary.md`` and
+    ``report.html`` (self-contained: figures embedded as base64 PNG), each to a temporary name first.
+    Raises :class:`harness.pipeline.PipelineError` for a missing run folder, a run without raw data or
+    (Spark engine) missing Java.
+    """
+    paths = [Path(p) for p in run_dirs]
+    summary = load_summary(paths, engine=engine, spark_master=spark_master)
+    out = Path(out_dir) if out_dir is not None else default_out_dir(paths)
+    if out.resolve() not in {p.resolve() for p in paths}:
+        write_summary(summary, out)
+    return write_report_from_summary(summary, out)

@@ -16,7 +16,8 @@ from harness.commands.compare import TABLE_WIDTH, end_of_run_tables
 from harness.metrics.bound import MARK, RULE
 from harness.pipeline import Summary, summarize
 from harness.report import write_report
-from harness.report.headline import caption, figure, headlines, sentence
+from harness.report._page import caption, sentence
+from harness.report.headline import figure, headlines
 from harness.report.tables import cpu_table, results_table
 from harness.runfolder import RunFolder
 from harness.runfolder.schema import CPU, CPU_TABLE_COLUMNS

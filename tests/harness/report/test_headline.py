@@ -12,8 +12,9 @@ import pytest
 from harness import units
 from harness.pipeline import Summary, summarize
 from harness.report import render_figures
+from harness.report._page import sentence
 from harness.report.figures import captions
-from harness.report.headline import headlines, sentence
+from harness.report.headline import headlines
 from tests.harness.pipeline.synthetic import build_run
 
 

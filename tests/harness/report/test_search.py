@@ -103,7 +103,8 @@ def test_a_searched_scenario_heads_with_its_max_sustained_rates(report_run: Path
     from dataclasses import replace
 
     from harness.pipeline import summarize
-    from harness.report.headline import headlines, sentence
+    from harness.report._page import sentence
+    from harness.report.headline import headlines
     from harness.report.tables import search_results_table
 
     summary = summarize(report_run, engine="pandas")
