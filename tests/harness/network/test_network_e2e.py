@@ -47,8 +47,10 @@ def test_zmq_across_two_hosts_with_a_delay_close_to_the_injected_one(tmp_path: P
     rec = _recovery(out.run_dir).iloc[0]
     assert rec["lost"] == 0 and bool(out.summary["received"].iloc[0] > 0)
     assert rec["injected_delay_s"] == pytest.approx(delay)
-    # messages sent while the delay was on arrive at least the injected delay later than before it
-    assert rec["latency_during_s"] - rec["latency_before_s"] >= delay
+    # a message sent while the delay was on is held at least the injected delay; the shift from before is
+    # the delay give or take the base latency's noise (0.37 ms before against 0.35 ms under the delay, seen)
+    assert rec["latency_during_s"] >= delay
+    assert rec["latency_during_s"] - rec["latency_before_s"] > delay / 2
     manifest = (out.run_dir / "manifest.json").read_text()
     assert "CLOCK_MONOTONIC is shared" in manifest
     assert_nothing_left(before)
