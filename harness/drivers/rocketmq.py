@@ -13,10 +13,12 @@ consumers with one consuming thread (the client calls back on its own thread; ea
 when the callback returns). librocketmq forgets a broker that went away and looks for it again only every
 30 s, so after a broker restart its consumer stays idle that long; each consumer therefore checks once a
 second (in ``poll``) whether a broker it reads from was started again since, and then raises, so that the
-runner makes it again (a fresh client finds the broker at once and reads on from the group's stored offset). Producers send synchronously by default (``send: sync``: the broker stored it when ``send``
-returns: at-least-once) or one-way (``send: oneway``: at-most-once). Each producer has its own client
-instance (librocketmq shares one per process and instance name), so a producer made again after a failed
-send never shares state with the one being shut down.
+runner makes it again (a fresh client finds the broker at once and reads on from the group's stored offset).
+
+Producers send synchronously by default (``send: sync``: the broker stored it when ``send`` returns:
+at-least-once) or one-way (``send: oneway``: at-most-once). Each producer has its own client instance
+(librocketmq shares one per process and instance name), so a producer made again after a failed send never
+shares state with the one being shut down.
 
 Bodies travel as raw bytes: the Python wrapper reads bodies as C strings (cut at the first NUL byte), so
 the producer sends the length in a message property and the consumer reads exactly that many bytes.

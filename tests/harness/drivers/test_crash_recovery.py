@@ -11,6 +11,8 @@ except in CI (``CI=true``).
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterable, Mapping
@@ -65,6 +67,32 @@ def test_kafka_python_clients_back_off_at_most_as_long_as_the_java_client(monkey
     driver.create_consumer(plan, Role(index=0, topic=0))
     for kind in ("producer", "consumer"):
         assert made[kind]["reconnect_backoff_max_ms"] <= 1000, kind  # the Java client's reconnect.backoff.max.ms
+
+
+# Run in a child process: librocketmq's threads keep an interpreter that made a consumer from exiting.
+_WHERE_CONSUMERS_START = """
+import ctypes, os
+from harness.drivers.base import BrokerEndpoint
+from harness.drivers.rocketmq import RocketMQDriver, _RocketMQConsumer
+driver = RocketMQDriver({}, BrokerEndpoint("rocketmq", "rocketmq://127.0.0.1:9876", "external"))
+consumer = _RocketMQConsumer(driver, "mqbench-t0", "mqbench-g", "mqbench-g-0", [])
+get = getattr(consumer.raw, "_ZN8rocketmq21DefaultMQPushConsumer19getConsumeFromWhereEv")
+get.restype, get.argtypes = ctypes.c_int, [ctypes.c_void_p]
+print(get(consumer.consumer._handle), flush=True)
+os._exit(0)
+"""
+
+
+def test_rocketmq_consumers_without_a_stored_offset_start_at_the_first_message() -> None:
+    """librocketmq's default (the last offset) makes a group whose offsets a killed broker had not flushed
+    skip everything queued before it asks again."""
+    pytest.importorskip("rocketmq.client")
+    from harness.drivers.rocketmq import CONSUME_FROM_FIRST_OFFSET
+
+    child = subprocess.run([sys.executable, "-c", _WHERE_CONSUMERS_START], capture_output=True, text=True,
+                           timeout=60, cwd=Path(__file__).parents[3])
+    assert child.returncode == 0, child.stderr
+    assert int(child.stdout.split()[-1]) == CONSUME_FROM_FIRST_OFFSET
 
 
 class _FakeClient:
