@@ -38,6 +38,11 @@ from harness.drivers.options import option
 ACKS = {"0": 0, "1": 1, "all": "all", "-1": "all"}
 CLIENTS = ("kafka-python", "confluent-kafka")
 CONFLUENT_POLL_EVERY = 1000  # confluent-kafka producer: serve librdkafka's events once per this many sends
+# kafka-python backs off exponentially up to 30 s between attempts to reach a broker, and its metadata refresh
+# shares that backoff: after a broker restart (which raises the partitions' leader epoch) a consumer keeps
+# getting FENCED_LEADER_EPOCH until its next metadata refresh, up to ~36 s after the broker is back. The Java
+# client's default cap (reconnect.backoff.max.ms) is 1 s.
+RECONNECT_BACKOFF_MAX_MS = 1000
 
 
 @dataclass(frozen=True)
@@ -180,6 +185,7 @@ class _KafkaProducer(RoundRobinProducer):
             batch_size=opts.batch_size,
             enable_idempotence=False,  # needs acks=all and InitProducerId, which Tansu may lack
             max_request_size=8 * 1024 * 1024,
+            reconnect_backoff_max_ms=RECONNECT_BACKOFF_MAX_MS,
         ), what="a producer ")
         self.confirmed = ACKS[opts.acks] != 0  # with acks=0 there is no answer to hear a failure from
 
@@ -239,6 +245,7 @@ class _KafkaConsumer(AssignedConsumer):
             auto_offset_reset="earliest",
             fetch_max_bytes=64 * 1024 * 1024,
             max_partition_fetch_bytes=16 * 1024 * 1024,
+            reconnect_backoff_max_ms=RECONNECT_BACKOFF_MAX_MS,
         ), what="a consumer ")
         self.topic, self.partitions = topic, partitions
         self.on_message: Callable[[bytes], None] | None = None

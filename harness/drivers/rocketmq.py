@@ -4,11 +4,21 @@ The URL names the NameServer (``rocketmq://HOST:PORT``); clients learn the broke
 client cannot create topics, so ``plan`` does, with the remoting protocol's admin requests (below), each
 topic with ``queues`` queues. pubsub: every consumer is its own consumer group, so each reads every
 message; queue: a topic's consumers share one group, which splits the queues among them (a queue has one
-reader at a time, so with ``queues: 1`` one consumer gets every message). A new group on a new topic starts
-at its first message, so nothing sent after ``start`` is missed. Consumers are push consumers with one
-consuming thread (the client calls back on its own thread; each message is acknowledged when the callback
-returns). Producers send synchronously by default (``send: sync``: the broker stored it when ``send``
-returns: at-least-once) or one-way (``send: oneway``: at-most-once).
+reader at a time, so with ``queues: 1`` one consumer gets every message). Consumers start from the first
+offset of a queue their group has no stored offset for (``CONSUME_FROM_FIRST_OFFSET``; the client's default,
+the last offset, skips a backlog): a new group on a new topic starts at its first message, so nothing sent
+after ``start`` is missed, and a group whose offsets a crashed broker had not yet flushed (it writes them to
+disk every 5 s) reads the queue again from its start: duplicates, never a skipped backlog. Consumers are push
+consumers with one consuming thread (the client calls back on its own thread; each message is acknowledged
+when the callback returns). librocketmq forgets a broker that went away and looks for it again only every
+30 s, so after a broker restart its consumer stays idle that long; each consumer therefore checks once a
+second (in ``poll``) whether a broker it reads from was started again since, and then raises, so that the
+runner makes it again (a fresh client finds the broker at once and reads on from the group's stored offset).
+
+Producers send synchronously by default (``send: sync``: the broker stored it when ``send`` returns:
+at-least-once) or one-way (``send: oneway``: at-most-once). Each producer has its own client instance
+(librocketmq shares one per process and instance name), so a producer made again after a failed send never
+shares state with the one being shut down.
 
 Bodies travel as raw bytes: the Python wrapper reads bodies as C strings (cut at the first NUL byte), so
 the producer sends the length in a message property and the consumer reads exactly that many bytes.
@@ -49,6 +59,11 @@ GET_BROKER_RUNTIME_INFO = 28
 GET_BROKER_CLUSTER_INFO = 106
 DELETE_TOPIC_IN_BROKER = 215
 DELETE_TOPIC_IN_NAMESRV = 216
+# The C API has no setter for where a consumer starts; the push consumer handle is the C++ object, whose
+# (non-virtual) setter takes the enum ConsumeFromWhere, in which CONSUME_FROM_FIRST_OFFSET is 4.
+SET_CONSUME_FROM_WHERE = "_ZN8rocketmq21DefaultMQPushConsumer19setConsumeFromWhereENS_16ConsumeFromWhereE"
+CONSUME_FROM_FIRST_OFFSET = 4
+RESTART_CHECK_EVERY = 1.0  # seconds between a consumer's checks that its brokers were not started again
 
 
 @dataclass(frozen=True)
@@ -118,7 +133,8 @@ class RocketMQDriver(BrokerDriver):
             group = f"mqbench-{topology.run_tag}-t{role.topic}"
         else:
             group = f"mqbench-{topology.run_tag}-c{role.index}"
-        return _RocketMQConsumer(self, topology.topic_name(role.topic), group, f"{group}-{role.index}")
+        return _RocketMQConsumer(self, topology.topic_name(role.topic), group, f"{group}-{role.index}",
+                                 list(plan.get("brokers", [])))
 
 
 @contextlib.contextmanager
@@ -151,6 +167,7 @@ class _RocketMQProducer(Producer):
         try:
             with _client_home():
                 self.producer = ClientProducer(group)
+                dll.SetProducerInstanceName(self.producer._handle, f"{group}-{os.getpid()}-{id(self):x}".encode())
                 self.producer.set_namesrv_addr(driver.namesrv)
                 self.producer.start()
         except Exception as exc:
@@ -179,7 +196,7 @@ class _RocketMQProducer(Producer):
 
 
 class _RocketMQConsumer(Consumer):
-    def __init__(self, driver: RocketMQDriver, topic: str, group: str, instance: str) -> None:
+    def __init__(self, driver: RocketMQDriver, topic: str, group: str, instance: str, brokers: list[str]) -> None:
         from rocketmq.client import PushConsumer
         from rocketmq.ffi import dll
 
@@ -190,16 +207,23 @@ class _RocketMQConsumer(Consumer):
         self.raw.GetMessageProperty.restype = ctypes.c_char_p
         self.raw.GetMessageProperty.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
         self.driver, self.topic, self.group = driver, topic, group
+        self.booted: dict[str, str] = {}  # broker address -> its boot time when this consumer started
+        self.next_check = 0.0
         try:
             with _client_home():
                 self.consumer = PushConsumer(group)
             self.consumer.set_namesrv_addr(driver.namesrv)
             self.consumer.set_thread_count(1)  # on_message is never called from two threads at once
-            # The client allows one consumer per group and instance name in a process (tests run several).
-            self.consumer.set_instance_name(f"{instance}-{os.getpid()}")
+            # The client allows one consumer per group and instance name in a process (tests run several, and
+            # the runner makes a consumer again while the previous one may still be shutting down).
+            self.consumer.set_instance_name(f"{instance}-{os.getpid()}-{id(self):x}")
+            consume_from_first_offset(self.raw, self.consumer._handle)
+        except DriverError:
+            raise
         except Exception as exc:
             raise DriverError(f"cannot create a rocketmq consumer against {driver.namesrv}: {exc}") from None
         self.started = False
+        self.brokers = brokers
 
     def start(self, on_message: Callable[[bytes], None]) -> None:
         raw = self.raw
@@ -217,15 +241,47 @@ class _RocketMQConsumer(Consumer):
         except Exception as exc:
             raise DriverError(f"cannot start a rocketmq consumer against {self.driver.namesrv}: {exc}") from None
         self.started = True
+        for addr in self.brokers:
+            with contextlib.suppress(OSError, ValueError):
+                self.booted[addr] = broker_boot_time(addr, timeout=5.0)
+        self.next_check = time.monotonic() + RESTART_CHECK_EVERY
 
     def poll(self, timeout: float) -> None:
         time.sleep(timeout)  # the client delivers on its own thread
+        if time.monotonic() >= self.next_check:
+            self.check_brokers()
+            self.next_check = time.monotonic() + RESTART_CHECK_EVERY
+
+    def check_brokers(self) -> None:
+        """Raise DriverError when a broker answers with another boot time than at ``start`` (it was started
+        again); a broker that does not answer is left to the client, which waits for it."""
+        for addr, booted in self.booted.items():
+            try:
+                now = broker_boot_time(addr, timeout=1.0)
+            except (OSError, ValueError):
+                continue
+            if now != booted:
+                raise DriverError(f"the rocketmq broker at {addr} was started again; the consumer is made again")
 
     def close(self) -> None:
         if self.started:
             with contextlib.suppress(Exception):
                 self.consumer.shutdown()
             self.started = False
+
+
+def consume_from_first_offset(lib: Any, handle: int) -> None:
+    """Make the push consumer ``handle`` start from a queue's first offset when its group has none stored."""
+    try:
+        setter = getattr(lib, SET_CONSUME_FROM_WHERE)
+    except AttributeError:
+        raise DriverError(
+            "this librocketmq has no DefaultMQPushConsumer::setConsumeFromWhere, so its consumers would skip a "
+            "backlog after a broker crash; install the rocketmq wheel 0.4.4 (pip install rocketmq==0.4.4)"
+        ) from None
+    setter.restype = None
+    setter.argtypes = [ctypes.c_void_p, ctypes.c_int]
+    setter(handle, CONSUME_FROM_FIRST_OFFSET)
 
 
 # -- the remoting protocol's admin requests (what mqadmin does), for topics and readiness ---------------
@@ -269,6 +325,15 @@ def broker_version(addr: str, timeout: float) -> str:
     _, body = remoting_call(addr, GET_BROKER_RUNTIME_INFO, timeout=timeout)
     match = re.search(r'"brokerVersionDesc":"V(\d+)_(\d+)_(\d+)', body.decode(errors="replace"))
     return ".".join(match.groups()) if match else ""
+
+
+def broker_boot_time(addr: str, timeout: float) -> str:
+    """When the broker at ``addr`` started (its runtime info's ``bootTimestamp``, ms since the epoch)."""
+    _, body = remoting_call(addr, GET_BROKER_RUNTIME_INFO, timeout=timeout)
+    match = re.search(r'"bootTimestamp":"(\d+)"', body.decode(errors="replace"))
+    if match is None:
+        raise ValueError(f"the rocketmq broker at {addr} does not say when it started")
+    return match.group(1)
 
 
 def create_topic(addr: str, topic: str, queues: int, timeout: float) -> None:
