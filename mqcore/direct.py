@@ -36,8 +36,8 @@ import struct
 import time
 from typing import TYPE_CHECKING
 
-from mqcore.engine import WRITE, ZERO_COPY
-from mqcore.zmtp._frames import encode_messages
+from mqcore.engine import INLINE_GAP, WRITE, ZERO_COPY
+from mqcore.zmtp._frames import _SHORT_LAST, encode_messages
 
 if TYPE_CHECKING:
     from mqcore.engine import StreamEngine
@@ -48,6 +48,8 @@ BUFFER_BYTES = 65536  # one read: ~600 messages of 100 B, within the default RCV
 HELD_LIMIT = 16384  # bytes of a split message carried into the next read (more: the general path)
 _monotonic = time.monotonic
 _unpack_size = struct.Struct(">Q").unpack_from
+# An empty frame with MORE, then the header of a last short frame of each size: a REQ/REP envelope.
+_ENVELOPE_HEADERS = [bytes((1, 0, 0, size)) for size in range(256)]
 
 
 def scan(buf: bytes, limit: int) -> tuple[list[list[bytes]], int]:
@@ -156,7 +158,14 @@ def read_direct(engine: StreamEngine, buffer: bytearray) -> bool:
             n += k
         else:
             data = bytes(view[:n])
-        msgs, done = scan(data, decoder.limit)
+        # One message alone in the read, as in a round trip: the scan's first two cases, in line.
+        first = data[0] if decoder.limit >= 255 else -1  # a smaller MAXMSGSIZE: the scan checks sizes
+        if not first and n > 1 and n == 2 + data[1]:
+            msgs, done = [[data[2:]]], n
+        elif first == 1 and n > 3 and n == 4 + data[3] and not data[1] and not data[2]:
+            msgs, done = [[b"", data[4:]]], n
+        else:
+            msgs, done = scan(data, decoder.limit)
         rest: list[list[bytes]] = []
         if msgs:
             written = pipe.write_batch(msgs)
@@ -181,9 +190,12 @@ def send_direct(engine: StreamEngine, impl: SocketImpl, pipe: Pipe, msg: Msg) ->
     for frame in msg:
         if len(frame) >= ZERO_COPY:
             return False
-    if not engine.claim_inline():
-        return False
+    # StreamEngine.claim_inline, in line (this runs once per message sent).
+    now = _monotonic()
+    last, engine._last_inline = engine._last_inline, now
     lock = engine._lock
+    if now - last < INLINE_GAP or not lock.acquire(False):
+        return False
     try:
         if (not engine.alive or engine._out or engine._mask & WRITE or pipe.peer.inbound
                 or pipe.terminated or pipe.peer_terminated):
@@ -191,7 +203,15 @@ def send_direct(engine: StreamEngine, impl: SocketImpl, pipe: Pipe, msg: Msg) ->
         frames = impl.xsend_direct(msg, pipe)
         if frames is None:
             return False
-        wire = encode_messages((frames,))
+        # encode_messages' result for its two commonest cases, in line: one short frame alone, and
+        # the REQ/REP envelope around one.
+        count = len(frames)
+        if count == 1 and len(frames[0]) < 256 and type(frames[0]) is bytes:
+            wire = _SHORT_LAST[len(frames[0])] + frames[0]
+        elif count == 2 and not frames[0] and len(frames[1]) < 256 and type(frames[1]) is bytes:
+            wire = _ENVELOPE_HEADERS[len(frames[1])] + frames[1]
+        else:
+            wire = encode_messages((frames,))
         try:
             n = engine.sock.send(wire)
         except (BlockingIOError, InterruptedError):

@@ -153,11 +153,20 @@ class SocketBase:
         if self._ctx_terminated:
             raise ContextTerminated()
         mbox = self._mailbox
-        if mbox.prepare_sleep():
-            engine = self._inline_engine() if for_input else None
-            if engine is None:
+        mbox.sleeping = True  # Mailbox.prepare_sleep, in line: this runs once per message waited for
+        if mbox.queue:
+            mbox.sleeping = False
+        else:
+            engine = self._inline_eng
+            # The engine polled last time, if nothing changed since (else _inline_engine decides).
+            if not for_input:
+                engine = None
                 self._release_engine()
-            else:
+            elif (engine is None or len(self._pipes) != 1 or self._inline_pipe not in self._pipes
+                    or not engine.alive or engine.inline_eof or engine._input_stopped
+                    or self._inline_pipe.peer.engine is not engine):
+                engine = self._inline_engine()
+            if engine is not None:
                 engine.reader_waiting = True
             try:
                 if deadline is None:
@@ -196,7 +205,7 @@ class SocketBase:
             buffer = self._direct_buffer = bytearray(direct.BUFFER_BYTES)
         if not direct.read_direct(engine, buffer):
             engine.recv_inline()
-        if pipe.check_read():
+        if pipe.inbound or pipe.check_read():
             self._impl.read_activated(pipe)
 
     def _inline_engine(self) -> Any:
@@ -286,7 +295,7 @@ class SocketBase:
             raise ContextTerminated()
         if not blocking:
             raise Again()
-        deadline = self._deadline(timeout)
+        deadline = None if timeout < 0 else time.monotonic() + timeout / 1000.0  # _deadline, in line
         while True:
             self._wait(deadline, True)
             msg = self._xrecv()
