@@ -118,6 +118,17 @@ def scan(buf: bytes, limit: int) -> tuple[list[list[bytes]], int]:
     return msgs, pos
 
 
+def _direct_ok(engine: StreamEngine) -> bool:
+    """Whether the parts of ``read_direct``'s conditions that hold for good once they hold (after the
+    handshake, for a type that gets no subscriptions) are met; remembered in ``engine.direct_ok``."""
+    conn = engine.conn
+    decoder = conn._decoder
+    ok = (engine.handshaken and not engine.is_sub and decoder.messages_allowed
+          and not decoder.subscription_messages and conn._greeting is None)
+    engine.direct_ok = ok
+    return ok
+
+
 def read_direct(engine: StreamEngine, buffer: bytearray) -> bool:
     """Read ``engine``'s OS socket into ``buffer`` and queue the messages on its pipe; False when
     the fast case does not hold (nothing was read then). Must run in the socket's thread."""
@@ -128,9 +139,8 @@ def read_direct(engine: StreamEngine, buffer: bytearray) -> bool:
         conn = engine.conn
         decoder = conn._decoder
         pipe = engine.session.pipe
-        if (not engine.alive or engine._input_stopped or not engine.handshaken or engine.is_sub
-                or engine._handoff is not None or pipe is None or decoder.stopped
-                or not decoder.messages_allowed or decoder.subscription_messages or conn._greeting is not None):
+        if (not engine.alive or engine._input_stopped or engine._handoff is not None or pipe is None
+                or decoder.stopped or not (engine.direct_ok or _direct_ok(engine))):
             return False
         # What the last read left in the decoder (a message split between reads) goes before this
         # read, so the scan starts at a message boundary; a large body stays with the general path.
@@ -149,7 +159,7 @@ def read_direct(engine: StreamEngine, buffer: bytearray) -> bool:
         if not n:
             engine.inline_failed("peer closed the connection")
             return True
-        if engine._heartbeat is not None:
+        if engine._heartbeat is not None:  # a peer's PING TTL counts from it, with or without our IVL
             engine._heartbeat.last_recv = _monotonic()
         engine._last_inline = 0.0  # a send after this read answers it: not back to back (claim_inline)
         if k:
@@ -158,14 +168,27 @@ def read_direct(engine: StreamEngine, buffer: bytearray) -> bool:
             n += k
         else:
             data = bytes(view[:n])
-        # One message alone in the read, as in a round trip: the scan's first two cases, in line.
+        # One message alone in the read, as in a round trip: the scan's first two cases and, when the
+        # pipe has room, Pipe.write_batch, in line.
         first = data[0] if decoder.limit >= 255 else -1  # a smaller MAXMSGSIZE: the scan checks sizes
         if not first and n > 1 and n == 2 + data[1]:
-            msgs, done = [[data[2:]]], n
+            msg: list[bytes] | None = [data[2:]]
         elif first == 1 and n > 3 and n == 4 + data[3] and not data[1] and not data[2]:
-            msgs, done = [[b"", data[4:]]], n
+            msg = [b"", data[4:]]
         else:
+            msg = None
+        if msg is None:
             msgs, done = scan(data, decoder.limit)
+        else:
+            peer = pipe.peer
+            hwm = pipe.hwm
+            if (not hwm or pipe.msgs_written - peer.msgs_read < hwm) and not pipe.terminated and not pipe.peer_terminated:
+                peer.inbound.append(msg)
+                pipe.msgs_written += 1
+                if not peer.in_active:
+                    pipe.flush()
+                return True
+            msgs, done = [msg], n
         rest: list[list[bytes]] = []
         if msgs:
             written = pipe.write_batch(msgs)
@@ -187,9 +210,13 @@ def read_direct(engine: StreamEngine, buffer: bytearray) -> bool:
 def send_direct(engine: StreamEngine, impl: SocketImpl, pipe: Pipe, msg: Msg) -> bool:
     """Write ``msg`` (whole) to ``engine``'s OS socket in the socket's thread; False: nothing was done,
     use the pipe. ``pipe`` is the socket's end of the engine's pipe."""
-    for frame in msg:
-        if len(frame) >= ZERO_COPY:
+    if len(msg) == 1:
+        if len(msg[0]) >= ZERO_COPY:
             return False
+    else:
+        for frame in msg:
+            if len(frame) >= ZERO_COPY:
+                return False
     # StreamEngine.claim_inline, in line (this runs once per message sent).
     now = _monotonic()
     last, engine._last_inline = engine._last_inline, now

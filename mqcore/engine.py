@@ -129,6 +129,7 @@ class StreamEngine:
         # Re-entrant: _write may close the engine on an error.
         self._lock = threading.RLock()
         self._last_inline = 0.0
+        self.direct_ok = False  # mqcore.direct's lasting conditions hold (set by it once they do)
         # Events decoded by recv_inline that only the IO thread may handle (commands, a full pipe):
         # (bytes to send, events); taken first by the IO thread's next read, so order is kept.
         self._handoff: tuple[bytes, list] | None = None  # type: ignore[type-arg]

@@ -166,7 +166,10 @@ class SocketBase:
                     or not engine.alive or engine.inline_eof or engine._input_stopped
                     or self._inline_pipe.peer.engine is not engine):
                 engine = self._inline_engine()
-            if engine is not None:
+            # A parked engine's IO thread does not read (nor park again) till we unpark it: no need to
+            # say we wait. Else it parks at its next readable event while we poll.
+            waiting = engine is not None and not engine.parked
+            if waiting:
                 engine.reader_waiting = True
             try:
                 if deadline is None:
@@ -178,7 +181,7 @@ class SocketBase:
                         raise Again()
                     ready = self._poll.poll(remaining * 1000.0 + 0.5)
             finally:
-                if engine is not None:
+                if waiting:
                     with engine._lock:
                         engine.reader_waiting = False
             mbox.sleeping = False
