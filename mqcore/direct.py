@@ -46,6 +46,8 @@ if TYPE_CHECKING:
 
 BUFFER_BYTES = 65536  # one read: ~600 messages of 100 B, within the default RCVHWM (more spill into the backlog)
 HELD_LIMIT = 16384  # bytes of a split message carried into the next read (more: the general path)
+LARGE = HELD_LIMIT  # a frame this large, split by a read, makes the next reads take frames header first
+LARGE_BATCH = 8  # large messages per _read_large (then the socket's thread hands them out)
 _monotonic = time.monotonic
 _unpack_size = struct.Struct(">Q").unpack_from
 # An empty frame with MORE, then the header of a last short frame of each size: a REQ/REP envelope.
@@ -147,6 +149,9 @@ def read_direct(engine: StreamEngine, buffer: bytearray) -> bool:
         held = decoder.held_bytes() if decoder._frames or decoder._need or decoder._body is not None else decoder._tail
         if held is None or len(held) > HELD_LIMIT:
             return False
+        if engine.large_frames and not held:
+            _read_large(engine, pipe, buffer, decoder.limit)
+            return True
         view = memoryview(buffer)
         k = len(held)
         try:
@@ -189,22 +194,76 @@ def read_direct(engine: StreamEngine, buffer: bytearray) -> bool:
                     pipe.flush()
                 return True
             msgs, done = [msg], n
-        rest: list[list[bytes]] = []
-        if msgs:
-            written = pipe.write_batch(msgs)
-            if written and not pipe.peer.in_active:  # the socket's reading thread marks it awake
-                pipe.flush()
-            if written < len(msgs):
-                rest = msgs[written:]
-        if done < n:
-            # The decoder takes what the scan did not; the engine handles its events in order
-            # after the messages the pipe refused.
-            engine.inline_decode(data[done:] if done else data, rest)
-        elif rest:
-            engine.keep_backlog(rest)
+        if n - done >= 9 and data[done] == 2 and _unpack_size(data, done + 1)[0] >= LARGE:
+            engine.large_frames = True  # the next reads take such frames header first (_read_large)
+        _deliver(engine, pipe, msgs, data[done:] if done else data)
         return True
     finally:
         lock.release()
+
+
+def _deliver(engine: StreamEngine, pipe: Pipe, msgs: list[Msg], undecoded: bytes) -> None:
+    """The end of a direct read (``_lock`` held): ``msgs`` into the pipe as far as it has room, then
+    ``undecoded`` (the bytes after them, from a message boundary) to the decoder; the engine handles
+    what that produces in order after the messages the pipe refused."""
+    rest: list[Msg] = []
+    if msgs:
+        written = pipe.write_batch(msgs)
+        if written and not pipe.peer.in_active:  # the socket's reading thread marks it awake
+            pipe.flush()
+        if written < len(msgs):
+            rest = msgs[written:]
+    if undecoded:
+        engine.inline_decode(undecoded, rest)
+    elif rest:
+        engine.keep_backlog(rest)
+
+
+def _read_large(engine: StreamEngine, pipe: Pipe, buffer: bytearray, limit: int) -> None:
+    """``read_direct`` while the stream carries large single-frame messages (``engine.large_frames``):
+    each frame's header alone, then its body with one ``recv`` of its size, which returns the message's
+    bytes object itself: no copy in this process, where reading into the buffer costs three (the read's
+    bytes, the decoder's body, the message). Up to LARGE_BATCH messages; a read that finds anything else
+    leaves its bytes to the decoder and the next reads to the buffer."""
+    sock = engine.sock
+    msgs: list[Msg] = []
+    undecoded = b""
+    failed = ""
+    while len(msgs) < LARGE_BATCH:
+        try:
+            n = sock.recv_into(buffer, 9)
+        except (BlockingIOError, InterruptedError):
+            break
+        except OSError as exc:
+            failed = str(exc)
+            break
+        if not n:
+            failed = "peer closed the connection"
+            break
+        undecoded = bytes(buffer[:n])
+        size = _unpack_size(undecoded, 1)[0] if n == 9 and undecoded[0] == 2 else 0
+        if size < LARGE or size > limit:
+            engine.large_frames = False
+            break
+        try:
+            body = sock.recv(size)
+        except (BlockingIOError, InterruptedError):
+            break
+        except OSError as exc:
+            failed = str(exc)
+            break
+        if len(body) < size:
+            undecoded += body  # the rest comes with the next reads, through the decoder
+            break
+        msgs.append([body])
+        undecoded = b""
+    if msgs or undecoded:
+        if engine._heartbeat is not None:
+            engine._heartbeat.last_recv = _monotonic()
+        engine._last_inline = 0.0
+        _deliver(engine, pipe, msgs, undecoded)
+    if failed:
+        engine.inline_failed(failed)
 
 
 def send_direct(engine: StreamEngine, impl: SocketImpl, pipe: Pipe, msg: Msg) -> bool:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -13,6 +14,8 @@ import mqcore
 from mqcore import direct
 from mqcore.zmtp._decoder import FrameDecoder
 from mqcore.zmtp._frames import encode_command, encode_messages
+
+from .zmtp.wire import frame, greeting, ready
 
 Pair = Callable[..., tuple[Any, Any]]
 TRANSPORTS = ("tcp", "ipc")
@@ -128,6 +131,92 @@ def test_multipart_messages_spanning_reads_stay_whole(make_pair: Pair, transport
     finally:
         sender.join()
     assert direct_reads[0] > 0
+
+
+def _large_stream() -> list[list[bytes]]:
+    """Large single frames (read header first) mixed with what makes that read step back: small and
+    multipart messages, frames just under the threshold, a frame of every size class in between."""
+    large = direct.LARGE
+    msgs: list[list[bytes]] = []
+    for i in range(40):
+        msgs.append([bytes([i]) * (large + i * 4099)])
+        if i % 5 == 1:
+            msgs.append([b"small%d" % i])
+        if i % 7 == 2:
+            msgs.append([b"k", bytes([i]) * (large * 2)])  # multipart with a large frame: the decoder's
+        if i % 9 == 3:
+            msgs.append([b"u" * (large - 1)])
+        if i % 11 == 4:
+            msgs.extend([[b"x" * 300]] * 50)
+    return msgs
+
+
+@pytest.mark.parametrize("rcvhwm", [1000, 3])
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_large_frames_read_header_first_stay_whole_and_in_order(make_pair: Pair, transport: str, rcvhwm: int,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    # With a small RCVHWM a header-first batch fills the pipe and the rest waits as the engine's backlog.
+    large_reads = [0]
+    real = direct._read_large
+
+    def counting(*args: Any) -> None:
+        large_reads[0] += 1
+        real(*args)
+
+    monkeypatch.setattr(direct, "_read_large", counting)
+    pull, push = make_pair(mqcore.PULL, mqcore.PUSH, transport, rcvhwm=rcvhwm)
+    msgs = _large_stream()
+    sender = threading.Thread(target=lambda: [push.send_multipart(m) for m in msgs])
+    sender.start()
+    try:
+        got = [pull.recv_multipart() for _ in msgs]
+    finally:
+        sender.join()
+    assert [len(m) for m in got] == [len(m) for m in msgs]
+    assert got == msgs
+    assert large_reads[0] > 0
+
+
+def test_large_frames_cut_anywhere_by_a_raw_peer(ctx: mqcore.Context) -> None:
+    # A hand-made ZMTP peer writes large frames in pieces with pauses, so that the header-first reads
+    # meet a header without its body, a body cut short, a frame under the threshold, and the end of the
+    # stream.
+    pull = ctx.socket(mqcore.PULL)
+    pull.rcvtimeo = 5000
+    port = pull.bind_to_random_port("tcp://127.0.0.1")
+    peer = socket.create_connection(("127.0.0.1", port))
+    try:
+        peer.sendall(greeting() + ready(b"PUSH"))
+        bodies = [bytes([i]) * (direct.LARGE + 1000 * i) for i in range(6)]
+        wires = [frame(body) for body in bodies]
+        pieces = [
+            wires[0][:5000], wires[0][5000:],  # split by a read: the next reads go header first
+            wires[1][:9], wires[1][9:],  # the header alone, then its body
+            wires[2][:3000], wires[2][3000:],  # a body cut short
+            wires[3] + frame(b"small") + wires[4],  # a small frame in between
+            wires[5],  # then the end of the stream, where a header would come
+        ]
+        expected = [bodies[0], bodies[1], bodies[2], bodies[3], b"small", bodies[4], bodies[5]]
+
+        def write() -> None:
+            for piece in pieces:
+                peer.sendall(piece)
+                time.sleep(0.05)  # the reader, blocked in recv, takes what has come so far
+            peer.close()
+
+        writer = threading.Thread(target=write)
+        writer.start()
+        try:
+            got = [pull.recv() for _ in expected]
+        finally:
+            writer.join()
+        assert [len(b) for b in got] == [len(b) for b in expected]
+        assert got == expected
+    finally:
+        peer.close()
+    pull.rcvtimeo = 200
+    with pytest.raises(mqcore.Again):
+        pull.recv()
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
