@@ -297,15 +297,6 @@ class Socket(SocketBase, Shadowable):
             raise AttributeError(f"{type(self).__name__} has no such option: {name.upper()}")
         _option_property(option).__set__(self, value)
 
-    def __getattr__(self, name: str) -> Any:
-        option = getattr(SocketOption, name.upper(), None) if name.isupper() else None
-        if option is None:
-            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
-        try:
-            return self.getsockopt(option)
-        except ZMQError as exc:  # a write-only option, or one this socket type lacks
-            raise AttributeError(f"socket option {name} cannot be read here: {exc}") from None
-
 
 def _declared(cls: type, name: str) -> bool:
     """Is ``name`` a class attribute or an annotated instance attribute of ``cls`` or its bases?
@@ -328,11 +319,27 @@ def _option_property(option: SocketOption) -> property:
     return property(fget, fset, doc=f"The {option.name} socket option.")
 
 
+def _upper_option_property(name: str, option: SocketOption) -> property:
+    """``sock.LINGER``: the option by its constant's name; reading one that cannot be read here raises
+    AttributeError (so ``hasattr`` is False), as pyzmq's does."""
+    def fget(self: Socket) -> Any:
+        try:
+            return self.getsockopt(option)
+        except ZMQError as exc:  # a write-only option, or one this socket type lacks
+            raise AttributeError(f"socket option {name} cannot be read here: {exc}") from None
+
+    return property(fget, _option_property(option).fset, doc=f"The {option.name} socket option.")
+
+
+# Options are properties of the class, lower case (``sock.linger``) and upper case (``sock.LINGER``),
+# not a ``__getattr__``: a class with one has every attribute read on it take the slow generic path,
+# in send and recv too (CPython does not specialise attribute reads for such classes).
 for _name, _member in SocketOption.__members__.items():
     _attr = _name.lower()
-    if _attr in ("type",) or hasattr(Socket, _attr):
-        continue
-    setattr(Socket, _attr, _option_property(_member))
+    if _attr not in ("type",) and not hasattr(Socket, _attr):
+        setattr(Socket, _attr, _option_property(_member))
+    if not hasattr(Socket, _name):
+        setattr(Socket, _name, _upper_option_property(_name, _member))
 
 
 def _with_addr(op: Any, addr: str) -> None:
