@@ -47,6 +47,9 @@ if TYPE_CHECKING:
 BUFFER_BYTES = 65536  # one read: ~600 messages of 100 B, within the default RCVHWM (more spill into the backlog)
 HELD_LIMIT = 16384  # bytes of a split message carried into the next read (more: the general path)
 LARGE = HELD_LIMIT  # a frame this large, split by a read, makes the next reads take frames header first
+# Larger bodies stay with the decoder, which reads them in place into a buffer it reuses: a fresh
+# allocation that large is mmapped by malloc, and its page faults cost more than the copy saved.
+LARGE_MAX = 120 * 1024
 LARGE_BATCH = 8  # large messages per _read_large (then the socket's thread hands them out)
 _monotonic = time.monotonic
 _unpack_size = struct.Struct(">Q").unpack_from
@@ -194,7 +197,7 @@ def read_direct(engine: StreamEngine, buffer: bytearray) -> bool:
                     pipe.flush()
                 return True
             msgs, done = [msg], n
-        if n - done >= 9 and data[done] == 2 and _unpack_size(data, done + 1)[0] >= LARGE:
+        if n - done >= 9 and data[done] == 2 and LARGE <= _unpack_size(data, done + 1)[0] <= LARGE_MAX:
             engine.large_frames = True  # the next reads take such frames header first (_read_large)
         _deliver(engine, pipe, msgs, data[done:] if done else data)
         return True
@@ -242,7 +245,7 @@ def _read_large(engine: StreamEngine, pipe: Pipe, buffer: bytearray, limit: int)
             break
         undecoded = bytes(buffer[:n])
         size = _unpack_size(undecoded, 1)[0] if n == 9 and undecoded[0] == 2 else 0
-        if size < LARGE or size > limit:
+        if size < LARGE or size > LARGE_MAX or size > limit:
             engine.large_frames = False
             break
         try:
