@@ -195,6 +195,28 @@ class SocketBase:
         if self._ctx_terminated:
             raise ContextTerminated()
 
+    def _wait_parked(self, engine: Any, timeout: int) -> Msg | None:
+        """A blocking recv's first wait while its engine is parked (the round trip's case): ``_wait``
+        without what that case does not need (the engine's checks, ``reader_waiting``, a deadline).
+        The message, or None: continue as usual (commands came, or nothing complete yet). Raises
+        Again when RCVTIMEO (``timeout``) passes, ContextTerminated."""
+        mbox = self._mailbox
+        mbox.sleeping = True
+        if mbox.queue or self._ctx_terminated or engine.inline_eof or not engine.alive:
+            mbox.sleeping = False
+            return None
+        ready = self._poll.poll(None if timeout < 0 else timeout)
+        mbox.sleeping = False
+        if len(ready) == 1 and ready[0][0] == self._inline_fd:
+            self._read_inline(engine)
+            return None if mbox.queue else self._xrecv()
+        if not ready:
+            raise Again()
+        for fd, _ in ready:
+            if fd == mbox.fd:
+                mbox.drain_fd()
+        return None  # commands came (the next _wait runs them), and maybe input too
+
     def _read_inline(self, engine: Any) -> None:
         """Read ``engine`` in this thread; what it delivers is activated here, not by command.
 
@@ -286,9 +308,13 @@ class SocketBase:
         timeout = self._opts.rcvtimeo
         blocking = not flags & 1 and timeout != 0
         engine = self._inline_eng
+        if engine is not None and blocking and engine.parked and not engine._backlog:
+            msg = self._wait_parked(engine, timeout)
+            if msg is not None:
+                return msg
         # A blocking wait polls the parked engine's fd anyway; only decoded messages a full pipe
         # refused (_backlog) or a non-blocking call need the read now.
-        if engine is not None and (engine._backlog or (engine.parked and not blocking)):
+        elif engine is not None and (engine._backlog or (engine.parked and not blocking)):
             self._read_inline(engine)
             self._mailbox.process()
             msg = self._xrecv()

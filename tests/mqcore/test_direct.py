@@ -51,6 +51,21 @@ def direct_reads(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
     yield counts
 
 
+def _send_once_polled(reader: Any, send: Callable[[], object]) -> threading.Thread:
+    """A started thread that runs ``send`` once ``reader``'s thread, blocked in recv, polls its
+    connection: then the direct path reads from the first message on, however the threads are
+    scheduled (a sender far ahead could otherwise fill the pipe before the reader ever waits)."""
+    def run() -> None:
+        give_up = time.monotonic() + 5.0  # then send anyway; the test's own assertion reports it
+        while reader._inline_eng is None and time.monotonic() < give_up:
+            time.sleep(0.001)
+        send()
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    return thread
+
+
 def test_scan_takes_whole_messages_and_stops_before_anything_else() -> None:
     msgs = [[b"a"], [b"b" * 300], [b"c", b"", b"d" * 70000]]
     wire = encode_messages(msgs)
@@ -100,8 +115,7 @@ def test_stream_in_order_with_rcvhwm_reached(make_pair: Pair, transport: str, di
     # A small RCVHWM: one read decodes more than the pipe takes, the rest waits as the engine's backlog.
     pull, push = make_pair(mqcore.PULL, mqcore.PUSH, transport, rcvhwm=5, sndhwm=5)
     count = 3000
-    sender = threading.Thread(target=lambda: [push.send(b"%d" % i) for i in range(count)])
-    sender.start()
+    sender = _send_once_polled(pull, lambda: [push.send(b"%d" % i) for i in range(count)])
     try:
         assert [pull.recv() for _ in range(count)] == [b"%d" % i for i in range(count)]
     finally:
@@ -124,8 +138,7 @@ def test_multipart_messages_spanning_reads_stay_whole(make_pair: Pair, transport
                                                       direct_reads: list[int]) -> None:
     pull, push = make_pair(mqcore.PULL, mqcore.PUSH, transport)
     msgs = SPANNING[sizes]
-    sender = threading.Thread(target=lambda: [push.send_multipart(m) for m in msgs])
-    sender.start()
+    sender = _send_once_polled(pull, lambda: [push.send_multipart(m) for m in msgs])
     try:
         assert [pull.recv_multipart() for _ in msgs] == msgs
     finally:
@@ -166,8 +179,7 @@ def test_large_frames_read_header_first_stay_whole_and_in_order(make_pair: Pair,
     monkeypatch.setattr(direct, "_read_large", counting)
     pull, push = make_pair(mqcore.PULL, mqcore.PUSH, transport, rcvhwm=rcvhwm)
     msgs = _large_stream()
-    sender = threading.Thread(target=lambda: [push.send_multipart(m) for m in msgs])
-    sender.start()
+    sender = _send_once_polled(pull, lambda: [push.send_multipart(m) for m in msgs])
     try:
         got = [pull.recv_multipart() for _ in msgs]
     finally:
