@@ -237,7 +237,7 @@ class Socket(SocketBase, Shadowable):
         """Bind ``addr`` (e.g. ``tcp://127.0.0.1``) to a free port and return it."""
         if min_port == 49152 and max_port == 65536:
             self.bind(f"{addr}:*")
-            return int(self.last_endpoint.decode().rsplit(":", 1)[1])
+            return int(self.getsockopt(SocketOption.LAST_ENDPOINT).decode().rsplit(":", 1)[1])
         for _ in range(max_tries):
             port = random.randrange(min_port, max_port)
             try:
