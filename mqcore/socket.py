@@ -12,7 +12,7 @@ import pickle
 import random
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mqcore.constants import Errno, Event, PollEvent, SocketOption, SocketType
 from mqcore.error import Again, ContextTerminated, ZMQBindError, ZMQError
@@ -284,6 +284,10 @@ class Socket(SocketBase, Shadowable):
         """Stop monitoring; the monitor socket receives MONITOR_STOPPED (it is not closed)."""
         self.__dict__["_monitor_socket"] = None
         self.monitor(None, 0)
+
+    if TYPE_CHECKING:
+        # For type checkers only: options are read as attributes (properties added below the class).
+        def __getattr__(self, name: str) -> Any: ...
 
     def __setattr__(self, name: str, value: Any) -> None:
         """pyzmq's rule: an attribute the socket (or its class) has is set; any other name is a socket
