@@ -16,7 +16,18 @@ it cannot take as whole message frames (a command such as PING, a frame over MAX
 frame at the end of the read) go to the connection's decoder with the rest of the read, and the
 engine handles what they produce as for any inline read. A message split between two reads is held by
 the decoder; the next direct read puts its bytes (``FrameDecoder.held_bytes``) before what it reads,
-so a stream that seldom breaks at a message boundary stays on the direct path.
+so a stream that seldom breaks at a message boundary stays on the direct path. A message alone in its
+read (a round trip's request or reply) goes into the pipe without the scan or ``write_batch``.
+
+Large frames: once a read ends inside a single-frame message of ``LARGE`` to ``LARGE_MAX`` bytes
+(``engine.large_frames``), the following reads (``_read_large``) take each frame's 9-byte header
+alone and its body with one ``recv`` of its size, whose result is the message's bytes object: no
+copy in this process (the buffered read made three: the read's bytes, the decoder's body buffer,
+the message) and one poll per batch of up to ``LARGE_BATCH`` messages, where a 64 KiB message that
+never fitted the 64 KiB buffer took two. A header of anything else (a small or multipart message, a
+command) goes to the decoder and the reads return to the buffer. Larger bodies stay with the decoder,
+which reads them in place into a buffer it reuses (a fresh allocation of a megabyte costs more in
+page faults than the copy).
 
 ``send_direct`` is the sending half, for a socket whose one connection its thread already polls
 (``SocketBase._inline_eng``): the socket type says which frames go on the wire

@@ -12,9 +12,11 @@ empty/full. Waiting for input with exactly one pipe to a tcp/ipc peer, the socke
 connection's OS socket and reads it in this thread (``StreamEngine.recv_inline``), activating what
 came in itself instead of by a command to its own mailbox (``_read_inline``); a blocking recv goes
 straight to that poll, without a read that would find nothing yet. Before sleeping any other way it
-gives reading back to the IO thread (``_release_engine``). That read and, while the socket polls its
-connection, each send take the direct path (``mqcore.direct``: one ``recv_into`` and a frame scan, one
-encode and ``send``) when its conditions hold, else the engine's general inline read and the pipe.
+gives reading back to the IO thread (``_release_engine``); a blocking recv whose engine is parked
+waits in ``_wait_parked``, the same wait without the checks that case does not need. That read and,
+while the socket polls its connection, each send take the direct path (``mqcore.direct``: one
+``recv_into`` and a frame scan, one encode and ``send``) when its conditions hold, else the engine's
+general inline read and the pipe.
 """
 
 from __future__ import annotations
