@@ -146,6 +146,17 @@ def test_multipart_messages_spanning_reads_stay_whole(make_pair: Pair, transport
     assert direct_reads[0] > 0
 
 
+def _expect(receive: Callable[[], Any], expected: list[Any], thread: threading.Thread) -> None:
+    """Receive as many messages as ``expected`` holds, join ``thread`` (also on a failure), compare
+    (the sizes first: a failure then shows where, not two long byte strings)."""
+    try:
+        got = [receive() for _ in expected]
+    finally:
+        thread.join()
+    assert [len(m) for m in got] == [len(m) for m in expected]
+    assert got == expected
+
+
 def _large_stream() -> list[list[bytes]]:
     """Large single frames (read header first) mixed with what makes that read step back: small and
     multipart messages, frames just under the threshold, a frame of every size class in between."""
@@ -180,12 +191,7 @@ def test_large_frames_read_header_first_stay_whole_and_in_order(make_pair: Pair,
     pull, push = make_pair(mqcore.PULL, mqcore.PUSH, transport, rcvhwm=rcvhwm)
     msgs = _large_stream()
     sender = _send_once_polled(pull, lambda: [push.send_multipart(m) for m in msgs])
-    try:
-        got = [pull.recv_multipart() for _ in msgs]
-    finally:
-        sender.join()
-    assert [len(m) for m in got] == [len(m) for m in msgs]
-    assert got == msgs
+    _expect(pull.recv_multipart, msgs, sender)
     assert large_reads[0] > 0
 
 
@@ -218,12 +224,7 @@ def test_large_frames_cut_anywhere_by_a_raw_peer(ctx: mqcore.Context) -> None:
 
         writer = threading.Thread(target=write)
         writer.start()
-        try:
-            got = [pull.recv() for _ in expected]
-        finally:
-            writer.join()
-        assert [len(b) for b in got] == [len(b) for b in expected]
-        assert got == expected
+        _expect(pull.recv, expected, writer)
     finally:
         peer.close()
     pull.rcvtimeo = 200
