@@ -232,6 +232,39 @@ def test_large_frames_cut_anywhere_by_a_raw_peer(ctx: mqcore.Context) -> None:
         pull.recv()
 
 
+def test_a_large_frame_over_maxmsgsize_ends_the_connection_on_the_header_first_path(ctx: mqcore.Context) -> None:
+    # The header-first read checks MAXMSGSIZE from the header like the decoder (which then refuses the
+    # frame): the frames under the limit arrive, the one over it and anything after it do not.
+    limit = direct.LARGE * 3
+    pull = ctx.socket(mqcore.PULL)
+    pull.maxmsgsize = limit
+    port = pull.bind_to_random_port("tcp://127.0.0.1")
+    peer = socket.create_connection(("127.0.0.1", port))
+    try:
+        peer.sendall(greeting() + ready(b"PUSH"))
+        under = [bytes([i]) * (direct.LARGE + i) for i in range(4)]
+        wire = b"".join(frame(body) for body in under)
+        pieces = [
+            wire[:len(frame(under[0])) + 1000],  # a read ends inside a large frame: header first next
+            wire[len(frame(under[0])) + 1000:],
+            frame(b"o" * (limit + 1)) + frame(b"after"),
+        ]
+
+        def write() -> None:
+            for piece in pieces:
+                peer.sendall(piece)
+                time.sleep(0.05)  # the reader, blocked in recv, takes what has come so far
+
+        writer = threading.Thread(target=write)
+        writer.start()
+        _expect(pull.recv, under, writer)
+        pull.rcvtimeo = 300
+        with pytest.raises(mqcore.Again):
+            pull.recv()
+    finally:
+        peer.close()
+
+
 @pytest.mark.parametrize("transport", TRANSPORTS)
 def test_noblock_eagain_then_poll_readiness_for_queued_messages(make_pair: Pair, transport: str,
                                                                 direct_reads: list[int]) -> None:
