@@ -16,7 +16,18 @@ it cannot take as whole message frames (a command such as PING, a frame over MAX
 frame at the end of the read) go to the connection's decoder with the rest of the read, and the
 engine handles what they produce as for any inline read. A message split between two reads is held by
 the decoder; the next direct read puts its bytes (``FrameDecoder.held_bytes``) before what it reads,
-so a stream that seldom breaks at a message boundary stays on the direct path.
+so a stream that seldom breaks at a message boundary stays on the direct path. A message alone in its
+read (a round trip's request or reply) goes into the pipe without the scan or ``write_batch``.
+
+Large frames: once a read ends inside a single-frame message of ``LARGE`` to ``LARGE_MAX`` bytes
+(``engine.large_frames``), the following reads (``_read_large``) take each frame's 9-byte header
+alone and its body with one ``recv`` of its size, whose result is the message's bytes object: no
+copy in this process (the buffered read made three: the read's bytes, the decoder's body buffer,
+the message) and one poll per batch of up to ``LARGE_BATCH`` messages, where a 64 KiB message that
+never fitted the 64 KiB buffer took two. A header of anything else (a small or multipart message, a
+command) goes to the decoder and the reads return to the buffer. Larger bodies stay with the decoder,
+which reads them in place into a buffer it reuses (a fresh allocation of a megabyte costs more in
+page faults than the copy).
 
 ``send_direct`` is the sending half, for a socket whose one connection its thread already polls
 (``SocketBase._inline_eng``): the socket type says which frames go on the wire
@@ -36,8 +47,8 @@ import struct
 import time
 from typing import TYPE_CHECKING
 
-from mqcore.engine import WRITE, ZERO_COPY
-from mqcore.zmtp._frames import encode_messages
+from mqcore.engine import INLINE_GAP, WRITE, ZERO_COPY
+from mqcore.zmtp._frames import _SHORT_LAST, encode_messages
 
 if TYPE_CHECKING:
     from mqcore.engine import StreamEngine
@@ -46,8 +57,15 @@ if TYPE_CHECKING:
 
 BUFFER_BYTES = 65536  # one read: ~600 messages of 100 B, within the default RCVHWM (more spill into the backlog)
 HELD_LIMIT = 16384  # bytes of a split message carried into the next read (more: the general path)
+LARGE = HELD_LIMIT  # a frame this large, split by a read, makes the next reads take frames header first
+# Larger bodies stay with the decoder, which reads them in place into a buffer it reuses: a fresh
+# allocation that large is mmapped by malloc, and its page faults cost more than the copy saved.
+LARGE_MAX = 120 * 1024
+LARGE_BATCH = 8  # large messages per _read_large (then the socket's thread hands them out)
 _monotonic = time.monotonic
 _unpack_size = struct.Struct(">Q").unpack_from
+# An empty frame with MORE, then the header of a last short frame of each size: a REQ/REP envelope.
+_ENVELOPE_HEADERS = [bytes((1, 0, 0, size)) for size in range(256)]
 
 
 def scan(buf: bytes, limit: int) -> tuple[list[list[bytes]], int]:
@@ -116,6 +134,17 @@ def scan(buf: bytes, limit: int) -> tuple[list[list[bytes]], int]:
     return msgs, pos
 
 
+def _direct_ok(engine: StreamEngine) -> bool:
+    """Whether the parts of ``read_direct``'s conditions that hold for good once they hold (after the
+    handshake, for a type that gets no subscriptions) are met; remembered in ``engine.direct_ok``."""
+    conn = engine.conn
+    decoder = conn._decoder
+    ok = (engine.handshaken and not engine.is_sub and decoder.messages_allowed
+          and not decoder.subscription_messages and conn._greeting is None)
+    engine.direct_ok = ok
+    return ok
+
+
 def read_direct(engine: StreamEngine, buffer: bytearray) -> bool:
     """Read ``engine``'s OS socket into ``buffer`` and queue the messages on its pipe; False when
     the fast case does not hold (nothing was read then). Must run in the socket's thread."""
@@ -126,15 +155,17 @@ def read_direct(engine: StreamEngine, buffer: bytearray) -> bool:
         conn = engine.conn
         decoder = conn._decoder
         pipe = engine.session.pipe
-        if (not engine.alive or engine._input_stopped or not engine.handshaken or engine.is_sub
-                or engine._handoff is not None or pipe is None or decoder.stopped
-                or not decoder.messages_allowed or decoder.subscription_messages or conn._greeting is not None):
+        if (not engine.alive or engine._input_stopped or engine._handoff is not None or pipe is None
+                or decoder.stopped or not (engine.direct_ok or _direct_ok(engine))):
             return False
         # What the last read left in the decoder (a message split between reads) goes before this
         # read, so the scan starts at a message boundary; a large body stays with the general path.
         held = decoder.held_bytes() if decoder._frames or decoder._need or decoder._body is not None else decoder._tail
         if held is None or len(held) > HELD_LIMIT:
             return False
+        if engine.large_frames and not held:
+            _read_large(engine, pipe, buffer, decoder.limit)
+            return True
         view = memoryview(buffer)
         k = len(held)
         try:
@@ -147,7 +178,7 @@ def read_direct(engine: StreamEngine, buffer: bytearray) -> bool:
         if not n:
             engine.inline_failed("peer closed the connection")
             return True
-        if engine._heartbeat is not None:
+        if engine._heartbeat is not None:  # a peer's PING TTL counts from it, with or without our IVL
             engine._heartbeat.last_recv = _monotonic()
         engine._last_inline = 0.0  # a send after this read answers it: not back to back (claim_inline)
         if k:
@@ -156,34 +187,115 @@ def read_direct(engine: StreamEngine, buffer: bytearray) -> bool:
             n += k
         else:
             data = bytes(view[:n])
-        msgs, done = scan(data, decoder.limit)
-        rest: list[list[bytes]] = []
-        if msgs:
-            written = pipe.write_batch(msgs)
-            if written and not pipe.peer.in_active:  # the socket's reading thread marks it awake
-                pipe.flush()
-            if written < len(msgs):
-                rest = msgs[written:]
-        if done < n:
-            # The decoder takes what the scan did not; the engine handles its events in order
-            # after the messages the pipe refused.
-            engine.inline_decode(data[done:] if done else data, rest)
-        elif rest:
-            engine.keep_backlog(rest)
+        # One message alone in the read, as in a round trip: the scan's first two cases and, when the
+        # pipe has room, Pipe.write_batch, in line.
+        first = data[0] if decoder.limit >= 255 else -1  # a smaller MAXMSGSIZE: the scan checks sizes
+        if not first and n > 1 and n == 2 + data[1]:
+            msg: list[bytes] | None = [data[2:]]
+        elif first == 1 and n > 3 and n == 4 + data[3] and not data[1] and not data[2]:
+            msg = [b"", data[4:]]
+        else:
+            msg = None
+        if msg is None:
+            msgs, done = scan(data, decoder.limit)
+        else:
+            peer = pipe.peer
+            hwm = pipe.hwm
+            if (not hwm or pipe.msgs_written - peer.msgs_read < hwm) and not pipe.terminated and not pipe.peer_terminated:
+                peer.inbound.append(msg)
+                pipe.msgs_written += 1
+                if not peer.in_active:
+                    pipe.flush()
+                return True
+            msgs, done = [msg], n
+        if n - done >= 9 and data[done] == 2 and LARGE <= _unpack_size(data, done + 1)[0] <= LARGE_MAX:
+            engine.large_frames = True  # the next reads take such frames header first (_read_large)
+        _deliver(engine, pipe, msgs, data[done:] if done else data)
         return True
     finally:
         lock.release()
 
 
+def _deliver(engine: StreamEngine, pipe: Pipe, msgs: list[Msg], undecoded: bytes) -> None:
+    """The end of a direct read (``_lock`` held): ``msgs`` into the pipe as far as it has room, then
+    ``undecoded`` (the bytes after them, from a message boundary) to the decoder; the engine handles
+    what that produces in order after the messages the pipe refused."""
+    rest: list[Msg] = []
+    if msgs:
+        written = pipe.write_batch(msgs)
+        if written and not pipe.peer.in_active:  # the socket's reading thread marks it awake
+            pipe.flush()
+        if written < len(msgs):
+            rest = msgs[written:]
+    if undecoded:
+        engine.inline_decode(undecoded, rest)
+    elif rest:
+        engine.keep_backlog(rest)
+
+
+def _read_large(engine: StreamEngine, pipe: Pipe, buffer: bytearray, limit: int) -> None:
+    """``read_direct`` while the stream carries large single-frame messages (``engine.large_frames``):
+    each frame's header alone, then its body with one ``recv`` of its size, which returns the message's
+    bytes object itself: no copy in this process, where reading into the buffer costs three (the read's
+    bytes, the decoder's body, the message). Up to LARGE_BATCH messages; a read that finds anything else
+    leaves its bytes to the decoder and the next reads to the buffer."""
+    sock = engine.sock
+    msgs: list[Msg] = []
+    undecoded = b""
+    failed = ""
+    while len(msgs) < LARGE_BATCH:
+        try:
+            n = sock.recv_into(buffer, 9)
+        except (BlockingIOError, InterruptedError):
+            break
+        except OSError as exc:
+            failed = str(exc)
+            break
+        if not n:
+            failed = "peer closed the connection"
+            break
+        undecoded = bytes(buffer[:n])
+        size = _unpack_size(undecoded, 1)[0] if n == 9 and undecoded[0] == 2 else 0
+        if size < LARGE or size > LARGE_MAX or size > limit:
+            engine.large_frames = False
+            break
+        try:
+            body = sock.recv(size)
+        except (BlockingIOError, InterruptedError):
+            break
+        except OSError as exc:
+            failed = str(exc)
+            break
+        if len(body) < size:
+            undecoded += body  # the rest comes with the next reads, through the decoder
+            break
+        msgs.append([body])
+        undecoded = b""
+    if msgs or undecoded:
+        if engine._heartbeat is not None:
+            engine._heartbeat.last_recv = _monotonic()
+        engine._last_inline = 0.0
+        _deliver(engine, pipe, msgs, undecoded)
+    if failed:
+        engine.inline_failed(failed)
+
+
 def send_direct(engine: StreamEngine, impl: SocketImpl, pipe: Pipe, msg: Msg) -> bool:
     """Write ``msg`` (whole) to ``engine``'s OS socket in the socket's thread; False: nothing was done,
     use the pipe. ``pipe`` is the socket's end of the engine's pipe."""
-    for frame in msg:
-        if len(frame) >= ZERO_COPY:
+    if len(msg) == 1:
+        if len(msg[0]) >= ZERO_COPY:
             return False
-    if not engine.claim_inline():
-        return False
+    else:
+        for frame in msg:
+            if len(frame) >= ZERO_COPY:
+                return False
+    # StreamEngine.claim_inline, in line (this runs once per message sent).
+    now = _monotonic()
+    last, engine._last_inline = engine._last_inline, now
     lock = engine._lock
+    if now - last < INLINE_GAP or not lock.acquire(False):
+        return False
     try:
         if (not engine.alive or engine._out or engine._mask & WRITE or pipe.peer.inbound
                 or pipe.terminated or pipe.peer_terminated):
@@ -191,7 +303,15 @@ def send_direct(engine: StreamEngine, impl: SocketImpl, pipe: Pipe, msg: Msg) ->
         frames = impl.xsend_direct(msg, pipe)
         if frames is None:
             return False
-        wire = encode_messages((frames,))
+        # encode_messages' result for its two commonest cases, in line: one short frame alone, and
+        # the REQ/REP envelope around one.
+        count = len(frames)
+        if count == 1 and len(frames[0]) < 256 and type(frames[0]) is bytes:
+            wire = _SHORT_LAST[len(frames[0])] + frames[0]
+        elif count == 2 and not frames[0] and len(frames[1]) < 256 and type(frames[1]) is bytes:
+            wire = _ENVELOPE_HEADERS[len(frames[1])] + frames[1]
+        else:
+            wire = encode_messages((frames,))
         try:
             n = engine.sock.send(wire)
         except (BlockingIOError, InterruptedError):

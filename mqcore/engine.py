@@ -129,6 +129,8 @@ class StreamEngine:
         # Re-entrant: _write may close the engine on an error.
         self._lock = threading.RLock()
         self._last_inline = 0.0
+        self.direct_ok = False  # mqcore.direct's lasting conditions hold (set by it once they do)
+        self.large_frames = False  # mqcore.direct reads large frames header first (_read_large)
         # Events decoded by recv_inline that only the IO thread may handle (commands, a full pipe):
         # (bytes to send, events); taken first by the IO thread's next read, so order is kept.
         self._handoff: tuple[bytes, list] | None = None  # type: ignore[type-arg]

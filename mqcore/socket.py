@@ -12,7 +12,7 @@ import pickle
 import random
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mqcore.constants import Errno, Event, PollEvent, SocketOption, SocketType
 from mqcore.error import Again, ContextTerminated, ZMQBindError, ZMQError
@@ -237,7 +237,7 @@ class Socket(SocketBase, Shadowable):
         """Bind ``addr`` (e.g. ``tcp://127.0.0.1``) to a free port and return it."""
         if min_port == 49152 and max_port == 65536:
             self.bind(f"{addr}:*")
-            return int(self.last_endpoint.decode().rsplit(":", 1)[1])
+            return int(self.getsockopt(SocketOption.LAST_ENDPOINT).decode().rsplit(":", 1)[1])
         for _ in range(max_tries):
             port = random.randrange(min_port, max_port)
             try:
@@ -285,6 +285,10 @@ class Socket(SocketBase, Shadowable):
         self.__dict__["_monitor_socket"] = None
         self.monitor(None, 0)
 
+    if TYPE_CHECKING:
+        # For type checkers only: options are read as attributes (properties added below the class).
+        def __getattr__(self, name: str) -> Any: ...
+
     def __setattr__(self, name: str, value: Any) -> None:
         """pyzmq's rule: an attribute the socket (or its class) has is set; any other name is a socket
         option (``sub.subscribe = b""``), or AttributeError. send/recv write no attribute, so this
@@ -296,15 +300,6 @@ class Socket(SocketBase, Shadowable):
         if option is None:
             raise AttributeError(f"{type(self).__name__} has no such option: {name.upper()}")
         _option_property(option).__set__(self, value)
-
-    def __getattr__(self, name: str) -> Any:
-        option = getattr(SocketOption, name.upper(), None) if name.isupper() else None
-        if option is None:
-            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
-        try:
-            return self.getsockopt(option)
-        except ZMQError as exc:  # a write-only option, or one this socket type lacks
-            raise AttributeError(f"socket option {name} cannot be read here: {exc}") from None
 
 
 def _declared(cls: type, name: str) -> bool:
@@ -328,11 +323,27 @@ def _option_property(option: SocketOption) -> property:
     return property(fget, fset, doc=f"The {option.name} socket option.")
 
 
+def _upper_option_property(name: str, option: SocketOption) -> property:
+    """``sock.LINGER``: the option by its constant's name; reading one that cannot be read here raises
+    AttributeError (so ``hasattr`` is False), as pyzmq's does."""
+    def fget(self: Socket) -> Any:
+        try:
+            return self.getsockopt(option)
+        except ZMQError as exc:  # a write-only option, or one this socket type lacks
+            raise AttributeError(f"socket option {name} cannot be read here: {exc}") from None
+
+    return property(fget, _option_property(option).fset, doc=f"The {option.name} socket option.")
+
+
+# Options are properties of the class, lower case (``sock.linger``) and upper case (``sock.LINGER``),
+# not a ``__getattr__``: a class with one has every attribute read on it take the slow generic path,
+# in send and recv too (CPython does not specialise attribute reads for such classes).
 for _name, _member in SocketOption.__members__.items():
     _attr = _name.lower()
-    if _attr in ("type",) or hasattr(Socket, _attr):
-        continue
-    setattr(Socket, _attr, _option_property(_member))
+    if _attr not in ("type",) and not hasattr(Socket, _attr):
+        setattr(Socket, _attr, _option_property(_member))
+    if not hasattr(Socket, _name):
+        setattr(Socket, _name, _upper_option_property(_name, _member))
 
 
 def _with_addr(op: Any, addr: str) -> None:

@@ -12,9 +12,11 @@ empty/full. Waiting for input with exactly one pipe to a tcp/ipc peer, the socke
 connection's OS socket and reads it in this thread (``StreamEngine.recv_inline``), activating what
 came in itself instead of by a command to its own mailbox (``_read_inline``); a blocking recv goes
 straight to that poll, without a read that would find nothing yet. Before sleeping any other way it
-gives reading back to the IO thread (``_release_engine``). That read and, while the socket polls its
-connection, each send take the direct path (``mqcore.direct``: one ``recv_into`` and a frame scan, one
-encode and ``send``) when its conditions hold, else the engine's general inline read and the pipe.
+gives reading back to the IO thread (``_release_engine``); a blocking recv whose engine is parked
+waits in ``_wait_parked``, the same wait without the checks that case does not need. That read and,
+while the socket polls its connection, each send take the direct path (``mqcore.direct``: one
+``recv_into`` and a frame scan, one encode and ``send``) when its conditions hold, else the engine's
+general inline read and the pipe.
 """
 
 from __future__ import annotations
@@ -153,11 +155,23 @@ class SocketBase:
         if self._ctx_terminated:
             raise ContextTerminated()
         mbox = self._mailbox
-        if mbox.prepare_sleep():
-            engine = self._inline_engine() if for_input else None
-            if engine is None:
+        mbox.sleeping = True  # Mailbox.prepare_sleep, in line: this runs once per message waited for
+        if mbox.queue:
+            mbox.sleeping = False
+        else:
+            engine = self._inline_eng
+            # The engine polled last time, if nothing changed since (else _inline_engine decides).
+            if not for_input:
+                engine = None
                 self._release_engine()
-            else:
+            elif (engine is None or len(self._pipes) != 1 or self._inline_pipe not in self._pipes
+                    or not engine.alive or engine.inline_eof or engine._input_stopped
+                    or self._inline_pipe.peer.engine is not engine):
+                engine = self._inline_engine()
+            # A parked engine's IO thread does not read (nor park again) till we unpark it: no need to
+            # say we wait. Else it parks at its next readable event while we poll.
+            waiting = engine is not None and not engine.parked
+            if waiting:
                 engine.reader_waiting = True
             try:
                 if deadline is None:
@@ -169,7 +183,7 @@ class SocketBase:
                         raise Again()
                     ready = self._poll.poll(remaining * 1000.0 + 0.5)
             finally:
-                if engine is not None:
+                if waiting:
                     with engine._lock:
                         engine.reader_waiting = False
             mbox.sleeping = False
@@ -182,6 +196,28 @@ class SocketBase:
             mbox.process()
         if self._ctx_terminated:
             raise ContextTerminated()
+
+    def _wait_parked(self, engine: Any, timeout: int) -> Msg | None:
+        """A blocking recv's first wait while its engine is parked (the round trip's case): ``_wait``
+        without what that case does not need (the engine's checks, ``reader_waiting``, a deadline).
+        The message, or None: continue as usual (commands came, or nothing complete yet). Raises
+        Again when RCVTIMEO (``timeout``) passes, ContextTerminated."""
+        mbox = self._mailbox
+        mbox.sleeping = True
+        if mbox.queue or self._ctx_terminated or engine.inline_eof or not engine.alive:
+            mbox.sleeping = False
+            return None
+        ready = self._poll.poll(None if timeout < 0 else timeout)
+        mbox.sleeping = False
+        if len(ready) == 1 and ready[0][0] == self._inline_fd:
+            self._read_inline(engine)
+            return None if mbox.queue else self._xrecv()
+        if not ready:
+            raise Again()
+        for fd, _ in ready:
+            if fd == mbox.fd:
+                mbox.drain_fd()
+        return None  # commands came (the next _wait runs them), and maybe input too
 
     def _read_inline(self, engine: Any) -> None:
         """Read ``engine`` in this thread; what it delivers is activated here, not by command.
@@ -196,7 +232,7 @@ class SocketBase:
             buffer = self._direct_buffer = bytearray(direct.BUFFER_BYTES)
         if not direct.read_direct(engine, buffer):
             engine.recv_inline()
-        if pipe.check_read():
+        if pipe.inbound or pipe.check_read():
             self._impl.read_activated(pipe)
 
     def _inline_engine(self) -> Any:
@@ -274,9 +310,13 @@ class SocketBase:
         timeout = self._opts.rcvtimeo
         blocking = not flags & 1 and timeout != 0
         engine = self._inline_eng
+        if engine is not None and blocking and engine.parked and not engine._backlog:
+            msg = self._wait_parked(engine, timeout)
+            if msg is not None:
+                return msg
         # A blocking wait polls the parked engine's fd anyway; only decoded messages a full pipe
         # refused (_backlog) or a non-blocking call need the read now.
-        if engine is not None and (engine._backlog or (engine.parked and not blocking)):
+        elif engine is not None and (engine._backlog or (engine.parked and not blocking)):
             self._read_inline(engine)
             self._mailbox.process()
             msg = self._xrecv()
@@ -286,7 +326,7 @@ class SocketBase:
             raise ContextTerminated()
         if not blocking:
             raise Again()
-        deadline = self._deadline(timeout)
+        deadline = None if timeout < 0 else time.monotonic() + timeout / 1000.0  # _deadline, in line
         while True:
             self._wait(deadline, True)
             msg = self._xrecv()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -13,6 +14,8 @@ import mqcore
 from mqcore import direct
 from mqcore.zmtp._decoder import FrameDecoder
 from mqcore.zmtp._frames import encode_command, encode_messages
+
+from .zmtp.wire import frame, greeting, ready
 
 Pair = Callable[..., tuple[Any, Any]]
 TRANSPORTS = ("tcp", "ipc")
@@ -46,6 +49,21 @@ def direct_reads(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
 
     monkeypatch.setattr(direct, "read_direct", counting)
     yield counts
+
+
+def _send_once_polled(reader: Any, send: Callable[[], object]) -> threading.Thread:
+    """A started thread that runs ``send`` once ``reader``'s thread, blocked in recv, polls its
+    connection: then the direct path reads from the first message on, however the threads are
+    scheduled (a sender far ahead could otherwise fill the pipe before the reader ever waits)."""
+    def run() -> None:
+        give_up = time.monotonic() + 5.0  # then send anyway; the test's own assertion reports it
+        while reader._inline_eng is None and time.monotonic() < give_up:
+            time.sleep(0.001)
+        send()
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    return thread
 
 
 def test_scan_takes_whole_messages_and_stops_before_anything_else() -> None:
@@ -97,8 +115,7 @@ def test_stream_in_order_with_rcvhwm_reached(make_pair: Pair, transport: str, di
     # A small RCVHWM: one read decodes more than the pipe takes, the rest waits as the engine's backlog.
     pull, push = make_pair(mqcore.PULL, mqcore.PUSH, transport, rcvhwm=5, sndhwm=5)
     count = 3000
-    sender = threading.Thread(target=lambda: [push.send(b"%d" % i) for i in range(count)])
-    sender.start()
+    sender = _send_once_polled(pull, lambda: [push.send(b"%d" % i) for i in range(count)])
     try:
         assert [pull.recv() for _ in range(count)] == [b"%d" % i for i in range(count)]
     finally:
@@ -121,13 +138,131 @@ def test_multipart_messages_spanning_reads_stay_whole(make_pair: Pair, transport
                                                       direct_reads: list[int]) -> None:
     pull, push = make_pair(mqcore.PULL, mqcore.PUSH, transport)
     msgs = SPANNING[sizes]
-    sender = threading.Thread(target=lambda: [push.send_multipart(m) for m in msgs])
-    sender.start()
+    sender = _send_once_polled(pull, lambda: [push.send_multipart(m) for m in msgs])
     try:
         assert [pull.recv_multipart() for _ in msgs] == msgs
     finally:
         sender.join()
     assert direct_reads[0] > 0
+
+
+def _expect(receive: Callable[[], Any], expected: list[Any], thread: threading.Thread) -> None:
+    """Receive as many messages as ``expected`` holds, join ``thread`` (also on a failure), compare
+    (the sizes first: a failure then shows where, not two long byte strings)."""
+    try:
+        got = [receive() for _ in expected]
+    finally:
+        thread.join()
+    assert [len(m) for m in got] == [len(m) for m in expected]
+    assert got == expected
+
+
+def _large_stream() -> list[list[bytes]]:
+    """Large single frames (read header first) mixed with what makes that read step back: small and
+    multipart messages, frames just under the threshold, a frame of every size class in between."""
+    large = direct.LARGE
+    msgs: list[list[bytes]] = []
+    for i in range(40):
+        msgs.append([bytes([i]) * (large + i * 4099)])
+        if i % 5 == 1:
+            msgs.append([b"small%d" % i])
+        if i % 7 == 2:
+            msgs.append([b"k", bytes([i]) * (large * 2)])  # multipart with a large frame: the decoder's
+        if i % 9 == 3:
+            msgs.append([b"u" * (large - 1)])
+        if i % 11 == 4:
+            msgs.extend([[b"x" * 300]] * 50)
+    return msgs
+
+
+@pytest.mark.parametrize("rcvhwm", [1000, 3])
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_large_frames_read_header_first_stay_whole_and_in_order(make_pair: Pair, transport: str, rcvhwm: int,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    # With a small RCVHWM a header-first batch fills the pipe and the rest waits as the engine's backlog.
+    large_reads = [0]
+    real = direct._read_large
+
+    def counting(*args: Any) -> None:
+        large_reads[0] += 1
+        real(*args)
+
+    monkeypatch.setattr(direct, "_read_large", counting)
+    pull, push = make_pair(mqcore.PULL, mqcore.PUSH, transport, rcvhwm=rcvhwm)
+    msgs = _large_stream()
+    sender = _send_once_polled(pull, lambda: [push.send_multipart(m) for m in msgs])
+    _expect(pull.recv_multipart, msgs, sender)
+    assert large_reads[0] > 0
+
+
+def test_large_frames_cut_anywhere_by_a_raw_peer(ctx: mqcore.Context) -> None:
+    # A hand-made ZMTP peer writes large frames in pieces with pauses, so that the header-first reads
+    # meet a header without its body, a body cut short, a frame under the threshold, and the end of the
+    # stream.
+    pull = ctx.socket(mqcore.PULL)
+    pull.rcvtimeo = 5000
+    port = pull.bind_to_random_port("tcp://127.0.0.1")
+    peer = socket.create_connection(("127.0.0.1", port))
+    try:
+        peer.sendall(greeting() + ready(b"PUSH"))
+        bodies = [bytes([i]) * (direct.LARGE + 1000 * i) for i in range(6)]
+        wires = [frame(body) for body in bodies]
+        pieces = [
+            wires[0][:5000], wires[0][5000:],  # split by a read: the next reads go header first
+            wires[1][:9], wires[1][9:],  # the header alone, then its body
+            wires[2][:3000], wires[2][3000:],  # a body cut short
+            wires[3] + frame(b"small") + wires[4],  # a small frame in between
+            wires[5],  # then the end of the stream, where a header would come
+        ]
+        expected = [bodies[0], bodies[1], bodies[2], bodies[3], b"small", bodies[4], bodies[5]]
+
+        def write() -> None:
+            for piece in pieces:
+                peer.sendall(piece)
+                time.sleep(0.05)  # the reader, blocked in recv, takes what has come so far
+            peer.close()
+
+        writer = threading.Thread(target=write)
+        writer.start()
+        _expect(pull.recv, expected, writer)
+    finally:
+        peer.close()
+    pull.rcvtimeo = 200
+    with pytest.raises(mqcore.Again):
+        pull.recv()
+
+
+def test_a_large_frame_over_maxmsgsize_ends_the_connection_on_the_header_first_path(ctx: mqcore.Context) -> None:
+    # The header-first read checks MAXMSGSIZE from the header like the decoder (which then refuses the
+    # frame): the frames under the limit arrive, the one over it and anything after it do not.
+    limit = direct.LARGE * 3
+    pull = ctx.socket(mqcore.PULL)
+    pull.maxmsgsize = limit
+    port = pull.bind_to_random_port("tcp://127.0.0.1")
+    peer = socket.create_connection(("127.0.0.1", port))
+    try:
+        peer.sendall(greeting() + ready(b"PUSH"))
+        under = [bytes([i]) * (direct.LARGE + i) for i in range(4)]
+        wire = b"".join(frame(body) for body in under)
+        pieces = [
+            wire[:len(frame(under[0])) + 1000],  # a read ends inside a large frame: header first next
+            wire[len(frame(under[0])) + 1000:],
+            frame(b"o" * (limit + 1)) + frame(b"after"),
+        ]
+
+        def write() -> None:
+            for piece in pieces:
+                peer.sendall(piece)
+                time.sleep(0.05)  # the reader, blocked in recv, takes what has come so far
+
+        writer = threading.Thread(target=write)
+        writer.start()
+        _expect(pull.recv, under, writer)
+        pull.rcvtimeo = 300
+        with pytest.raises(mqcore.Again):
+            pull.recv()
+    finally:
+        peer.close()
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
