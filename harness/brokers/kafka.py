@@ -112,7 +112,7 @@ class KafkaProvisioner(_jars.JarsBroker, KafkaProtocolProbe):
         log4j = workdir / "log4j2.properties"
         log4j.write_text(LOG4J2)
         classpath = ("-Djava.awt.headless=true", f"-Dlog4j2.configurationFile={log4j}", "-cp", _jars.classpath("kafka"))
-        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+        cluster_id = new_cluster_id()
         # Storage is formatted by the same command that then becomes the broker (exec): one process group
         # to stop, and a restart (fault injection) re-runs it harmlessly thanks to --ignore-formatted.
         fmt = (binary, "-Xmx256m", *classpath, "kafka.tools.StorageTool", "format", "--ignore-formatted",
@@ -170,3 +170,13 @@ def server_properties(port: int, controller_port: int, data: Path) -> str:
         "num.io.threads": "2",
     }
     return "".join(f"{k}={v}\n" for k, v in settings.items())
+
+
+def new_cluster_id() -> str:
+    """A random KRaft cluster id (a UUID in URL-safe base64, as ``kafka-storage random-uuid`` prints) that
+    does not start with ``-``: the storage tool would take such an id for an option (1 in 64 did, failing a
+    broker start in CI), which is why Kafka's own generator never makes one."""
+    while True:
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+        if not cluster_id.startswith("-"):
+            return cluster_id

@@ -299,3 +299,18 @@ def test_external_broker_is_used_as_is(tmp_path: Path) -> None:
             assert external.version == local.version
         (pid,) = local.extra["pids"]
         assert not _gone(pid)  # the external path never stops anything
+
+
+def test_kafka_cluster_ids_never_start_with_a_dash(monkeypatch: pytest.MonkeyPatch) -> None:
+    """kafka-storage takes an id starting with '-' for an option; the generator skips such ids."""
+    import uuid
+
+    from harness.brokers import kafka
+
+    # the first UUID encodes to '-' + ..., the second to an ordinary id
+    dashed, plain = uuid.UUID(bytes=b"\xf8" + b"\x00" * 15), uuid.UUID(bytes=b"\x10" * 16)
+    made = iter([dashed, plain])
+    monkeypatch.setattr(kafka.uuid, "uuid4", lambda: next(made))
+    cluster_id = kafka.new_cluster_id()
+    assert not cluster_id.startswith("-")
+    assert cluster_id == kafka.base64.urlsafe_b64encode(plain.bytes).rstrip(b"=").decode()
