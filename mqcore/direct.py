@@ -17,7 +17,9 @@ frame at the end of the read) go to the connection's decoder with the rest of th
 engine handles what they produce as for any inline read. A message split between two reads is held by
 the decoder; the next direct read puts its bytes (``FrameDecoder.held_bytes``) before what it reads,
 so a stream that seldom breaks at a message boundary stays on the direct path. A message alone in its
-read (a round trip's request or reply) goes into the pipe without the scan or ``write_batch``.
+read (a round trip's request or reply) goes into the pipe without the scan or ``write_batch``, or,
+when the socket's recv waits for it and the socket type takes it (``SocketImpl.xrecv_direct``: a
+REQ's reply, a REP's request), straight to that recv, without the pipe and a second ``xrecv``.
 
 Large frames: once a read ends inside a single-frame message of ``LARGE`` to ``LARGE_MAX`` bytes
 (``engine.large_frames``), the following reads (``_read_large``) take each frame's 9-byte header
@@ -51,6 +53,8 @@ from mqcore.engine import INLINE_GAP, WRITE, ZERO_COPY
 from mqcore.zmtp._frames import _SHORT_LAST, encode_messages
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from mqcore.engine import StreamEngine
     from mqcore.pipe import Msg, Pipe
     from mqcore.sockets.base import SocketImpl
@@ -145,9 +149,12 @@ def _direct_ok(engine: StreamEngine) -> bool:
     return ok
 
 
-def read_direct(engine: StreamEngine, buffer: bytearray) -> bool:
+def read_direct(engine: StreamEngine, buffer: bytearray,
+                take: Callable[[Msg, Pipe], Msg | None] | None = None) -> bool | Msg:
     """Read ``engine``'s OS socket into ``buffer`` and queue the messages on its pipe; False when
-    the fast case does not hold (nothing was read then). Must run in the socket's thread."""
+    the fast case does not hold (nothing was read then). Must run in the socket's thread.
+    ``take`` (the socket type's ``xrecv_direct``, while its recv waits): a message alone in the
+    read, the pipe empty, is offered to it first; what it returns is returned, for ``recv``."""
     lock = engine._lock
     if not lock.acquire(False):
         return False
@@ -200,6 +207,10 @@ def read_direct(engine: StreamEngine, buffer: bytearray) -> bool:
             msgs, done = scan(data, decoder.limit)
         else:
             peer = pipe.peer
+            if take is not None and not peer.inbound:
+                got = take(msg, peer)
+                if got is not None:
+                    return got
             hwm = pipe.hwm
             if (not hwm or pipe.msgs_written - peer.msgs_read < hwm) and not pipe.terminated and not pipe.peer_terminated:
                 peer.inbound.append(msg)

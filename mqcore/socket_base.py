@@ -210,7 +210,9 @@ class SocketBase:
         ready = self._poll.poll(None if timeout < 0 else timeout)
         mbox.sleeping = False
         if len(ready) == 1 and ready[0][0] == self._inline_fd:
-            self._read_inline(engine)
+            got = self._read_inline(engine, self._impl.xrecv_direct)
+            if got is not None:
+                return got
             return None if mbox.queue else self._xrecv()
         if not ready:
             raise Again()
@@ -219,8 +221,9 @@ class SocketBase:
                 mbox.drain_fd()
         return None  # commands came (the next _wait runs them), and maybe input too
 
-    def _read_inline(self, engine: Any) -> None:
+    def _read_inline(self, engine: Any, take: Any = None) -> Msg | None:
         """Read ``engine`` in this thread; what it delivers is activated here, not by command.
+        ``take``: see ``direct.read_direct``; the message it took, else None.
 
         The pipe is marked awake while the engine writes (so its flush posts nothing), then put back
         to sleep by ``check_read`` if nothing came: the same protocol as a read that found it empty.
@@ -230,10 +233,19 @@ class SocketBase:
         buffer = self._direct_buffer
         if buffer is None:
             buffer = self._direct_buffer = bytearray(direct.BUFFER_BYTES)
-        if not direct.read_direct(engine, buffer):
+        done = direct.read_direct(engine, buffer, take)
+        if done is False:
             engine.recv_inline()
+        elif done is not True:
+            # The pipe got nothing: armed again as the xrecv before the wait left it (check_read).
+            pipe.in_active = False
+            if pipe.inbound:
+                pipe.in_active = True
+                self._impl.read_activated(pipe)
+            return done
         if pipe.inbound or pipe.check_read():
             self._impl.read_activated(pipe)
+        return None
 
     def _inline_engine(self) -> Any:
         """The engine behind the socket's only pipe, with its fd registered in ``_poll``; else None.

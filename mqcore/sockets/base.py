@@ -59,6 +59,12 @@ class SocketImpl:
         Raises as ``xsend`` for state errors."""
         return None
 
+    def xrecv_direct(self, msg: Msg, pipe: Pipe) -> Msg | None:
+        """What ``recv`` returns for ``msg``, the one message a direct read found, taken before it
+        enters ``pipe`` (empty, the socket's end; ``mqcore.direct``); None: this type does not take
+        it that way now, it goes into the pipe. Called only while the socket's recv waits."""
+        return None
+
     def has_in(self) -> bool:
         return False
 

@@ -152,6 +152,14 @@ class Rep(SocketImpl):
         self.envelope = self.reply_pipe = None
         return envelope + msg
 
+    def xrecv_direct(self, msg: Msg, pipe: Pipe) -> Msg | None:
+        # A request straight from a REQ (the delimiter, one frame), while no reply is owed.
+        if len(msg) != 2 or msg[0] or self.envelope is not None:
+            return None
+        self.envelope = _DELIMITER
+        self.reply_pipe = self.fq.last_pipe = pipe
+        return [msg[1]]
+
     def xrecv(self) -> Msg | None:
         if self.envelope is not None:
             raise ZMQError(Errno.EFSM)
@@ -239,6 +247,15 @@ class Req(SocketImpl):
         self.reply_pipe = pipe
         self.expecting_reply = True
         return [b"", *msg]
+
+    def xrecv_direct(self, msg: Msg, pipe: Pipe) -> Msg | None:
+        # The usual reply (the delimiter, one frame) on the pipe the request went to.
+        if len(msg) != 2 or msg[0] or pipe is not self.reply_pipe or self.options.req_correlate:
+            return None
+        self.expecting_reply = False
+        self.reply_pipe = None
+        self.fq.last_pipe = pipe
+        return [msg[1]]
 
     def xrecv(self) -> Msg | None:
         if not self.expecting_reply:

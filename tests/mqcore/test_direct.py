@@ -38,13 +38,16 @@ def direct_sends(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
 
 @pytest.fixture
 def direct_reads(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
-    """Counts the reads the direct path took (True results) and the ones it declined."""
-    counts = [0, 0]
+    """Counts the reads the direct path took (True, or the message handed to recv), the ones it
+    declined, and (third) the messages it handed straight to recv."""
+    counts = [0, 0, 0]
     real = direct.read_direct
 
-    def counting(engine: Any, buffer: bytearray) -> bool:
-        took = real(engine, buffer)
-        counts[0 if took else 1] += 1
+    def counting(engine: Any, buffer: bytearray, take: Any = None) -> Any:
+        took = real(engine, buffer, take)
+        counts[0 if took is not False else 1] += 1
+        if took is not True and took is not False:
+            counts[2] += 1
         return took
 
     monkeypatch.setattr(direct, "read_direct", counting)
@@ -313,6 +316,37 @@ def test_req_rep_round_trips_and_efsm(make_pair: Pair, transport: str, direct_re
         req.send(b"twice")  # EFSM: the reply is still due, also on the direct path
     assert direct_reads[0] > 0
     assert direct_sends[0] > 0
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_single_frame_round_trips_hand_the_message_straight_to_recv(make_pair: Pair, transport: str,
+                                                                     direct_reads: list[int]) -> None:
+    """A REQ's reply and a REP's request alone in their read skip the pipe: the REQ/REP states,
+    RCVMORE and the message's connection (Frame properties) are as on the pipe path."""
+    rep, req = make_pair(mqcore.REP, mqcore.REQ, transport)
+    seen: list[Any] = []
+
+    def serve() -> None:
+        for _ in range(100):
+            request = rep.recv(copy=False)
+            seen.append((request.bytes, request.more, request.get("Socket-Type")))
+            with pytest.raises(mqcore.ZMQError):
+                rep.recv(mqcore.NOBLOCK)  # EFSM: the reply is due first
+            rep.send(request.bytes.upper())
+
+    server = threading.Thread(target=serve)
+    server.start()
+    try:
+        for i in range(100):
+            req.send(b"q%d" % i)
+            assert req.recv() == b"Q%d" % i
+            assert not req.getsockopt(mqcore.RCVMORE)
+    finally:
+        server.join()
+    assert seen == [(b"q%d" % i, False, "REQ") for i in range(100)]
+    assert direct_reads[2] > 0
+    with pytest.raises(mqcore.ZMQError):
+        req.recv(mqcore.NOBLOCK)  # EFSM: no request outstanding
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
