@@ -26,7 +26,7 @@ from harness.report._context import case_text, footnote, size_text
 _NINES = {1.0: "0%", 2.0: "50%", 10.0: "90%", 100.0: "99%", 1e3: "99.9%", 1e4: "99.99%", 1e5: "99.999%"}
 
 
-def _figure(
+def panel_figure(
     summary: Summary, panels: int, title: str, cols: int = 1, panel_size: tuple[float, float] = (6.4, 3.6)
 ) -> tuple[Figure, list[Axes]]:
     rows = math.ceil(panels / cols)
@@ -155,7 +155,7 @@ def throughput_vs_size(summary: Summary) -> Figure | None:
     if agg.empty:
         return None
     scenarios = list(_by_scenario(agg))
-    fig, axes = _figure(summary, 2 * len(scenarios), "Throughput vs message size (mean, 95% CI)", cols=2)
+    fig, axes = panel_figure(summary, 2 * len(scenarios), "Throughput vs message size (mean, 95% CI)", cols=2)
     for i, (scenario, group) in enumerate(scenarios):
         colors = _colors([case_text(r, omit=("size",)) for _, r in group.iterrows()])
         for unit, ax in (("msgs_per_s", axes[2 * i]), ("mb_per_s", axes[2 * i + 1])):
@@ -190,7 +190,7 @@ def latency_nines(summary: Summary) -> Figure | None:
     if dist.empty:
         return None
     scenarios = list(_by_scenario(dist))
-    fig, axes = _figure(
+    fig, axes = panel_figure(
         summary, len(scenarios), "Latency percentile distribution", cols=min(2, len(scenarios))
     )
     kinds = dict(
@@ -262,7 +262,7 @@ def latency_vs_rate(summary: Summary) -> Figure | None:
         return None
     knees = {tuple(k): r for *k, r in _searched(summary)[[*_SEARCH_LINE, "knee_rate"]].itertuples(index=False)}
     scenarios = list(_by_scenario(agg))
-    fig, axes = _figure(
+    fig, axes = panel_figure(
         summary,
         len(scenarios),
         "Latency vs offered rate (mean of repetitions, 95% CI)",
@@ -311,7 +311,7 @@ def receiver_series(summary: Summary) -> Figure | None:
     if series.empty:
         return None
     scenarios = list(_by_scenario(series))
-    fig, axes = _figure(
+    fig, axes = panel_figure(
         summary,
         len(scenarios),
         "Receiver throughput over time (per-second buckets)",

@@ -27,7 +27,7 @@ from harness.metrics.bound import MARK, RULE_SHORT, cpu_text
 from harness.pipeline import Summary, load_summary, write_summary
 from harness.report import crosscheck, evaluation
 from harness.report._page import caption, figure_name, render_html, render_markdown
-from harness.report.figures import MinorLogLabels, _figure, png_bytes, render_figures
+from harness.report.figures import MinorLogLabels, panel_figure, png_bytes, render_figures
 from harness.report.figures import captions as figure_captions
 from harness.runfolder import RunFolder
 from harness.runfolder.schema import FEATURE_MATRIX, FIGURES_DIR, REPORT_HTML, REPORT_MD
@@ -222,7 +222,7 @@ def figure(summary: Summary, head: Headline) -> Figure:
     """The ranked bars of one scenario: receiver msgs/s (95 % interval, ratio to the reference written on
     each bar) and, beside it on the same rows, p50 and p99 latency."""
     n = len(head.rows)
-    fig, (bars, lat) = _figure(
+    fig, (bars, lat) = panel_figure(
         summary, 2, f"{head.scenario} — {head.case_text}, {head.ranking} (mean of {head.repetitions})",
         cols=2, panel_size=(5.6, 0.36 * n + 0.9),
     )
