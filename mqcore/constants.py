@@ -96,6 +96,7 @@ class SocketOption(IntEnum):
     CONNECT_TIMEOUT = 79
     TCP_MAXRT = 80
     ZAP_ENFORCE_DOMAIN = 93
+    BUSY_POLL = 113
     # pyzmq aliases
     IDENTITY = 5
     CONNECT_RID = 61

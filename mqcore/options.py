@@ -15,6 +15,9 @@ from mqcore.security import SECURITY_OPTIONS, get_security_option, set_security_
 
 Opt = SocketOption
 
+#: mqcore's default BUSY_POLL (libzmq's is 0, off): see SocketBase._poll_input
+BUSY_POLL_DEFAULT_US = 100
+
 # option -> (attribute, kind); kind: "int", "bytes", "str" (stored as str, returned as bytes)
 _TABLE: dict[int, tuple[str, str]] = {
     Opt.AFFINITY: ("affinity", "int"),
@@ -62,6 +65,7 @@ _TABLE: dict[int, tuple[str, str]] = {
     Opt.HEARTBEAT_TIMEOUT: ("heartbeat_timeout", "int"),
     Opt.CONNECT_TIMEOUT: ("connect_timeout", "int"),
     Opt.TCP_MAXRT: ("tcp_maxrt", "int"),
+    Opt.BUSY_POLL: ("busy_poll", "int"),
 }
 
 #: options that only make sense for reading
@@ -118,6 +122,9 @@ class Options:
         self.heartbeat_timeout = -1
         self.connect_timeout = 0
         self.tcp_maxrt = 0
+        # The most microseconds a blocking recv polls without sleeping (SocketBase._poll_input);
+        # libzmq passes its value to the kernel's SO_BUSY_POLL, which means the same for a NIC's queue.
+        self.busy_poll = BUSY_POLL_DEFAULT_US
         # security (see mqcore/security.py): role, credentials, raw CURVE keys (b"" = unset), ZAP
         self.as_server = 0
         self.plain_username = b""
@@ -156,7 +163,7 @@ class Options:
             value = bytes(value)
             if attr == "routing_id" and (len(value) > 255 or value[:1] == b"\x00"):
                 raise ZMQError(Errno.EINVAL)  # ids starting with 0 are reserved for generated ones
-        if attr in ("sndhwm", "rcvhwm", "backlog", "reconnect_ivl") and value < 0:
+        if attr in ("sndhwm", "rcvhwm", "backlog", "reconnect_ivl", "busy_poll") and value < 0:
             raise ZMQError(Errno.EINVAL)
         setattr(self, attr, value)
 

@@ -21,6 +21,7 @@ general inline read and the pipe.
 
 from __future__ import annotations
 
+import os
 import select
 import threading
 import time
@@ -41,6 +42,9 @@ if TYPE_CHECKING:
     from mqcore.context import Context
 
 Opt = SocketOption
+_perf = time.perf_counter
+_yield = os.sched_yield
+SPIN_FLOOR_S = 4e-6  # a spin window shrunk below this is none: the wait goes straight to sleep
 
 
 def _as_bytes(data: Any) -> bytes:
@@ -86,6 +90,7 @@ class SocketBase:
         self._inline_eng: Any = None
         self._inline_pipe: Any = None  # our end of the inline engine's pipe
         self._direct_buffer: bytearray | None = None  # mqcore.direct reads into it (made at first use)
+        self._spin = self._opts.busy_poll * 1e-6  # seconds _poll_input polls before it sleeps (adapts)
         self._in_parts: deque[bytes] = deque()
         self._out_parts: list[bytes] = []
         # RCVMORE is ``bool(_in_parts)``: send/recv write no attribute of the socket, so that
@@ -173,15 +178,16 @@ class SocketBase:
             waiting = engine is not None and not engine.parked
             if waiting:
                 engine.reader_waiting = True
+            poll = self._poll_input if for_input else self._poll.poll
             try:
                 if deadline is None:
-                    ready = self._poll.poll()
+                    ready = poll(None)
                 else:
                     remaining = deadline - time.monotonic()
                     if remaining <= 0:
                         mbox.sleeping = False
                         raise Again()
-                    ready = self._poll.poll(remaining * 1000.0 + 0.5)
+                    ready = poll(remaining * 1000.0 + 0.5)
             finally:
                 if waiting:
                     with engine._lock:
@@ -207,7 +213,7 @@ class SocketBase:
         if mbox.queue or self._ctx_terminated or engine.inline_eof or not engine.alive:
             mbox.sleeping = False
             return None
-        ready = self._poll.poll(None if timeout < 0 else timeout)
+        ready = self._poll_input(None if timeout < 0 else timeout)
         mbox.sleeping = False
         if len(ready) == 1 and ready[0][0] == self._inline_fd:
             got = self._read_inline(engine, self._impl.xrecv_direct)
@@ -220,6 +226,45 @@ class SocketBase:
             if fd == mbox.fd:
                 mbox.drain_fd()
         return None  # commands came (the next _wait runs them), and maybe input too
+
+    def _poll_input(self, timeout_ms: float | None) -> list[tuple[int, int]]:
+        """``_poll.poll(timeout_ms)`` for a recv waiting for input, busy-polling first (BUSY_POLL).
+
+        Sleeping costs more than the poll: a peer that sends to a sleeping thread wakes it through the
+        kernel's scheduler, on another CPU by an interrupt, and on a virtual machine by a call to the
+        hypervisor besides; a reply that comes while the thread still polls needs none of that. So the
+        wait polls without sleeping (``poll(0)``, yielding the CPU between polls to any thread that is
+        ready to run on it) for up to a window, then sleeps as before. The window adapts, as Linux's
+        guest halt-polling does: a wait that ended within BUSY_POLL microseconds grows it to cover
+        such a wait next time; a longer one, or a timeout, halves it, so a socket whose messages come
+        seldom soon stops spinning. BUSY_POLL=0 turns it off.
+        """
+        poll = self._poll.poll
+        window = self._spin
+        start = _perf()
+        if window:
+            end = start + window
+            if timeout_ms is not None:
+                end = min(end, start + timeout_ms / 1000.0)
+            while True:
+                ready = poll(0)
+                if ready:
+                    return ready
+                _yield()
+                now = _perf()
+                if now >= end:
+                    break
+            if timeout_ms is not None:
+                timeout_ms = max(0.0, timeout_ms - (now - start) * 1000.0)
+        ready = poll(timeout_ms)
+        waited = _perf() - start
+        limit = self._opts.busy_poll * 1e-6
+        if ready and waited <= limit:
+            self._spin = min(limit, max(window * 2.0, waited * 2.0))
+        else:
+            window *= 0.5
+            self._spin = window if window >= SPIN_FLOOR_S else 0.0
+        return ready
 
     def _read_inline(self, engine: Any, take: Any = None) -> Msg | None:
         """Read ``engine`` in this thread; what it delivers is activated here, not by command.
@@ -442,6 +487,8 @@ class SocketBase:
         if option in (Opt.SUBSCRIBE, Opt.UNSUBSCRIBE):
             raise ZMQError(Errno.EINVAL)
         self._opts.set(option, value)
+        if option == Opt.BUSY_POLL:
+            self._spin = self._opts.busy_poll * 1e-6  # the window starts again at the new limit
 
     def getsockopt(self, option: int) -> Any:
         """Read an option by number (RCVMORE, EVENTS, FD, TYPE and LAST_ENDPOINT included)."""

@@ -1,7 +1,7 @@
 """Two-process REQ/REP round trip and PUSH/PULL receiver throughput, mqcore against pyzmq, outside the harness.
 
 Usage: python tools/roundtrip.py [--rounds 5] [--trips 5000] [--messages 200000] [--size 100]
-                                [--transport tcp|ipc] [--mqcore-from DIR]
+                                [--transport tcp|ipc] [--mqcore-from DIR] [--busy-poll US]
 
 Each round runs both libraries one after the other (the order alternates between rounds), each as
 two processes over tcp loopback (or ipc): this process binds and measures (REQ: one perf_counter
@@ -13,7 +13,10 @@ on the PUSH side): on a loaded machine the wall-clock figures swing with the sch
 much less. The printed ratios are mqcore/pyzmq within the same run: on a shared machine only those are
 comparable, not the absolute figures. Issue 19's bar: round trip p50 <= 0.8x and throughput >= 0.8x
 pyzmq's. ``--mqcore-from DIR`` imports mqcore from DIR (e.g. an export of an older commit) in both
-processes, so that runs alternating it with this tree's mqcore compare two versions.
+processes, so that runs alternating it with this tree's mqcore compare two versions. ``--busy-poll US``
+sets mqcore's BUSY_POLL in both processes (0: a waiting recv sleeps at once, as libzmq's does; the
+default lets it poll up to 100 us first, see docs/pyzmq-suite.md), so that the path alone can be
+compared.
 """
 
 from __future__ import annotations
@@ -34,16 +37,25 @@ LIBS = ("mqcore", "pyzmq")
 CHILD_TIMEOUT_S = 120
 WARMUP = 200
 _RUNS = itertools.count()
+BUSY_POLL = 113  # the option's number (an older mqcore, through --mqcore-from, may not name it)
 
 
 def _lib(name: str) -> ModuleType:
     return importlib.import_module("mqcore" if name == "mqcore" else "zmq")
 
 
-def serve(lib: str, kind: str, endpoint: str, count: int, size: int) -> None:
+def _context(lib: str, busy_poll: int | None) -> Any:
+    """A context of ``lib``; for mqcore with ``busy_poll`` set, its sockets' BUSY_POLL."""
+    ctx = _lib(lib).Context()
+    if lib == "mqcore" and busy_poll is not None:
+        ctx.setsockopt(BUSY_POLL, busy_poll)
+    return ctx
+
+
+def serve(lib: str, kind: str, endpoint: str, count: int, size: int, busy_poll: int | None = None) -> None:
     """The child's side: echo ``count`` requests (REP) or send ``count`` messages (PUSH)."""
     zmq = _lib(lib)
-    ctx = zmq.Context()
+    ctx = _context(lib, busy_poll)
     sock = ctx.socket(zmq.REP if kind == "reqrep" else zmq.PUSH)
     sock.connect(endpoint)
     cpu0 = time.process_time()
@@ -59,8 +71,10 @@ def serve(lib: str, kind: str, endpoint: str, count: int, size: int) -> None:
     print(time.process_time() - cpu0, flush=True)  # this side's CPU seconds, for the measuring side
 
 
-def _start_child(lib: str, kind: str, endpoint: str, count: int, size: int) -> subprocess.Popen[bytes]:
-    return subprocess.Popen([sys.executable, __file__, "--serve", lib, kind, endpoint, str(count), str(size)],
+def _start_child(lib: str, kind: str, endpoint: str, count: int, size: int,
+                 busy_poll: int | None) -> subprocess.Popen[bytes]:
+    extra = [] if busy_poll is None else ["--busy-poll", str(busy_poll)]
+    return subprocess.Popen([sys.executable, __file__, "--serve", lib, kind, endpoint, str(count), str(size), *extra],
                             stdout=subprocess.PIPE)
 
 
@@ -81,10 +95,11 @@ def _stop_child(child: subprocess.Popen[bytes], lib: str) -> float | None:
         return None
 
 
-def measure(lib: str, kind: str, count: int, size: int, transport: str = "tcp") -> dict[str, float]:
+def measure(lib: str, kind: str, count: int, size: int, transport: str = "tcp",
+            busy_poll: int | None = None) -> dict[str, float]:
     """This process's side of one run: bind, start the child, measure, stop the child."""
     zmq = _lib(lib)
-    ctx: Any = zmq.Context()
+    ctx: Any = _context(lib, busy_poll)
     sock = ctx.socket(zmq.REQ if kind == "reqrep" else zmq.PULL)
     # A fresh path for each measurement, so no connection meets a socket file of an earlier one (with
     # one path reused, a pyzmq PULL once waited forever for messages its exited PUSH child had sent).
@@ -94,7 +109,7 @@ def measure(lib: str, kind: str, count: int, size: int, transport: str = "tcp") 
         sock.bind(endpoint)
     else:
         endpoint = f"tcp://127.0.0.1:{sock.bind_to_random_port('tcp://127.0.0.1')}"
-    child = _start_child(lib, kind, endpoint, count + WARMUP, size)
+    child = _start_child(lib, kind, endpoint, count + WARMUP, size, busy_poll)
     try:
         if kind == "reqrep":
             payload = b"x" * size
@@ -143,6 +158,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--size", type=int, default=100, help="message size in bytes (default 100)")
     parser.add_argument("--transport", choices=("tcp", "ipc"), default="tcp", help="default tcp (loopback)")
     parser.add_argument("--mqcore-from", metavar="DIR", help="import mqcore from DIR (both processes)")
+    parser.add_argument("--busy-poll", type=int, metavar="US",
+                        help="mqcore's BUSY_POLL in microseconds, both processes (0: off; default: mqcore's)")
     parser.add_argument("--serve", nargs=5, metavar=("LIB", "KIND", "ENDPOINT", "COUNT", "SIZE"),
                         help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -154,18 +171,19 @@ def main(argv: list[str] | None = None) -> int:
         os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, (args.mqcore_from, os.environ.get("PYTHONPATH"))))
     if args.serve:
         lib, kind, endpoint, count, size = args.serve
-        serve(lib, kind, endpoint, int(count), int(size))
+        serve(lib, kind, endpoint, int(count), int(size), args.busy_poll)
         return 0
     results: dict[str, dict[str, list[float]]] = {lib: {} for lib in LIBS}
     for r in range(args.rounds):
         for lib in (LIBS if r % 2 == 0 else LIBS[::-1]):
-            row = {**measure(lib, "reqrep", args.trips, args.size, args.transport),
-                   **measure(lib, "pushpull", args.messages, args.size, args.transport)}
+            row = {**measure(lib, "reqrep", args.trips, args.size, args.transport, args.busy_poll),
+                   **measure(lib, "pushpull", args.messages, args.size, args.transport, args.busy_poll)}
             for key, value in row.items():
                 results[lib].setdefault(key, []).append(value)
             print(f"round {r + 1} {lib:<7} " + "  ".join(f"{k} {v:,.1f}" for k, v in row.items()), flush=True)
     where = "tcp loopback" if args.transport == "tcp" else "ipc"
-    print(f"median of {args.rounds} rounds, {args.size} B, {where} (ratios are mqcore/pyzmq, same run)")
+    spin = "" if args.busy_poll is None else f", mqcore BUSY_POLL {args.busy_poll} us"
+    print(f"median of {args.rounds} rounds, {args.size} B, {where}{spin} (ratios are mqcore/pyzmq, same run)")
     for key in results["mqcore"]:
         ours, theirs = (statistics.median(results[lib][key]) for lib in LIBS)
         print(f"  {key:<17} mqcore {ours:>12,.1f}  pyzmq {theirs:>12,.1f}  ratio {ours / theirs:.2f}")
