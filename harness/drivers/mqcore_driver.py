@@ -2,23 +2,33 @@
 
 Everything is the `zmq` driver's: only the module differs, which is also a standing check that code written
 for pyzmq runs on mqcore by changing the import. That includes the `curve` option: its keys come from
-`mqcore.curve_keypair()` and the sockets are configured through the same pyzmq option names. The library's
-defaults stay as they are, BUSY_POLL included (a waiting recv polls up to 100 us before it sleeps); the
-run records it beside the version.
+`mqcore.curve_keypair()` and the sockets are configured through the same pyzmq option names. One option is
+mqcore's own: `busy_poll`, the microseconds a waiting recv polls before it sleeps (the library's BUSY_POLL,
+100 by default; 0 sleeps at once, as libzmq does), so that a scenario can show what that wait is worth
+beside the default. The run records the value in force beside mqcore's version.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from types import ModuleType
-from typing import ClassVar
+from typing import Any, ClassVar
 
-from harness.drivers.zmq_driver import ZmqDriver
+from harness.drivers.options import option
+from harness.drivers.zmq_driver import ZmqDriver, ZmqOptions
+
+
+@dataclass(frozen=True)
+class MqcoreOptions(ZmqOptions):
+    busy_poll: int | None = option(None, minimum=0, exact=True)  # None: mqcore's default
 
 
 class MqcoreDriver(ZmqDriver):
     name: ClassVar[str] = "mqcore"
     client_packages: ClassVar[tuple[str, ...]] = ("mqbench",)
     client: ClassVar[str] = ""  # measured through its own API
+    options_type = MqcoreOptions
+    opts: MqcoreOptions
 
     @classmethod
     def module(cls) -> ModuleType:
@@ -26,13 +36,21 @@ class MqcoreDriver(ZmqDriver):
 
         return mqcore
 
+    def _busy_poll(self) -> int:
+        from mqcore.options import BUSY_POLL_DEFAULT_US
+
+        return BUSY_POLL_DEFAULT_US if self.opts.busy_poll is None else self.opts.busy_poll
+
     def versions(self) -> dict[str, str]:
         import mqcore
-        from mqcore.options import BUSY_POLL_DEFAULT_US
 
         out = super().versions()
         out["mqcore"] = mqcore.__version__
-        # What the library does while a recv waits, recorded beside its version: it polls up to this
-        # many microseconds before sleeping (libzmq's BUSY_POLL is 0). See docs/pyzmq-suite.md.
-        out["BUSY_POLL"] = f"{BUSY_POLL_DEFAULT_US} us"
+        out["BUSY_POLL"] = f"{self._busy_poll()} us"  # how its recv waits (libzmq's is 0); docs/pyzmq-suite.md
         return out
+
+    def _socket(self, kind: int) -> Any:
+        s = super()._socket(kind)
+        if self.opts.busy_poll is not None:
+            s.setsockopt(self.module().BUSY_POLL, self.opts.busy_poll)
+        return s

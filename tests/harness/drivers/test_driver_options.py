@@ -263,6 +263,24 @@ def test_zmq_options_keep_their_rules() -> None:
         cls({"rcvhwm": "100"})
 
 
+def test_mqcore_alone_takes_busy_poll_sets_it_on_its_sockets_and_records_it() -> None:
+    assert "busy_poll" not in driver_class("zmq").option_names()
+    with pytest.raises(DriverError, match="unknown|busy_poll"):
+        driver_class("zmq")({"busy_poll": 0})
+    cls = driver_class("mqcore")
+    with pytest.raises(DriverError, match="'busy_poll' must be at least 0"):
+        cls({"busy_poll": -1})
+    for options, expected in (({}, 100), ({"busy_poll": 0}, 0), ({"busy_poll": 250}, 250)):
+        driver = cls(options)
+        assert driver.versions()["BUSY_POLL"] == f"{expected} us"
+        sock = driver._socket(3)  # REQ
+        try:
+            assert sock.busy_poll == expected
+        finally:
+            sock.close(0)
+        driver._context().term()
+
+
 # -- connecting ------------------------------------------------------------------------------------
 
 
