@@ -19,7 +19,8 @@ the decoder; the next direct read puts its bytes (``FrameDecoder.held_bytes``) b
 so a stream that seldom breaks at a message boundary stays on the direct path. A message alone in its
 read (a round trip's request or reply) goes into the pipe without the scan or ``write_batch``, or,
 when the socket's recv waits for it and the socket type takes it (``SocketImpl.xrecv_direct``: a
-REQ's reply, a REP's request), straight to that recv, without the pipe and a second ``xrecv``.
+REQ's reply, a REP's request, anything a PULL, DEALER or PAIR gets, a ROUTER's from an identified peer,
+behind its routing id), straight to that recv, without the pipe and a second ``xrecv``.
 
 Large frames: once a read ends inside a single-frame message of ``LARGE`` to ``LARGE_MAX`` bytes
 (``engine.large_frames``), the following reads (``_read_large``) take each frame's 9-byte header
@@ -33,7 +34,8 @@ page faults than the copy).
 
 ``send_direct`` is the sending half, for a socket whose one connection its thread already polls
 (``SocketBase._inline_eng``): the socket type says which frames go on the wire
-(``SocketImpl.xsend_direct``: REQ adds its delimiter, REP its envelope), they are encoded and written
+(``SocketImpl.xsend_direct``: REQ adds its delimiter, REP its envelope, ROUTER drops the routing id
+of the one peer it serves), they are encoded and written
 with one ``send``, and the send counts as done. It declines, and the message takes the pipe, when the
 engine is busy or has output waiting, the pipe still holds older messages (order), the pipe is closing,
 the type cannot (several peers, REQ_CORRELATE), a frame is large (the IO thread writes those without

@@ -1,7 +1,7 @@
 """Two-process REQ/REP round trip and PUSH/PULL receiver throughput, mqcore against pyzmq, outside the harness.
 
 Usage: python tools/roundtrip.py [--rounds 5] [--trips 5000] [--messages 200000] [--size 100]
-                                [--transport tcp|ipc] [--mqcore-from DIR] [--busy-poll US]
+                                [--transport tcp|ipc] [--mqcore-from DIR] [--busy-poll US] [--bare]
 
 Each round runs both libraries one after the other (the order alternates between rounds), each as
 two processes over tcp loopback (or ipc): this process binds and measures (REQ: one perf_counter
@@ -13,7 +13,9 @@ on the PUSH side): on a loaded machine the wall-clock figures swing with the sch
 much less. The printed ratios are mqcore/pyzmq within the same run: on a shared machine only those are
 comparable, not the absolute figures. Issue 19's bar: round trip p50 <= 0.8x and throughput >= 0.8x
 pyzmq's. ``--mqcore-from DIR`` imports mqcore from DIR (e.g. an export of an older commit) in both
-processes, so that runs alternating it with this tree's mqcore compare two versions. ``--busy-poll US``
+processes, so that runs alternating it with this tree's mqcore compare two versions. ``--bare`` adds, each round, a bare
+Python TCP ping-pong (two processes, blocking sockets, no library, no framing): the floor a library's
+round trip adds to. ``--busy-poll US``
 sets mqcore's BUSY_POLL in both processes (0: a waiting recv sleeps at once, as libzmq's does; the
 default lets it poll up to 100 us first, see docs/pyzmq-suite.md), so that the path alone can be
 compared.
@@ -25,6 +27,7 @@ import argparse
 import importlib
 import itertools
 import os
+import socket
 import statistics
 import subprocess
 import sys
@@ -52,8 +55,71 @@ def _context(lib: str, busy_poll: int | None) -> Any:
     return ctx
 
 
+def _bare_recv(sock: socket.socket, size: int) -> bytes:
+    """``size`` bytes from a blocking socket (a round trip's message seldom comes in pieces, but may)."""
+    data = sock.recv(size)
+    while len(data) < size:
+        more = sock.recv(size - len(data))
+        if not more:
+            raise ConnectionError("the peer closed the connection mid-message")
+        data += more
+    return data
+
+
+def _bare_serve(endpoint: str, count: int, size: int) -> None:
+    """The bare floor's echo side: a blocking socket, no library, no framing."""
+    host, port = endpoint.rsplit(":", 1)
+    with socket.create_connection((host, int(port))) as sock:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        cpu0 = time.process_time()
+        for _ in range(count):
+            sock.sendall(_bare_recv(sock, size))
+    print(time.process_time() - cpu0, flush=True)
+
+
+def _bare_measure(count: int, size: int) -> dict[str, float]:
+    """The floor the issue names: a bare Python TCP ping-pong between two processes, blocking sockets,
+    ``size`` bytes each way, what any library's round trip adds to."""
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        endpoint = f"127.0.0.1:{listener.getsockname()[1]}"
+        child = _start_child("bare", "reqrep", endpoint, count + WARMUP, size, None)
+        try:
+            listener.settimeout(CHILD_TIMEOUT_S)
+            sock, _ = listener.accept()
+        except BaseException:
+            child.kill()  # our own child, by its pid
+            child.communicate()
+            raise
+    with sock:
+        sock.settimeout(None)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        payload = b"x" * size
+        for _ in range(WARMUP):
+            sock.sendall(payload)
+            _bare_recv(sock, size)
+        clock = time.perf_counter
+        trips = []
+        cpu0 = time.process_time()
+        for _ in range(count):
+            t0 = clock()
+            sock.sendall(payload)
+            _bare_recv(sock, size)
+            trips.append(clock() - t0)
+        cpu = time.process_time() - cpu0
+    peer_cpu = _stop_child(child, "bare")
+    trips.sort()
+    result = {"p50_us": trips[len(trips) // 2] * 1e6, "p99_us": trips[int(len(trips) * 0.99)] * 1e6,
+              "cpu_us_trip": cpu / count * 1e6}
+    if peer_cpu is not None:
+        result["peer_cpu_us_trip"] = peer_cpu / (count + WARMUP) * 1e6
+    return result
+
+
 def serve(lib: str, kind: str, endpoint: str, count: int, size: int, busy_poll: int | None = None) -> None:
     """The child's side: echo ``count`` requests (REP) or send ``count`` messages (PUSH)."""
+    if lib == "bare":
+        _bare_serve(endpoint, count, size)
+        return
     zmq = _lib(lib)
     ctx = _context(lib, busy_poll)
     sock = ctx.socket(zmq.REP if kind == "reqrep" else zmq.PUSH)
@@ -160,6 +226,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--mqcore-from", metavar="DIR", help="import mqcore from DIR (both processes)")
     parser.add_argument("--busy-poll", type=int, metavar="US",
                         help="mqcore's BUSY_POLL in microseconds, both processes (0: off; default: mqcore's)")
+    parser.add_argument("--bare", action="store_true",
+                        help="also a bare Python TCP ping-pong each round (blocking sockets, no library): the floor")
     parser.add_argument("--serve", nargs=5, metavar=("LIB", "KIND", "ENDPOINT", "COUNT", "SIZE"),
                         help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -173,7 +241,10 @@ def main(argv: list[str] | None = None) -> int:
         lib, kind, endpoint, count, size = args.serve
         serve(lib, kind, endpoint, int(count), int(size), args.busy_poll)
         return 0
+    if args.bare and args.transport != "tcp":
+        parser.error("--bare is a tcp ping-pong; leave out --transport ipc")
     results: dict[str, dict[str, list[float]]] = {lib: {} for lib in LIBS}
+    bare: dict[str, list[float]] = {}
     for r in range(args.rounds):
         for lib in (LIBS if r % 2 == 0 else LIBS[::-1]):
             row = {**measure(lib, "reqrep", args.trips, args.size, args.transport, args.busy_poll),
@@ -181,12 +252,23 @@ def main(argv: list[str] | None = None) -> int:
             for key, value in row.items():
                 results[lib].setdefault(key, []).append(value)
             print(f"round {r + 1} {lib:<7} " + "  ".join(f"{k} {v:,.1f}" for k, v in row.items()), flush=True)
+        if args.bare:
+            row = _bare_measure(args.trips, args.size)
+            for key, value in row.items():
+                bare.setdefault(key, []).append(value)
+            print(f"round {r + 1} {'bare':<7} " + "  ".join(f"{k} {v:,.1f}" for k, v in row.items()), flush=True)
     where = "tcp loopback" if args.transport == "tcp" else "ipc"
     spin = "" if args.busy_poll is None else f", mqcore BUSY_POLL {args.busy_poll} us"
     print(f"median of {args.rounds} rounds, {args.size} B, {where}{spin} (ratios are mqcore/pyzmq, same run)")
     for key in results["mqcore"]:
         ours, theirs = (statistics.median(results[lib][key]) for lib in LIBS)
         print(f"  {key:<17} mqcore {ours:>12,.1f}  pyzmq {theirs:>12,.1f}  ratio {ours / theirs:.2f}")
+    if bare:
+        print("the bare ping-pong (no library; mqcore/bare and pyzmq/bare, same run)")
+        for key, values in bare.items():
+            floor = statistics.median(values)
+            ours, theirs = (statistics.median(results[lib][key]) for lib in LIBS)
+            print(f"  {key:<17} bare {floor:>12,.1f}  mqcore/bare {ours / floor:.2f}  pyzmq/bare {theirs / floor:.2f}")
     return 0
 
 

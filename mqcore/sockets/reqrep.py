@@ -105,6 +105,21 @@ class Router(SocketImpl):
             msg.insert(0, pipe.routing_id)  # type: ignore[arg-type]
             return msg
 
+    def xsend_direct(self, msg: Msg, pipe: Pipe) -> Msg | None:
+        # A message for the peer behind the direct path's pipe: its frames after the routing id. Any
+        # other id (unknown: dropped or EHOSTUNREACH) and a routing id alone are xsend's to decide.
+        if len(msg) < 2 or self.out.get(msg[0]) is not pipe:
+            return None
+        return msg[1:]
+
+    def xrecv_direct(self, msg: Msg, pipe: Pipe) -> Msg | None:
+        # From an identified peer: its routing id first, as xrecv gives it.
+        rid = pipe.routing_id
+        if rid is None:
+            return None
+        self.fq.last_pipe = pipe
+        return [rid, *msg]
+
     def has_in(self) -> bool:
         return self.fq.has_in()
 

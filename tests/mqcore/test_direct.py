@@ -350,6 +350,66 @@ def test_single_frame_round_trips_hand_the_message_straight_to_recv(make_pair: P
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
+@pytest.mark.parametrize("delimiter", [True, False])
+def test_dealer_router_round_trips_go_direct_both_ways(make_pair: Pair, transport: str, delimiter: bool,
+                                                       direct_reads: list[int],
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """A ROUTER's reply is written in its thread and a message alone in its read goes straight to the
+    waiting recv, on both sides: the routing id, the frames and RCVMORE stay as on the pipe path."""
+    from mqcore.sockets.reqrep import Router
+
+    router_direct = [0]
+    real = Router.xsend_direct
+
+    def counting(self: Router, msg: list[bytes], pipe: Any) -> Any:
+        frames = real(self, msg, pipe)
+        router_direct[0] += frames is not None
+        return frames
+
+    monkeypatch.setattr(Router, "xsend_direct", counting)
+    router, dealer = make_pair(mqcore.ROUTER, mqcore.DEALER, transport)
+    head = [b""] if delimiter else []
+    ids: list[bytes] = []
+
+    def serve() -> None:
+        for _ in range(100):
+            rid, *frames = router.recv_multipart()
+            ids.append(rid)
+            router.send_multipart([rid, *frames[:-1], frames[-1].upper()])
+        router.send_multipart([b"\x00nobody", b"lost"])  # an unknown id: dropped, as on the pipe path
+
+    server = threading.Thread(target=serve)
+    server.start()
+    try:
+        for i in range(100):
+            dealer.send_multipart([*head, b"q%d" % i])
+            assert dealer.recv_multipart() == [*head, b"Q%d" % i]
+            assert not dealer.getsockopt(mqcore.RCVMORE)
+    finally:
+        server.join()
+    assert len(set(ids)) == 1 and len(ids[0]) == 5 and ids[0][0] == 0  # one generated routing id
+    assert router_direct[0] > 0
+    assert direct_reads[2] > 0
+    with pytest.raises(mqcore.Again):
+        dealer.recv(mqcore.NOBLOCK)
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_pair_round_trips_hand_the_message_straight_to_recv(make_pair: Pair, transport: str,
+                                                            direct_reads: list[int]) -> None:
+    a, b = make_pair(mqcore.PAIR, mqcore.PAIR, transport)
+    server = threading.Thread(target=lambda: [b.send(b.recv() + b"!") for _ in range(100)])
+    server.start()
+    try:
+        for i in range(100):
+            a.send(b"%d" % i)
+            assert a.recv() == b"%d!" % i
+    finally:
+        server.join()
+    assert direct_reads[2] > 0
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
 def test_a_send_after_a_read_goes_direct_however_soon(make_pair: Pair, transport: str,
                                                       direct_sends: list[int],
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
