@@ -312,7 +312,14 @@ def _declared(cls: type, name: str) -> bool:
 
 def _option_property(option: SocketOption) -> property:
     def fget(self: Socket) -> Any:
-        return self.getsockopt(option)
+        try:
+            return self.getsockopt(option)
+        except ZMQError as exc:
+            # As pyzmq: an option that cannot be read (EINVAL: write-only, or not this type's) is an
+            # AttributeError, so that getattr with a default, hasattr and unittest.mock's spec work.
+            if exc.errno != Errno.EINVAL:
+                raise
+            raise AttributeError(f"{option.name.lower()} attribute is write-only") from None
 
     def fset(self: Socket, value: Any) -> None:
         if isinstance(value, str) and option in (Opt.ROUTING_ID, Opt.CONNECT_ROUTING_ID, Opt.SUBSCRIBE,

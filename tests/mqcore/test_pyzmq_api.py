@@ -186,3 +186,18 @@ def test_ipc_path_too_long_names_the_limit(ctx: mqcore.Context) -> None:
     with ctx.socket(mqcore.PUB) as s, pytest.raises(mqcore.ZMQError) as info:
         s.bind("ipc://" + "a" * (mqcore.IPC_PATH_MAX_LEN + 1))
     assert info.value.errno == mqcore.EINVAL and str(mqcore.IPC_PATH_MAX_LEN) in info.value.strerror
+
+
+def test_an_option_that_cannot_be_read_is_an_attribute_error_so_mock_specs_work(ctx: mqcore.Context) -> None:
+    """pyzmq's test_mockable: ``mock.Mock(spec=socket)`` reads every name of ``dir(socket)``."""
+    from unittest import mock
+
+    sock = ctx.socket(mqcore.SUB)
+    with pytest.raises(AttributeError, match="blocky attribute is write-only"):
+        sock.blocky  # noqa: B018
+    assert getattr(sock, "router_raw", "absent") == "absent"
+    spec = mock.Mock(spec=sock)
+    assert callable(spec.recv) and sock.linger == -1  # readable options still read
+    sock.close(0)
+    with pytest.raises(mqcore.ZMQError):  # a closed socket is ENOTSOCK, not an AttributeError
+        sock.linger  # noqa: B018
