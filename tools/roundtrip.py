@@ -33,6 +33,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
@@ -53,6 +54,28 @@ def _context(lib: str, busy_poll: int | None) -> Any:
     if lib == "mqcore" and busy_poll is not None:
         ctx.setsockopt(BUSY_POLL, busy_poll)
     return ctx
+
+
+def _time_trips(send: Callable[[bytes], object], recv: Callable[[], object], count: int,
+                size: int) -> dict[str, float]:
+    """WARMUP round trips, then ``count`` timed ones (one perf_counter stamp per trip): p50, p99 and this
+    process's CPU per trip, in microseconds."""
+    payload = b"x" * size
+    for _ in range(WARMUP):
+        send(payload)
+        recv()
+    clock = time.perf_counter
+    trips = []
+    cpu0 = time.process_time()
+    for _ in range(count):
+        t0 = clock()
+        send(payload)
+        recv()
+        trips.append(clock() - t0)
+    cpu = time.process_time() - cpu0
+    trips.sort()
+    return {"p50_us": trips[len(trips) // 2] * 1e6, "p99_us": trips[int(len(trips) * 0.99)] * 1e6,
+            "cpu_us_trip": cpu / count * 1e6}
 
 
 def _bare_recv(sock: socket.socket, size: int) -> bytes:
@@ -93,23 +116,8 @@ def _bare_measure(count: int, size: int) -> dict[str, float]:
     with sock:
         sock.settimeout(None)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        payload = b"x" * size
-        for _ in range(WARMUP):
-            sock.sendall(payload)
-            _bare_recv(sock, size)
-        clock = time.perf_counter
-        trips = []
-        cpu0 = time.process_time()
-        for _ in range(count):
-            t0 = clock()
-            sock.sendall(payload)
-            _bare_recv(sock, size)
-            trips.append(clock() - t0)
-        cpu = time.process_time() - cpu0
+        result = _time_trips(sock.sendall, lambda: _bare_recv(sock, size), count, size)
     peer_cpu = _stop_child(child, "bare")
-    trips.sort()
-    result = {"p50_us": trips[len(trips) // 2] * 1e6, "p99_us": trips[int(len(trips) * 0.99)] * 1e6,
-              "cpu_us_trip": cpu / count * 1e6}
     if peer_cpu is not None:
         result["peer_cpu_us_trip"] = peer_cpu / (count + WARMUP) * 1e6
     return result
@@ -178,22 +186,7 @@ def measure(lib: str, kind: str, count: int, size: int, transport: str = "tcp",
     child = _start_child(lib, kind, endpoint, count + WARMUP, size, busy_poll)
     try:
         if kind == "reqrep":
-            payload = b"x" * size
-            for _ in range(WARMUP):
-                sock.send(payload)
-                sock.recv()
-            clock = time.perf_counter
-            trips = []
-            cpu0 = time.process_time()
-            for _ in range(count):
-                t0 = clock()
-                sock.send(payload)
-                sock.recv()
-                trips.append(clock() - t0)
-            cpu = time.process_time() - cpu0
-            trips.sort()
-            result = {"p50_us": trips[len(trips) // 2] * 1e6, "p99_us": trips[int(len(trips) * 0.99)] * 1e6,
-                      "cpu_us_trip": cpu / count * 1e6}
+            result = _time_trips(sock.send, sock.recv, count, size)
         else:
             for _ in range(WARMUP):
                 sock.recv()
