@@ -90,7 +90,8 @@ class SocketBase:
         self._inline_eng: Any = None
         self._inline_pipe: Any = None  # our end of the inline engine's pipe
         self._direct_buffer: bytearray | None = None  # mqcore.direct reads into it (made at first use)
-        self._spin = self._opts.busy_poll * 1e-6  # seconds _poll_input polls before it sleeps (adapts)
+        self._spin = 0.0  # seconds _poll_input polls before it sleeps (adapts; _reset_spin)
+        self._reset_spin()
         self._in_parts: deque[bytes] = deque()
         self._out_parts: list[bytes] = []
         # RCVMORE is ``bool(_in_parts)``: send/recv write no attribute of the socket, so that
@@ -226,6 +227,10 @@ class SocketBase:
             if fd == mbox.fd:
                 mbox.drain_fd()
         return None  # commands came (the next _wait runs them), and maybe input too
+
+    def _reset_spin(self) -> None:
+        """The spin window starts at BUSY_POLL (microseconds), as set at creation or since."""
+        self._spin = self._opts.busy_poll * 1e-6
 
     def _poll_input(self, timeout_ms: float | None) -> list[tuple[int, int]]:
         """``_poll.poll(timeout_ms)`` for a recv waiting for input, busy-polling first (BUSY_POLL).
@@ -488,7 +493,7 @@ class SocketBase:
             raise ZMQError(Errno.EINVAL)
         self._opts.set(option, value)
         if option == Opt.BUSY_POLL:
-            self._spin = self._opts.busy_poll * 1e-6  # the window starts again at the new limit
+            self._reset_spin()
 
     def getsockopt(self, option: int) -> Any:
         """Read an option by number (RCVMORE, EVENTS, FD, TYPE and LAST_ENDPOINT included)."""

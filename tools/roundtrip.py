@@ -209,6 +209,13 @@ def measure(lib: str, kind: str, count: int, size: int, transport: str = "tcp",
     return result
 
 
+def _record(store: dict[str, list[float]], label: str, row: dict[str, float]) -> None:
+    """Keep one round's figures for the medians and print them under ``label``."""
+    for key, value in row.items():
+        store.setdefault(key, []).append(value)
+    print(f"{label} " + "  ".join(f"{k} {v:,.1f}" for k, v in row.items()), flush=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=5, help="rounds per library (default 5)")
@@ -242,14 +249,9 @@ def main(argv: list[str] | None = None) -> int:
         for lib in (LIBS if r % 2 == 0 else LIBS[::-1]):
             row = {**measure(lib, "reqrep", args.trips, args.size, args.transport, args.busy_poll),
                    **measure(lib, "pushpull", args.messages, args.size, args.transport, args.busy_poll)}
-            for key, value in row.items():
-                results[lib].setdefault(key, []).append(value)
-            print(f"round {r + 1} {lib:<7} " + "  ".join(f"{k} {v:,.1f}" for k, v in row.items()), flush=True)
+            _record(results[lib], f"round {r + 1} {lib:<7}", row)
         if args.bare:
-            row = _bare_measure(args.trips, args.size)
-            for key, value in row.items():
-                bare.setdefault(key, []).append(value)
-            print(f"round {r + 1} {'bare':<7} " + "  ".join(f"{k} {v:,.1f}" for k, v in row.items()), flush=True)
+            _record(bare, f"round {r + 1} {'bare':<7}", _bare_measure(args.trips, args.size))
     where = "tcp loopback" if args.transport == "tcp" else "ipc"
     spin = "" if args.busy_poll is None else f", mqcore BUSY_POLL {args.busy_poll} us"
     print(f"median of {args.rounds} rounds, {args.size} B, {where}{spin} (ratios are mqcore/pyzmq, same run)")
