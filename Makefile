@@ -123,8 +123,13 @@ toolchain:
 ## test: the whole suite, then the performance-regression check (make regress) that guards mqcore;
 ## in CI (CI=true) a missing broker or browser fails instead of skipping
 test: toolchain $(STAMP) brokers toxiproxy jvm
-	@set +e; $(PY) -m pytest $(PYTEST_ARGS); rc=$$?; \
-	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: that is a failure here"; exit 1; fi; exit $$rc
+	@set +e; mkdir -p .pytest_cache; now=.pytest_cache/current-test; err=.pytest_cache/stderr.log; rm -f $$now; \
+	MQBENCH_CURRENT_TEST=$$now $(PY) -m pytest $(PYTEST_ARGS) 2> >(trap "" INT; tee $$err >&2); rc=$$?; wait $$!; \
+	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: that is a failure here"; exit 1; fi; \
+	if [ $$rc -gt 128 ]; then \
+	  echo "pytest was killed by SIG$$(kill -l $$((rc - 128))) while running $$(cat $$now 2>/dev/null || echo 'no test')."; \
+	  echo "What it printed to stderr as it died (all of it is in $$err):"; \
+	  grep -m1 -B6 -A24 'Fatal Python error' $$err || tail -30 $$err; fi; exit $$rc
 	@$(MAKE) --no-print-directory regress
 
 ## jvm: build the JVM worker (jvm/: JeroMQ and the brokers' Java clients) with Maven, only when jvm/ changed;

@@ -10,6 +10,7 @@ group: partitions are assigned at their end offsets as of ``start()``.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 import uuid
@@ -109,10 +110,21 @@ class ConfluentProducer(RoundRobinProducer):
             raise DriverError(f"kafka did not confirm {left} messages within {timeout:.0f} s")
 
     def close(self) -> None:
-        try:
-            self.producer.flush(10)
-        except Exception:
-            pass
+        """Deliver what is queued (up to 10 s; what is still queued then is purged), then destroy librdkafka's
+        handle here and now. Left to the garbage collector (our callbacks make a reference cycle with it),
+        the handle and its threads would outlive the worker into whatever runs next in this process and be
+        destroyed at a random later point, in whichever thread happens to collect."""
+        producer, self.producer = self.producer, None
+        if producer is None:
+            return
+        with contextlib.suppress(Exception):
+            if producer.flush(10):
+                producer.purge()  # Producer.close would otherwise wait for them with no end
+                producer.flush(0)
+        close = getattr(producer, "close", None)  # newer confluent-kafka; else dropping the last reference
+        if close is not None:
+            with contextlib.suppress(Exception):
+                close()
 
 
 class ConfluentConsumer(AssignedConsumer):

@@ -174,10 +174,30 @@ def _endpoint(cls: type[Driver], system: str, brokers: tuple[BrokerPool, Any]) -
     return pool.get(system, root)
 
 
-def _foreign_threads(before: set[threading.Thread]) -> list[threading.Thread]:
+#: Threads a client library starts with its first client and keeps for the life of the process, by name
+#: (librocketmq's transport event loop and its timer; pyarrow's allocator): not a client left open.
+PROCESS_WIDE_THREADS = {"EventLoop", "python3.11", "jemalloc_bg_thd"}
+
+
+def _os_threads() -> dict[int, str]:
+    """The process's threads as the OS sees them, id -> name: Python's, and those C libraries start."""
+    names = {}
+    for tid in os.listdir("/proc/self/task"):
+        with contextlib.suppress(OSError):
+            with open(f"/proc/self/task/{tid}/comm") as f:
+                names[int(tid)] = f.read().strip()
+    return names
+
+
+def _foreign_threads(before: set[threading.Thread], os_before: dict[int, str]) -> list[str]:
+    """Threads started since ``before``/``os_before`` still running after 5 s: Python threads, and threads of
+    a client's C library (librdkafka's, librocketmq's) that only end when the client is destroyed."""
     deadline = time.monotonic() + 5.0
     while True:
-        extra = [t for t in threading.enumerate() if t not in before and t.is_alive()]
+        extra = [t.name for t in threading.enumerate() if t not in before and t.is_alive()]
+        python_ids = {t.native_id for t in threading.enumerate()}
+        extra += [f"{name} (native)" for tid, name in _os_threads().items()
+                  if tid not in os_before and tid not in python_ids and name not in PROCESS_WIDE_THREADS]
         if not extra or time.monotonic() > deadline:
             return extra
         time.sleep(0.05)
@@ -189,7 +209,7 @@ def test_conformance(
 ) -> None:
     cls = driver_class(system)
     endpoint = _endpoint(cls, system, brokers)
-    threads_before = set(threading.enumerate())
+    threads_before, os_threads_before = set(threading.enumerate()), _os_threads()
     children_before = set(_descendants(os.getpid()))
 
     if pattern is Pattern.REQREP:
@@ -207,8 +227,8 @@ def test_conformance(
         else:
             check_queue(delivery, ordered, lossy)
 
-    leftover = _foreign_threads(threads_before)
-    assert not leftover, f"threads left running after close: {[t.name for t in leftover]}"
+    leftover = _foreign_threads(threads_before, os_threads_before)
+    assert not leftover, f"threads left running after close: {leftover}"
     broker_pids = set(live_pids())
     new_children = {p for p in set(_descendants(os.getpid())) - children_before if p not in broker_pids} - {
         d for b in broker_pids for d in _descendants(b)
