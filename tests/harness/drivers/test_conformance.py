@@ -175,8 +175,8 @@ def _endpoint(cls: type[Driver], system: str, brokers: tuple[BrokerPool, Any]) -
 
 
 #: Threads a client library starts with its first client and keeps for the life of the process, by name
-#: (librocketmq's transport event loop and its timer; pyarrow's allocator): not a client left open.
-PROCESS_WIDE_THREADS = {"EventLoop", "python3.11", "jemalloc_bg_thd"}
+#: (librocketmq's transport event loop; pyarrow's allocator): not a client left open.
+PROCESS_WIDE_THREADS = {"EventLoop", "jemalloc_bg_thd"}
 
 
 def _os_threads() -> dict[int, str]:
