@@ -77,6 +77,7 @@ class ConfluentProducer(RoundRobinProducer):
         try:
             self.producer.list_topics(topic, timeout=TIMEOUT)
         except ck.KafkaException as exc:
+            self.close()  # else the handle would keep trying to connect until the garbage collector finds it
             raise DriverError(f"cannot connect a producer to kafka at {driver.url} ({exc}); check that the "
                               "broker runs") from None
 

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+import gc
+import os
 import socket
 from dataclasses import dataclass
 from typing import Any
@@ -328,3 +331,31 @@ def test_an_unreachable_broker_is_one_sentence_and_teardown_stays_quiet(system: 
         driver.create_producer(driver.plan(topo), Role(0, 0))
     driver.teardown({"topology": {"pattern": "queue", "topics": 1, "producers": 1, "consumers": 1,
                                   "message_size": 100, "run_tag": "t"}})
+
+
+def _librdkafka_threads() -> set[int]:
+    found = set()
+    for tid in os.listdir("/proc/self/task"):
+        with contextlib.suppress(OSError), open(f"/proc/self/task/{tid}/comm") as f:
+            if f.read().startswith("rdk:"):
+                found.add(int(tid))
+    return found
+
+
+def test_a_confluent_producer_that_cannot_connect_destroys_its_handle(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The refused producer's librdkafka handle ends with the error; it is not left retrying the connection
+    (reference cycle through its callbacks) until a garbage collection happens to find it."""
+    pytest.importorskip("confluent_kafka")
+    from harness.drivers import kafka_confluent
+
+    monkeypatch.setattr(kafka_confluent, "TIMEOUT", 1.0)
+    endpoint = BrokerEndpoint("kafka", f"kafka://127.0.0.1:{_closed_port()}", "external")
+    driver = driver_class("kafka")({"client": "confluent-kafka"}, endpoint)
+    before = _librdkafka_threads()
+    gc.disable()  # a collection must not do the producer's work for it
+    try:
+        with pytest.raises(DriverError, match="cannot connect a producer to kafka at"):
+            kafka_confluent.ConfluentProducer(driver, "t", 1, 0)  # type: ignore[arg-type]
+        assert not _librdkafka_threads() - before
+    finally:
+        gc.enable()
