@@ -34,6 +34,7 @@ import re
 import socket
 import struct
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
@@ -64,6 +65,13 @@ DELETE_TOPIC_IN_NAMESRV = 216
 SET_CONSUME_FROM_WHERE = "_ZN8rocketmq21DefaultMQPushConsumer19setConsumeFromWhereENS_16ConsumeFromWhereE"
 CONSUME_FROM_FIRST_OFFSET = 4
 RESTART_CHECK_EVERY = 1.0  # seconds between a consumer's checks that its brokers were not started again
+# A consumer that leaves its group makes the broker tell the group's other consumers, which rebalance at once
+# (on librocketmq's network thread, some 15 ms). librocketmq aborts the process when a consumer is shut down
+# while that rebalance runs (a CI run died so: SIGABRT in PushConsumer.shutdown of the second of two
+# consumers of one group). So a process shuts down a group's consumers one at a time, this far apart.
+GROUP_SHUTDOWN_GAP = 1.0
+_shutdowns_lock = threading.Lock()
+_last_shutdown: dict[str, float] = {}  # group -> time.monotonic() of its last consumer's shutdown here
 
 
 @dataclass(frozen=True)
@@ -265,8 +273,13 @@ class _RocketMQConsumer(Consumer):
 
     def close(self) -> None:
         if self.started:
-            with contextlib.suppress(Exception):
-                self.consumer.shutdown()
+            with _shutdowns_lock:
+                pause = _last_shutdown.get(self.group, -GROUP_SHUTDOWN_GAP) + GROUP_SHUTDOWN_GAP - time.monotonic()
+                if pause > 0:
+                    time.sleep(pause)  # the rebalance the previous consumer's leaving set off is over
+                with contextlib.suppress(Exception):
+                    self.consumer.shutdown()
+                _last_shutdown[self.group] = time.monotonic()
             self.started = False
 
 
