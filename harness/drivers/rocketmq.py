@@ -65,13 +65,14 @@ DELETE_TOPIC_IN_NAMESRV = 216
 SET_CONSUME_FROM_WHERE = "_ZN8rocketmq21DefaultMQPushConsumer19setConsumeFromWhereENS_16ConsumeFromWhereE"
 CONSUME_FROM_FIRST_OFFSET = 4
 RESTART_CHECK_EVERY = 1.0  # seconds between a consumer's checks that its brokers were not started again
-# A consumer that leaves its group makes the broker tell the group's other consumers, which rebalance at once
-# (on librocketmq's network thread, some 15 ms). librocketmq aborts the process when a consumer is shut down
-# while that rebalance runs (a CI run died so: SIGABRT in PushConsumer.shutdown of the second of two
-# consumers of one group). So a process shuts down a group's consumers one at a time, this far apart.
-GROUP_SHUTDOWN_GAP = 1.0
+# librocketmq can abort the process when a client is shut down while another client's shutdown in the same
+# process still has its background tasks running. Two CI runs died so (SIGABRT in PushConsumer.shutdown):
+# - 14 ms after the other consumer of its group left (which sets off a rebalance on the network thread);
+# - 83 ms after the producer's shutdown, while a route update from the NameServer was running.
+# So a process shuts its clients down one at a time, this far apart.
+SHUTDOWN_GAP = 1.0
 _shutdowns_lock = threading.Lock()
-_last_shutdown: dict[str, float] = {}  # group -> time.monotonic() of its last consumer's shutdown here
+_last_shutdown = [-SHUTDOWN_GAP]  # time.monotonic() of this process's last client shutdown
 
 
 @dataclass(frozen=True)
@@ -199,8 +200,7 @@ class _RocketMQProducer(Producer):
             raise DriverError(f"rocketmq stored a message with status {result.status.name}")
 
     def close(self) -> None:
-        with contextlib.suppress(Exception):
-            self.producer.shutdown()
+        _shut_down(self.producer)
 
 
 class _RocketMQConsumer(Consumer):
@@ -273,14 +273,19 @@ class _RocketMQConsumer(Consumer):
 
     def close(self) -> None:
         if self.started:
-            with _shutdowns_lock:
-                pause = _last_shutdown.get(self.group, -GROUP_SHUTDOWN_GAP) + GROUP_SHUTDOWN_GAP - time.monotonic()
-                if pause > 0:
-                    time.sleep(pause)  # the rebalance the previous consumer's leaving set off is over
-                with contextlib.suppress(Exception):
-                    self.consumer.shutdown()
-                _last_shutdown[self.group] = time.monotonic()
+            _shut_down(self.consumer)
             self.started = False
+
+
+def _shut_down(client: Any) -> None:
+    """``client.shutdown()``, at least ``SHUTDOWN_GAP`` after the process's previous client shutdown."""
+    with _shutdowns_lock:
+        pause = _last_shutdown[0] + SHUTDOWN_GAP - time.monotonic()
+        if pause > 0:
+            time.sleep(pause)
+        with contextlib.suppress(Exception):
+            client.shutdown()
+        _last_shutdown[0] = time.monotonic()
 
 
 def consume_from_first_offset(lib: Any, handle: int) -> None:
