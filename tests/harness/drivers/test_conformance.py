@@ -27,6 +27,7 @@ from harness.drivers.base import BrokerEndpoint, Driver, Guarantee, Pattern
 from tests.harness.drivers.conformance import (
     check_pubsub,
     check_queue,
+    os_threads,
     parse_payload,
     run_flow,
     run_flow_jvm,
@@ -179,16 +180,6 @@ def _endpoint(cls: type[Driver], system: str, brokers: tuple[BrokerPool, Any]) -
 PROCESS_WIDE_THREADS = {"EventLoop", "jemalloc_bg_thd"}
 
 
-def _os_threads() -> dict[int, str]:
-    """The process's threads as the OS sees them, id -> name: Python's, and those C libraries start."""
-    names = {}
-    for tid in os.listdir("/proc/self/task"):
-        with contextlib.suppress(OSError):
-            with open(f"/proc/self/task/{tid}/comm") as f:
-                names[int(tid)] = f.read().strip()
-    return names
-
-
 def _foreign_threads(before: set[threading.Thread], os_before: dict[int, str]) -> list[str]:
     """Threads started since ``before``/``os_before`` still running after 5 s: Python threads, and threads of
     a client's C library (librdkafka's, librocketmq's) that only end when the client is destroyed."""
@@ -196,7 +187,7 @@ def _foreign_threads(before: set[threading.Thread], os_before: dict[int, str]) -
     while True:
         extra = [t.name for t in threading.enumerate() if t not in before and t.is_alive()]
         python_ids = {t.native_id for t in threading.enumerate()}
-        extra += [f"{name} (native)" for tid, name in _os_threads().items()
+        extra += [f"{name} (native)" for tid, name in os_threads().items()
                   if tid not in os_before and tid not in python_ids and name not in PROCESS_WIDE_THREADS]
         if not extra or time.monotonic() > deadline:
             return extra
@@ -209,7 +200,7 @@ def test_conformance(
 ) -> None:
     cls = driver_class(system)
     endpoint = _endpoint(cls, system, brokers)
-    threads_before, os_threads_before = set(threading.enumerate()), _os_threads()
+    threads_before, os_threads_before = set(threading.enumerate()), os_threads()
     children_before = set(_descendants(os.getpid()))
 
     if pattern is Pattern.REQREP:

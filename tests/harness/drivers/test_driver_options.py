@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import contextlib
 import gc
-import os
 import socket
 from dataclasses import dataclass
 from typing import Any
@@ -15,6 +13,7 @@ from harness.drivers import broker, driver_class
 from harness.drivers.base import BrokerEndpoint, DriverError, Guarantee, Pattern, Role, Topology
 from harness.drivers.kafka import KafkaOptions, consumer_partitions
 from harness.drivers.options import NoOptions, option, parse_options
+from tests.harness.drivers.conformance import os_threads
 
 BROKER = {
     "rabbitmq": "amqp://guest:guest@127.0.0.1:5672/%2F",
@@ -334,12 +333,7 @@ def test_an_unreachable_broker_is_one_sentence_and_teardown_stays_quiet(system: 
 
 
 def _librdkafka_threads() -> set[int]:
-    found = set()
-    for tid in os.listdir("/proc/self/task"):
-        with contextlib.suppress(OSError), open(f"/proc/self/task/{tid}/comm") as f:
-            if f.read().startswith("rdk:"):
-                found.add(int(tid))
-    return found
+    return {tid for tid, name in os_threads().items() if name.startswith("rdk:")}
 
 
 def test_a_confluent_producer_that_cannot_connect_destroys_its_handle(monkeypatch: pytest.MonkeyPatch) -> None:
