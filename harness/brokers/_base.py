@@ -16,11 +16,12 @@ from typing import TYPE_CHECKING, ClassVar
 from urllib.parse import urlsplit
 
 from harness.brokers._ports import LOOPBACK, free_ports
-from harness.brokers._spec import Command, ContainerSpec, Launch
+from harness.brokers._spec import ClusterLaunch, Command, ContainerSpec, Launch, NodeHost
 from harness.runfolder import redact
 
 if TYPE_CHECKING:
     from harness.brokers._provision import Placement
+    from harness.drivers.base import BrokerEndpoint, ClusterShape
 
 
 class ProbeError(Exception):
@@ -58,6 +59,10 @@ class Provisioner(ABC):
     # which the routes between hosts (harness.network) do not rewrite: it runs across hosts only when
     # ``place`` makes that address lead through them.
     advertises_address: ClassVar[bool] = False
+    #: The largest cluster ``prepare_cluster`` starts; 1 when the broker is run as one node only, and then
+    #: ``cluster_note`` says why in one clause for the row's label ("Mosquitto has no clustering").
+    max_nodes: ClassVar[int] = 1
+    cluster_note: ClassVar[str] = "not run as a cluster by mqbench"
 
     def place(self, launch: Launch, placement: Placement) -> Launch:
         """``launch`` as it runs on ``placement``'s host, before its commands are moved there: a broker that
@@ -118,6 +123,29 @@ class Provisioner(ABC):
     def probe(self, url: str, timeout: float) -> str:
         """Complete a protocol handshake with the broker at ``url``; return its version ("" if it does
         not say). Raises OSError or ProbeError (or the client library's error) while it is not ready."""
+
+    # -- clusters (brokers with max_nodes > 1) ------------------------------------------------------
+
+    def prepare_cluster(self, workdir: Path, shape: ClusterShape, hosts: Sequence[NodeHost]) -> ClusterLaunch:
+        """Configuration of ``shape.nodes`` nodes keeping ``shape.replicas`` copies, node i listening on and
+        advertising ``hosts[i].address``; each node's files under ``workdir/node<i>/``, its ports from
+        ``free_ports`` (distinct across nodes, which may share an address). Raises OSError saying what to
+        install when the broker is missing."""
+        raise NotImplementedError(f"{self.system} is not run as a cluster: {self.cluster_note}")
+
+    def cluster_ready(self, launch: ClusterLaunch, timeout: float) -> str:
+        """One check that the cluster has formed: every node answers and is a member, and a leader or
+        controller is elected where the broker has one. Returns the version ("" if not told); raises OSError
+        or ProbeError while not ready (the caller retries until ``launch.ready_timeout``). Default: every
+        node answers ``probe``."""
+        versions = [self.probe(node.url, timeout) for node in launch.nodes]
+        return next((v for v in versions if v), "")
+
+    def leader(self, endpoint: BrokerEndpoint, resource: str) -> int:
+        """Index of the node that leads ``resource`` now (the leader of partition 0 of a Kafka topic, of a
+        quorum queue, of a JetStream stream; the master of a RocketMQ broker group), asked of the broker's own
+        admin interface at the moment of the call. Raises ProbeError when there is none (mid-election)."""
+        raise ProbeError(f"{self.system} has no leader to ask for: {self.cluster_note}")
 
     # -- inspection and restarts (fault injection) ---------------------------------------------------
 

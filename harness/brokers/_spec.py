@@ -57,3 +57,38 @@ class Launch:
     stop_grace: float = 10.0
     version: str = ""  # when the binary (not the protocol) tells the version
     extra: Mapping[str, str] = field(default_factory=dict)  # added to the endpoint's ``extra`` (e.g. a second protocol's URL)
+
+
+@dataclass(frozen=True)
+class NodeHost:
+    """Where one node of a cluster runs: the address it listens on and advertises to clients and to the other
+    nodes (loopback, or its own host's address when the scenario puts nodes on hosts). Running the node's
+    commands on that host (``ip netns exec``) is the provisioning core's job, not the provisioner's."""
+
+    address: str = "127.0.0.1"
+    host: str | None = None  # the scenario's host name (None: the root namespace)
+
+
+@dataclass(frozen=True)
+class NodeLaunch:
+    """One node of a cluster: its processes (started in order; the broker proper last, helpers such as
+    RabbitMQ's epmd or a RocketMQ NameServer before it) and its own client URL. A node fault acts on every
+    process of the node, as the failure of the machine it would run on."""
+
+    name: str  # node0, node1, ...: its log files go to logs/<name>/
+    commands: tuple[Command, ...]
+    url: str
+    address: str = "127.0.0.1"
+
+
+@dataclass(frozen=True)
+class ClusterLaunch:
+    """How to run the nodes of one private cluster from its workdir (``workdir/<node name>/`` each)."""
+
+    nodes: tuple[NodeLaunch, ...]
+    url: str  # what clients are given (a bootstrap list, a NameServer list)
+    workdir: Path
+    ready_timeout: float = 120.0
+    stop_grace: float = 15.0
+    version: str = ""
+    extra: Mapping[str, str] = field(default_factory=dict)

@@ -66,8 +66,39 @@ class Role:
 
 
 @dataclass(frozen=True)
+class ClusterShape:
+    """How a broker runs: ``nodes`` broker processes keeping ``replicas`` copies of each message (Kafka's
+    replication factor, a quorum queue's group size, a JetStream stream's replicas, a RocketMQ master and its
+    slaves), a write being acknowledged once ``min_insync`` of them have it (Kafka's
+    ``min.insync.replicas``; a majority for Raft-based queues). One node, one replica is the default."""
+
+    nodes: int = 1
+    replicas: int = 1
+    min_insync: int = 1
+
+    @property
+    def clustered(self) -> bool:
+        return self.nodes > 1
+
+    def label(self) -> str:
+        """``1 node`` or ``3 nodes, 3 replicas, min in-sync 2``: what a row's parity label says of its shape."""
+        if not self.clustered and self.replicas == 1:
+            return "1 node"
+        text = f"{self.nodes} node{'s' if self.nodes != 1 else ''}, {self.replicas} replica{'s' if self.replicas != 1 else ''}"
+        return text + (f", min in-sync {self.min_insync}" if self.replicas > 1 else "")
+
+    def as_dict(self) -> dict[str, int]:
+        return {"nodes": self.nodes, "replicas": self.replicas, "min_insync": self.min_insync}
+
+
+SINGLE_NODE = ClusterShape()
+
+
+@dataclass(frozen=True)
 class BrokerEndpoint:
-    """Where a provisioned (or user-supplied) broker listens. ``url`` uses the system's own scheme."""
+    """Where a provisioned (or user-supplied) broker listens. ``url`` uses the system's own scheme; for a
+    cluster it is what clients are given (e.g. Kafka's bootstrap list) and ``nodes`` holds each node's own
+    client URL, in node order (empty for a single node)."""
 
     system: str
     url: str
@@ -75,6 +106,8 @@ class BrokerEndpoint:
     implementation: str = ""  # e.g. "tansu" when the Kafka protocol is served by Tansu
     version: str = ""
     extra: Mapping[str, Any] = field(default_factory=dict)
+    shape: ClusterShape = SINGLE_NODE
+    nodes: tuple[str, ...] = ()
 
 
 class Producer(ABC):
@@ -202,6 +235,18 @@ class Driver(ABC):
     def guarantee(self) -> Guarantee:
         """Delivery guarantee of the configured variant."""
         return Guarantee.AT_MOST_ONCE
+
+    def parity(self) -> dict[str, str]:
+        """What a reader needs to see to know whether two rows are like for like, beside the broker's shape:
+        ``acks``, what a send waits for before it counts as accepted (``acks=all``, ``publisher confirms``,
+        ``none``), and ``fsync``, when the messages are forced to disk (``every write``, ``never (OS page
+        cache)``, ``none (memory only)``). Default: a library's, nothing to wait for and nothing on disk."""
+        return {"acks": "none (brokerless)", "fsync": "none (in memory)"}
+
+    def leader_resource(self, plan: Mapping[str, Any]) -> str:
+        """The name the broker's ``Provisioner.leader`` takes for what this plan moves messages through
+        (topic 0's partition, queue or stream): a node fault aimed at ``leader`` asks for its leader."""
+        return topology_from_plan(plan).topic_name(0)
 
     def label(self) -> str:
         """Name shown in reports: the system and the client that drove it (``rabbitmq (pika)``,
