@@ -37,6 +37,19 @@ def _scaled(value: float, units: tuple[tuple[str, float], ...], base: str) -> st
     return f"{rounded:.3g}{base}"
 
 
+def factor(value: float | None) -> str:
+    """A ratio for a reader, two significant digits and never an exponent: ``290×``, ``2.9×``, ``0.45×``,
+    ``0.012×``."""
+    if _missing(value):
+        return MISSING
+    assert value is not None
+    rounded = float(f"{value:.2g}")
+    if rounded == 0 or abs(rounded) >= 10:
+        return f"{rounded:,.0f}×"
+    decimals = 1 - math.floor(math.log10(abs(rounded)))
+    return f"{rounded:.{decimals}f}×"
+
+
 def size(nbytes: int) -> str:
     """``100 B``, ``1 KB``, ``64 KiB``, ``1 MiB``: the exact decimal or binary unit a scenario would
     write, else bytes."""

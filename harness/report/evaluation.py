@@ -16,7 +16,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from harness.pipeline import Summary
-from harness.report._context import footnote
+from harness.report._context import footnote, row_name
 from harness.report.figures import _colors
 from harness.report.matrix import feature_matrix, scenario_roles
 from harness.report.tables import to_html, to_markdown
@@ -66,8 +66,7 @@ def load_evaluation(summary: Summary) -> Evaluation:
 
 
 def _case_key(row: pd.Series) -> str:
-    variant = "" if row["variant"] == "default" else f"/{row['variant']}"
-    return f"{row['label']}{variant} ({row['pattern']})"
+    return f"{row_name(row['label'], row['variant'])} ({row['pattern']})"
 
 
 def _fault_lines(ax: object, ev: Evaluation, scenario: str) -> None:
@@ -148,8 +147,7 @@ def delivery_figure(summary: Summary, ev: Evaluation) -> Figure | None:
         for stamp, color, style in (("t_fault_ns", "#b00020", "--"), ("t_back_ns", "#2a9d2a", ":")):
             for t in mine[stamp].dropna().astype("int64"):
                 ax.axvline((int(t) - t0) / 1e9, color=color, ls=style, lw=0.9)
-        variant = "" if case.variant == "default" else f"/{case.variant}"
-        ax.set_title(f"{case.scenario}: {case.label}{variant}", fontsize=9)
+        ax.set_title(f"{case.scenario}: {row_name(case.label, case.variant)}", fontsize=9)
         ax.set_xlabel("seconds since the common start", fontsize=8)
         ax.set_ylabel("msgs/s", fontsize=8)
         ax.tick_params(labelsize=7)

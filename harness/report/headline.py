@@ -26,6 +26,7 @@ from harness import units
 from harness.metrics.bound import MARK, RULE_SHORT, cpu_text
 from harness.pipeline import Summary, load_summary, write_summary
 from harness.report import crosscheck, evaluation
+from harness.report._context import row_name
 from harness.report._page import caption, figure_name, render_html, render_markdown
 from harness.report.figures import MinorLogLabels, panel_figure, png_bytes, render_figures
 from harness.report.figures import captions as figure_captions
@@ -100,9 +101,7 @@ class Headline:
 
 
 def _name(first: pd.Series, many_runs: bool) -> str:
-    text = str(first["label"])
-    if first["variant"] not in ("", "default"):
-        text += f" {first['variant']}"
+    text = row_name(first["label"], first["variant"])
     return f"{text} [{first['run_id']}]" if many_runs else text
 
 
@@ -242,7 +241,7 @@ def figure(summary: Summary, head: Headline) -> Figure:
     room = 1.7 if any(row.bound for row in head.rows) else 1.25  # for the ratio text (and the CPU figures)
     bars.set_xlim(0, max(float((msgs + err[1]).max()), 1.0) * room)
     for yi, row, width in zip(y, head.rows, msgs + err[1], strict=True):
-        text = "reference" if row.name == head.reference else f"{row.ratio:.2g}×"
+        text = "reference" if row.name == head.reference else units.factor(row.ratio)
         if row.bound:
             text += f"  {MARK} {cpu_text(row.client_cpu, row.broker_cpu)}"
         bars.text(width, yi, f" {units.count(row.msgs)}  {text}", va="center", fontsize=8)

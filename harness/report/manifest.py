@@ -62,8 +62,11 @@ def systems_table(runs: Iterable[RunInfo]) -> pd.DataFrame:
     rows = []
     for run in runs:
         for system, info in run.systems.items():
+            # a system driven by several clients is named by itself (each variant's label is in the variants
+            # table); else by its label, which names its one client
+            labels = {v.get("label") for v in run.variants.values() if v.get("system") == system} - {None, ""}
             rows.append({
-                "system": run.label(system),
+                "system": system if len(labels) > 1 else run.label(system),
                 "versions": run.versions(system) or units.MISSING,
                 "backend": cell(info.get("backend")),
                 "broker": cell(info.get("broker_url")),
@@ -83,7 +86,8 @@ def variants_table(runs: Iterable[RunInfo]) -> pd.DataFrame:
                 variants[system] = {"system": system, "variant": "default", **run.describe(system, "default")}
         for entry in variants.values():
             rows.append({
-                "system": run.label(str(entry.get("system"))),
+                # the variant's own label (a Java variant is rabbitmq (java), not its system's first label)
+                "system": str(entry.get("label") or run.label(str(entry.get("system")))),
                 "variant": cell(entry.get("variant")),
                 "client": cell(entry.get("client")),
                 "guarantee": cell(entry.get("guarantee")),
