@@ -21,6 +21,7 @@ when it raises; mapped receipts), the slow-joiner handshake before the start (``
 
 from __future__ import annotations
 
+import gc
 import signal
 import time
 import traceback
@@ -162,6 +163,18 @@ def _pull_batches(pull: Pull, spec: WorkerSpec, ctx: WorkerContext, receipts: Re
         progress[slot] = receipts.count()
 
 
+def _ready(spec: WorkerSpec, ctx: WorkerContext) -> None:
+    """Tell the runner this worker is ready, its heap set aside first: every object made so far (numpy, the
+    harness's modules, the driver's client and connections: tens of thousands) goes to the collector's
+    permanent generation (``gc.freeze``). A full collection walks every tracked object of the process, so
+    without this a library that makes container objects per message (mqcore, a pure-Python client) pays, in
+    each full collection it triggers, for the harness's objects as well as its own: tens of milliseconds
+    that stall the stream here and not in the library's own programs (docs/harness-cost.md)."""
+    gc.collect()
+    gc.freeze()
+    ctx.status.put(("ready", spec.name))
+
+
 def _interrupt(signum: int, frame: Any) -> None:
     raise Interrupted
 
@@ -204,14 +217,14 @@ def _producer(spec: WorkerSpec, ctx: WorkerContext, driver: Driver) -> None:
         producer = make()
         step = Send(producer, caps.batch_send, caps.flush)
         probe = producer.send if spec.probe else None
-    ctx.status.put(("ready", spec.name))
+    _ready(spec, ctx)
     started = probe_until_start(probe, spec, ctx) if probe is not None else ctx.wait_start()
     _send_and_report(spec, ctx, step, started)
 
 
 def _requester(spec: WorkerSpec, ctx: WorkerContext, driver: Driver) -> None:
     step = Request(driver.create_requester(spec.plan, spec.role), spec.request_timeout)
-    ctx.status.put(("ready", spec.name))
+    _ready(spec, ctx)
     _send_and_report(spec, ctx, step, ctx.wait_start())
 
 
@@ -249,7 +262,7 @@ def _consumer(spec: WorkerSpec, ctx: WorkerContext, driver: Driver) -> None:
         consumer = make()
         if driver.capabilities.pull_receive and pace is None:
             pull = consumer.receiver(POLL_TIMEOUT)
-    ctx.status.put(("ready", spec.name))
+    _ready(spec, ctx)
     try:
         receive_messages(spec, ctx, consumer, receipts, pull)
     except Interrupted:
@@ -264,7 +277,7 @@ def _consumer(spec: WorkerSpec, ctx: WorkerContext, driver: Driver) -> None:
 def _replier(spec: WorkerSpec, ctx: WorkerContext, driver: Driver) -> None:
     replier = driver.create_replier(spec.plan, spec.role)
     replier.start()
-    ctx.status.put(("ready", spec.name))
+    _ready(spec, ctx)
     served = 0
     try:
         if ctx.wait_start():
