@@ -152,17 +152,23 @@ REPORT_HTML = "report.html"
 REPORT_MD = "summary.md"
 FEATURE_MATRIX = "feature_matrix.csv"
 
-#: ``crosscheck.parquet`` / ``.csv`` (``mqbench crosscheck``): one row per system variant, tool and repetition.
+#: ``crosscheck.parquet`` / ``.csv`` (``mqbench crosscheck``): one row per system variant, tool, reference and
+#: repetition; ``reference`` is "matched" (the tool with the row's settings) or "best" (the tool at its best on
+#: the broker: then R is the fraction of the broker's capacity the row reached). ``tool_settings``: what the
+#: tool ran with, in words; ``tool_steady_s``: the seconds of steady state its figure covers.
 #: ``harness_rate``: the harness's receiver msg/s (the pipeline's summary) of that repetition; ``tool_rate``:
 #: the tool's receiver msg/s, or its sender msg/s when it has no consumer (``rate_kind`` says which);
-#: ``R = harness_rate / tool_rate``; ``client_bound``: R below the client-bound bound (0.5). CPU columns are
+#: ``R = harness_rate / tool_rate``; ``client_bound``: R against the matched tool below the client-bound
+#: bound (0.5). CPU columns are
 #: seconds over each side's own interval: ``cpu_tool_s`` the tool's processes (rusage at exit),
 #: ``cpu_broker_tool_s`` the broker meanwhile, ``cpu_harness_s`` the harness's workers, ``cpu_broker_harness_s``
 #: the broker meanwhile (NaN for an external broker). ``status`` is "ok", "missing" or "failed" (then ``note``
 #: is the one-sentence reason and the figures are NaN).
 CROSSCHECK = "crosscheck"
 CROSSCHECK_COLUMNS = (
-    "system", "variant", "client", "label", "guarantee", "tool", "tool_version",
+    # reference: "matched" (the tool with the row's settings) or "best" (the tool at its best on the broker)
+    "system", "variant", "client", "label", "guarantee", "tool", "reference", "tool_version", "tool_settings",
+    "tool_steady_s",
     "size", "producers", "consumers", "window", "messages", "repetition",
     "harness_rate", "tool_rate", "rate_kind", "R", "client_bound",
     "tool_sender_rate", "tool_receiver_rate", "tool_lat_p50_us", "tool_lat_p99_us", "tool_lat_kind",
