@@ -23,7 +23,7 @@ from harness.metrics.search import knee
 from harness.pipeline import Summary
 from harness.report._context import case_text, footnote, size_text
 
-_NINES = {1.0: "0%", 2.0: "50%", 10.0: "90%", 100.0: "99%", 1e3: "99.9%", 1e4: "99.99%", 1e5: "99.999%"}
+_NINES = {2.0: "50%", 10.0: "90%", 100.0: "99%", 1e3: "99.9%", 1e4: "99.99%", 1e5: "99.999%"}
 
 
 def panel_figure(

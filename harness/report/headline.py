@@ -260,7 +260,7 @@ def figure(summary: Summary, head: Headline) -> Figure:
     lat.xaxis.set_major_formatter(FuncFormatter(lambda v, _p: units.duration_us(v)))
     lat.xaxis.set_minor_formatter(MinorLogLabels(units.duration_us, labelOnlyBase=False, minor_thresholds=(1, 0.5)))
     lat.set_xlabel(head.latency)
-    lat.legend(fontsize=7, loc="best")
+    lat.legend(fontsize=7, loc="lower right", bbox_to_anchor=(1.0, 1.0), ncol=2, borderaxespad=0.2)  # above, off the data
     for ax in (bars, lat):
         ax.grid(True, axis="x", alpha=0.3)
     return fig

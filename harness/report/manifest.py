@@ -5,7 +5,9 @@ Each function returns a display DataFrame of strings; the page renders it as HTM
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
+from decimal import Decimal
 from typing import Any
 
 import pandas as pd
@@ -27,8 +29,10 @@ def cell(value: Any) -> str:
         return units.MISSING
     if isinstance(value, bool):
         return "yes" if value else "no"
-    if isinstance(value, float):
-        return f"{value:g}"
+    if isinstance(value, float) and not math.isfinite(value):
+        return units.MISSING
+    if isinstance(value, float):  # numbers for people: 1,000,000 and 0.00025, never 1e+06 or 2.5e-04
+        return f"{value:,.0f}" if value.is_integer() else format(Decimal(repr(value)), "f")
     if isinstance(value, Mapping):
         return "; ".join(f"{k}: {cell(v)}" for k, v in value.items())
     if isinstance(value, list | tuple):
