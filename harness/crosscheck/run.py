@@ -259,25 +259,38 @@ def _workers_cpu() -> float:
     return (cpu_seconds(server) if server else 0.0) + own.ru_utime + own.ru_stime
 
 
+ATTEMPTS = 2  # runs of a tool per repetition: a shared machine stalls a JVM tool now and then
+
+
 def _tool_run(
     scenario: str, tool: Tool, case: CrossCase, side: HarnessSide, endpoint: BrokerEndpoint, run: RunFolder,
     pids: list[int], console: Console, problems: list[str], where: str,
 ) -> _Pending:
-    # Absolute: tools run with their own working directory and are handed file paths under this one.
-    workdir = (run.work_dir / f"tool-{time.monotonic_ns()}").resolve()
-    try:
-        result = tool.run(case, endpoint, workdir, pids)
-    except (ToolMissing, ToolFailed, ValueError) as exc:
-        # ValueError: an adapter's parser found no figure in the tool's output (a tool cut short, say).
-        status = "missing" if isinstance(exc, ToolMissing) else "failed"
-        if isinstance(exc, ValueError):
-            exc = ToolFailed(f"its output held no figure ({exc})")
-        console.print(f"[red]✗[/] {where}: {tool.name}: {exc}", highlight=False)
-        problems.append(f"{where}: {tool.name}: {exc}")
-        return _Pending(scenario, case, side, tool.name, None, status, str(exc))
-    finally:
-        shutil.rmtree(workdir, ignore_errors=True)
-    return _Pending(scenario, case, side, tool.name, result)
+    """One repetition of ``tool``; a run that fails is made once more (the first failure is kept in the
+    row's note), a tool that is missing is not."""
+    failures: list[str] = []
+    for _ in range(ATTEMPTS):
+        # Absolute: tools run with their own working directory and are handed file paths under this one.
+        workdir = (run.work_dir / f"tool-{time.monotonic_ns()}").resolve()
+        try:
+            result = tool.run(case, endpoint, workdir, pids)
+        except (ToolMissing, ToolFailed, ValueError) as exc:
+            # ValueError: an adapter's parser found no figure in the tool's output (a tool cut short, say).
+            if isinstance(exc, ValueError):
+                exc = ToolFailed(f"its output held no figure ({exc})")
+            console.print(f"[red]✗[/] {where}: {tool.name}: {exc}", highlight=False)
+            if isinstance(exc, ToolMissing):
+                problems.append(f"{where}: {tool.name}: {exc}")
+                return _Pending(scenario, case, side, tool.name, None, "missing", str(exc))
+            failures.append(str(exc))
+            continue
+        finally:
+            shutil.rmtree(workdir, ignore_errors=True)
+        if failures:
+            result = dataclasses.replace(result, note=f"{result.note}; made again after: {failures[0]}")
+        return _Pending(scenario, case, side, tool.name, result)
+    problems.append(f"{where}: {tool.name}: {failures[-1]}")
+    return _Pending(scenario, case, side, tool.name, None, "failed", "; ".join(failures))
 
 
 def _rows(run: RunFolder, pending: list[_Pending], console: Console, problems: list[str],
