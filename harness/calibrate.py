@@ -64,9 +64,10 @@ def _stop(proc: subprocess.Popen[str]) -> None:
         proc.wait(10)
 
 
-def bare_receiver_throughput(library: str, n: int, size: int) -> float:
+def bare_receiver_throughput(library: str, n: int, size: int) -> tuple[float, float]:
     """msgs/s at a PULL receiving ``n`` messages of ``size`` bytes from a PUSH in another process, both bare
-    loops of ``library``: (n-1) / (last - first). CalibrationError when the loop fails or overruns."""
+    loops of ``library``: (n-1) / (last - first); and the CPU seconds both processes spent in their loops.
+    CalibrationError when the loop fails or overruns."""
     if library not in LIBRARIES:
         raise CalibrationError(f"no bare loop for {library!r}; the brokerless libraries are {', '.join(LIBRARIES)}")
     if library == "jeromq":
@@ -97,14 +98,18 @@ def bare_receiver_throughput(library: str, n: int, size: int) -> float:
         except subprocess.TimeoutExpired:
             raise CalibrationError(f"{LIBRARIES[library]}'s bare loop did not finish {n:,} messages within "
                                    f"{BARE_TIMEOUT_S:.0f} s") from None
-        rate = next((line.split()[1] for line in out.splitlines() if line.startswith("rate ")), None)
-        if receiver.returncode != 0 or rate is None:
+        said = next((line.split() for line in out.splitlines() if line.startswith("rate ")), None)
+        if receiver.returncode != 0 or said is None or len(said) < 4:
             tail = " | ".join(out.strip().splitlines()[-3:]) or "no output"
             raise CalibrationError(f"{LIBRARIES[library]}'s bare receiver failed (status {receiver.returncode}): "
                                    f"{tail}")
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            sender.wait(30)
-        return float(rate)
+        try:
+            sent, _ = sender.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            sent = ""
+        sender_cpu = next((float(line.split()[1]) for line in sent.splitlines() if line.startswith("cpu ")),
+                          math.nan)
+        return float(said[1]), float(said[3]) + sender_cpu
     finally:
         for proc in procs:  # interrupted or failed: the sender may be blocked at its HWM, stop it now
             _stop(proc)
@@ -130,6 +135,10 @@ class Calibration:
     bare: list[float] = field(default_factory=list)
     harness: list[float] = field(default_factory=list)
     steal: list[float | None] = field(default_factory=list)  # ms taken by the host during pair i
+    # CPU µs per message of the sending and receiving processes together (every thread), over their loops:
+    # what the harness costs in work, which a loaded machine changes far less than it changes a rate
+    bare_cpu: list[float] = field(default_factory=list)
+    harness_cpu: list[float] = field(default_factory=list)
 
     @property
     def name(self) -> str:
@@ -152,6 +161,12 @@ class Calibration:
     def ratio_of_medians(self) -> float:
         return statistics.median(self.harness) / statistics.median(self.bare)
 
+    def cpu_ratio(self) -> float:
+        """Median of the paired ratios harness CPU per message ÷ bare CPU per message (NaN when unmeasured)."""
+        pairs = [h / b for b, h in zip(self.bare_cpu, self.harness_cpu, strict=True)
+                 if math.isfinite(b) and math.isfinite(h) and b > 0]
+        return statistics.median(pairs) if pairs else math.nan
+
 
 def relative_to_reference(results: Sequence[Calibration]) -> dict[tuple[str, int], float]:
     """Per (library, size): its median harness ÷ bare over pyzmq's at the same size (1.0: the harness costs it
@@ -166,11 +181,13 @@ def write_csv(results: Sequence[Calibration], path: Path) -> None:
     text = io.StringIO()
     w = csv.writer(text)
     w.writerow(["library", "size", "repetition", "bare_msgs_per_s", "harness_msgs_per_s", "harness_over_bare",
-                "steal_ms"])
+                "steal_ms", "bare_cpu_us_per_msg", "harness_cpu_us_per_msg"])
     for c in results:
-        for i, (b, h, s) in enumerate(zip(c.bare, c.harness, c.steal, strict=True)):
+        cpus = zip(c.bare_cpu or [math.nan] * len(c.bare), c.harness_cpu or [math.nan] * len(c.bare), strict=True)
+        for i, (b, h, s, (bc, hc)) in enumerate(zip(c.bare, c.harness, c.steal, cpus, strict=True)):
             w.writerow([c.library, c.size, i + 1, f"{b:.0f}", f"{h:.0f}", f"{h / b:.4f}",
-                        "" if s is None else f"{s:.0f}"])
+                        "" if s is None else f"{s:.0f}", "" if math.isnan(bc) else f"{bc:.3f}",
+                        "" if math.isnan(hc) else f"{hc:.3f}"])
     atomic_write(path, text.getvalue().encode())
 
 
@@ -189,7 +206,7 @@ def calibrate(libraries: Sequence[str], sizes: Sequence[int], messages: int, rep
 
     results = {(lib, size): Calibration(lib, size) for size in sizes for lib in libraries}
 
-    def run_harness(lib: str, size: int, rep: int) -> float:
+    def run_harness(lib: str, size: int, rep: int) -> tuple[float, float]:
         scenario = parse_scenario({"name": "calibrate", "pattern": "queue", "systems": [lib], "message_sizes": [size],
                                    "messages": messages, "warmup": 0, "repetitions": 1}, "<calibrate>")
         outcome = compare([scenario], out_root=out, console=console, label=f"calibrate-{lib}", write_report=False)
@@ -197,14 +214,14 @@ def calibrate(libraries: Sequence[str], sizes: Sequence[int], messages: int, rep
             problems = "; ".join(outcome.problems) or "no summary"
             raise CalibrationError(f"the harness run of {LIBRARIES[lib]}, {units.size(size)}, repetition {rep + 1} "
                                    f"did not complete: {problems}")
-        return float(outcome.summary["receiver_msgs_per_s"].iloc[0])
+        return float(outcome.summary["receiver_msgs_per_s"].iloc[0]), _workers_cpu(outcome.run_dir)
 
     for rep in range(repetitions):
         for size in sizes:
             for lib in libraries:
                 where = f"repetition {rep + 1}/{repetitions}, {LIBRARIES[lib]} {units.size(size)}"
                 before = steal_ms()
-                sides: dict[str, float] = {}
+                sides: dict[str, tuple[float, float]] = {}
                 order = ("bare", "harness") if rep % 2 == 0 else ("harness", "bare")  # neither always first
                 for side in order:
                     console.print(f"{where}: {'bare loop' if side == 'bare' else 'harness'}…", highlight=False)
@@ -212,9 +229,27 @@ def calibrate(libraries: Sequence[str], sizes: Sequence[int], messages: int, rep
                                    else run_harness(lib, size, rep))
                 after = steal_ms()
                 c = results[(lib, size)]
-                c.bare.append(sides["bare"])
-                c.harness.append(sides["harness"])
+                c.bare.append(sides["bare"][0])
+                c.harness.append(sides["harness"][0])
+                c.bare_cpu.append(sides["bare"][1] / messages * 1e6)
+                c.harness_cpu.append(sides["harness"][1] / messages * 1e6)
                 c.steal.append(None if before is None or after is None else after - before)
     out.mkdir(parents=True, exist_ok=True)
     write_csv(list(results.values()), out / "calibrate.csv")
     return list(results.values())
+
+
+def _workers_cpu(run_dir: Path) -> float:
+    """CPU seconds of the harness case's producer and consumer processes (every thread; the JVM behind a
+    Java worker's relay too) over the case's measured interval, from the run's CPU table; NaN without one."""
+    from harness.runfolder import RunFolder
+    from harness.runfolder.schema import CPU
+
+    try:
+        table = RunFolder.open(run_dir).read_table(CPU)
+    except Exception:  # noqa: BLE001 - no table: the figure is simply not there
+        return math.nan
+    if table.empty:
+        return math.nan
+    workers = table[table["role"].astype(str).str.match(r"(producer|consumer)-")]
+    return float(workers["cpu_s"].sum()) if not workers.empty else math.nan

@@ -24,8 +24,8 @@ if TYPE_CHECKING:
 
 NAME = "calibrate"
 _COLUMNS = (Column("library"), Column("size"), Column("pairs"),
-            *numeric("bare loop msg/s", "harness msg/s", "harness / bare", "interquartile", "vs pyzmq's",
-                     "host steal ms"))
+            *numeric("bare loop\nmsg/s", "harness\nmsg/s", "harness\n÷ bare", "inter-\nquartile", "vs\npyzmq's",
+                     "CPU µs/msg\nbare", "CPU µs/msg\nharness", "CPU\n÷ bare", "host\nsteal ms"))
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -94,11 +94,19 @@ def pairs_table(results: Sequence[Calibration], messages: int) -> Table:
         rows.append([
             c.name, units.size(c.size), str(len(c.bare)), units.count(statistics.median(c.bare)),
             units.count(statistics.median(c.harness)), f"{c.median_ratio():.2f}", f"{low:.2f}–{high:.2f}",
-            "" if math.isnan(rel) else f"{rel:.2f}", f"{statistics.median(steal):.0f}" if steal else units.MISSING,
+            "" if math.isnan(rel) else f"{rel:.2f}", _us(c.bare_cpu), _us(c.harness_cpu),
+            "" if math.isnan(c.cpu_ratio()) else f"{c.cpu_ratio():.2f}",
+            f"{statistics.median(steal):.0f}" if steal else units.MISSING,
         ])
     title = (f"PUSH/PULL receiver throughput, tcp loopback, {messages:,} messages: harness ÷ a bare loop of the "
-             "same library (median of the pairs); 'vs pyzmq's' = that ratio ÷ pyzmq's at the same size")
+             "same library (median of the pairs); 'vs pyzmq's' = that ratio ÷ pyzmq's at the same size; CPU: "
+             "both processes, every thread, over their loops, per message (medians)")
     return table(_COLUMNS, rows, title=title)
+
+
+def _us(values: Sequence[float]) -> str:
+    kept = [v for v in values if math.isfinite(v)]
+    return f"{statistics.median(kept):.2f}" if kept else units.MISSING
 
 
 def verdicts(results: Sequence[Calibration]) -> list[str]:

@@ -62,7 +62,8 @@ def test_each_library_is_set_against_what_the_harness_costs_pyzmq() -> None:
 
 @pytest.mark.parametrize("library", ["zmq", "mqcore"])
 def test_the_bare_loop_of_a_python_library_measures_its_receiver(library: str) -> None:
-    assert bare_receiver_throughput(library, 5000, 100) > 0
+    rate, cpu = bare_receiver_throughput(library, 5000, 100)
+    assert rate > 0 and cpu > 0
 
 
 def test_a_library_without_a_bare_loop_is_named() -> None:
@@ -98,6 +99,7 @@ def test_calibrate_cli_runs_pairs_of_every_library_and_writes_them(tmp_path: Pat
     assert [r["library"] for r in rows] == libraries
     for r in rows:
         assert float(r["bare_msgs_per_s"]) > 0 and float(r["harness_msgs_per_s"]) > 0
+        assert float(r["bare_cpu_us_per_msg"]) > 0 and float(r["harness_cpu_us_per_msg"]) > 0
         assert float(r["harness_over_bare"]) == pytest.approx(
             float(r["harness_msgs_per_s"]) / float(r["bare_msgs_per_s"]), rel=1e-3)
     assert len([p for p in tmp_path.iterdir() if p.is_dir()]) == len(libraries)  # one harness run folder per pair
@@ -124,7 +126,7 @@ def test_an_incomplete_harness_run_stops_calibration_with_its_reason(tmp_path: P
     import harness.calibrate as cal
     import harness.compare as cmp
 
-    monkeypatch.setattr(cal, "bare_receiver_throughput", lambda library, n, size: 1000.0)
+    monkeypatch.setattr(cal, "bare_receiver_throughput", lambda library, n, size: (1000.0, 0.5))
     monkeypatch.setattr(cmp, "compare", lambda *a, **k: cmp.CompareOutcome(
         run_dir=tmp_path, complete=False, summary=pd.DataFrame(), problems=["stalled: no message moved for 30 s"]))
     with pytest.raises(cal.CalibrationError,

@@ -8,12 +8,14 @@ import org.zeromq.ZMQ;
  *  harness's jeromq row against (harness/calibrate.py), as the bare pyzmq and mqcore loops are for theirs.
  *
  *  <pre>
- *  java -cp mqbench-jvm.jar mqbench.jvm.BareLoop push ENDPOINT MESSAGES SIZE   binds, prints "bound", sends
+ *  java -cp mqbench-jvm.jar mqbench.jvm.BareLoop push ENDPOINT MESSAGES SIZE   binds, prints "bound", sends,
+ *                                                                              prints "cpu SECONDS"
  *  java -cp mqbench-jvm.jar mqbench.jvm.BareLoop pull ENDPOINT MESSAGES        connects, receives, prints
- *                                                                              "rate MSGS_PER_S"
+ *                                                                              "rate MSGS_PER_S cpu SECONDS"
  *  </pre>
  *  The topology is the harness's (the producer binds, the consumer connects). The rate is the receiver's, as
- *  the harness defines it: (n - 1) / (last receipt - first receipt), by {@code System.nanoTime()}. A receive that waits 30 s ends the run with status 1 ("timeout"). */
+ *  the harness defines it: (n - 1) / (last receipt - first receipt), by {@code System.nanoTime()}; cpu is the
+ *  process's CPU time (every thread, the JIT's and collector's too) over the loop. A receive that waits 30 s ends the run with status 1 ("timeout"). */
 public final class BareLoop {
     private static final int TIMEOUT_MS = 30_000;
 
@@ -44,6 +46,7 @@ public final class BareLoop {
             return 1;
         }
         long first = System.nanoTime();
+        long cpu = cpuNanos();
         for (long i = 1; i < n; i++) {
             if (s.recv() == null) {
                 System.out.println("timeout");
@@ -51,7 +54,8 @@ public final class BareLoop {
             }
         }
         long last = System.nanoTime();
-        System.out.println("rate " + ((n - 1) * 1e9 / (last - first)));
+        cpu = cpuNanos() - cpu;
+        System.out.println("rate " + ((n - 1) * 1e9 / (last - first)) + " cpu " + (cpu / 1e9));
         return 0;
     }
 
@@ -62,8 +66,17 @@ public final class BareLoop {
         System.out.println("bound");
         System.out.flush();
         byte[] msg = new byte[size];
+        long cpu = cpuNanos();
         for (long i = 0; i < n; i++) {
             s.send(msg, 0);
         }
+        s.close();  // with its linger: everything queued leaves first
+        System.out.println("cpu " + ((cpuNanos() - cpu) / 1e9));
+        System.out.flush();
+    }
+
+    private static long cpuNanos() {
+        return ((com.sun.management.OperatingSystemMXBean) java.lang.management.ManagementFactory
+                .getOperatingSystemMXBean()).getProcessCpuTime();
     }
 }
