@@ -58,7 +58,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
         return outcome
     console.print(crosscheck_table(outcome.rows), width=TABLE_WIDTH)
     for line in capacity(outcome.rows):
-        console.print(line, highlight=False)
+        console.print(line, highlight=False, markup=False)
     for line in not_measured(outcome.rows):
         console.print(line, highlight=False)
     return run_footer(console, outcome.run_dir, outcome.complete, outcome.problems)
@@ -95,8 +95,9 @@ def crosscheck_table(rows: pd.DataFrame) -> Table:
 def capacity(rows: pd.DataFrame) -> list[str]:
     """Per row variant, in words: the fraction of the broker's capacity it reached, and R."""
     from harness.metrics.crosscheck import capacity_sentences, median_rows
+    from harness.report._context import row_name
 
-    return capacity_sentences(median_rows(rows.to_dict("records"))) if not rows.empty else []
+    return capacity_sentences(median_rows(rows.to_dict("records")), row_name) if not rows.empty else []
 
 
 def not_measured(rows: pd.DataFrame) -> list[str]:

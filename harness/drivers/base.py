@@ -184,6 +184,10 @@ class Capabilities:
     #: ``Producer.send`` accepts any buffer (e.g. a memoryview slice) and has copied it by the time it
     #: returns: the runner may send full-speed runs from one reused block of messages.
     batch_send: bool = False
+    #: With ``batch_send``: the library converts any other buffer to ``bytes`` in Python before it sends
+    #: (mqcore), so the runner hands it one ``bytes`` object per message, made in C from the stamped block, as
+    #: an application would make its message, rather than a view it would convert at a Python call's cost.
+    send_bytes: bool = False
     #: The producer buffers or windows sends: the runner calls ``Producer.flush`` after the last one.
     flush: bool = False
     #: Pub/sub subscriptions reach a publisher some time after the subscriber is ready, and what it sends

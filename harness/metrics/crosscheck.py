@@ -10,7 +10,7 @@ best, R is the fraction of the broker's capacity here that the row reached.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from harness import units
@@ -57,18 +57,17 @@ def median_rows(rows: Sequence[Mapping[Any, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def capacity_sentences(medians: Sequence[Mapping[str, Any]]) -> list[str]:
+def capacity_sentences(medians: Sequence[Mapping[str, Any]], name: Callable[[Any, Any], str]) -> list[str]:
     """One sentence per row variant and size that has a figure against its tool at its best: the fraction of
-    the broker's capacity it reached, and R against the tool with the row's own settings (``median_rows``)."""
+    the broker's capacity it reached, and R against the tool with the row's own settings (``median_rows``).
+    ``name(label, variant)`` names a row (the report's ``row_name``)."""
     out = []
     for m in medians:
         if m["reference"] != "best" or m["status"] != "ok" or not finite(m["R"]):
             continue
-        name = m["label"] or m["system"]
-        if m["variant"] not in ("", "default", None) and str(m["variant"]) not in str(name):
-            name = f"{name} [{m['variant']}]"
+        row = name(m["label"] or m["system"], m["variant"])
         vs = "sender" if m["rate_kind"] == "sender" else "receiver"
-        text = (f"{name}, {units.size(int(m['size']))}: {m['R']:.2f} of what the broker carries here — {m['tool']} at its "
+        text = (f"{row}, {units.size(int(m['size']))}: {m['R']:.2f} of what the broker carries here — {m['tool']} at its "
                 f"best ({m['tool_settings'] or 'its settings'}) moved {units.count(m['tool_rate'])} msg/s ({vs}), "
                 f"the row {units.count(m['harness_rate'])}")
         matched = [x for x in medians if x["reference"] == "matched" and x["status"] == "ok" and finite(x["R"])

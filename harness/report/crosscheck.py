@@ -16,6 +16,7 @@ import pandas as pd
 from harness import units
 from harness.metrics.crosscheck import CLIENT_BOUND, capacity_sentences, median_rows
 from harness.pipeline import Summary
+from harness.report._context import row_name
 from harness.report.tables import to_html, to_markdown
 from harness.runfolder import RunFolder
 from harness.runfolder.schema import CROSSCHECK
@@ -73,7 +74,7 @@ def render(summary: Summary) -> tuple[str, str] | None:
     flagged = table[table["label"] == "client-bound"]
     bound = [f"{r} (against {t})" for r, t in zip(flagged["row"], flagged["tool"], strict=True)]
     verdict = ("Client-bound rows: " + ", ".join(bound) + ".") if bound else "No row is client-bound."
-    said = capacity_sentences(median_rows(rows.to_dict("records")))
+    said = capacity_sentences(median_rows(rows.to_dict("records")), row_name)
     h = ["<h2>Crosscheck against the brokers' own tools</h2>", f"<p>{html.escape(INTRO)}</p>",
          *([f"<ul>{''.join(f'<li>{html.escape(x)}</li>' for x in said)}</ul>"] if said else []),
          f"<p>{html.escape(verdict)}</p>", to_html(table)]

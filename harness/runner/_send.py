@@ -52,6 +52,7 @@ class Step:
     #: buffer (``Capabilities.batch_send``).
     direct: Callable[[Any], None] | None = None
     copies = False
+    as_bytes = False  # with ``copies``: hand the send a bytes object per message (Capabilities.send_bytes)
 
     def __call__(self, buf: bytearray, seq: int, t: int) -> int:
         raise NotImplementedError
@@ -66,11 +67,11 @@ class Step:
 class Send(Step):
     """A producer's send; with ``acked`` (``Producer.acks_synchronously``) the ack is stamped on return."""
 
-    def __init__(self, producer: Any, copies: bool, flushes: bool) -> None:
+    def __init__(self, producer: Any, copies: bool, flushes: bool, as_bytes: bool = False) -> None:
         self.producer, self.send, self.flushes = producer, producer.send, flushes
         self.keeps_second = bool(producer.acks_synchronously)
         self.direct = None if self.keeps_second else producer.send
-        self.copies = copies
+        self.copies, self.as_bytes = copies, as_bytes
 
     def __call__(self, buf: bytearray, seq: int, t: int) -> int:
         self.send(buf)
@@ -231,7 +232,8 @@ def _full_speed(
     box = [stamps]
     try:
         if blocks:
-            return _send_blocks(send, buf, pid, total, deadline, box, progress, slot, stop, step.stopped)
+            return _send_blocks(send, buf, pid, total, deadline, box, progress, slot, stop, step.stopped,
+                                step.as_bytes)
         return _send_rewritten(send, buf, pid, total, deadline, box, progress, slot, stop, step.stopped)
     finally:
         record.t_send = np.asarray(box[0], dtype=np.int64)
@@ -278,7 +280,7 @@ def _send_rewritten(
 
 def _send_blocks(
     send: Callable[[Any], None], payload: bytearray, pid: int, total: int, deadline: int, box: list[Any],
-    progress: Any, slot: int, stop: Any, stopped: str,
+    progress: Any, slot: int, stop: Any, stopped: str, as_bytes: bool = False,
 ) -> tuple[int, str]:
     """For drivers whose ``send`` copies any buffer: per message only the clock read, one store of the stamp
     into the header and the send.
@@ -290,7 +292,8 @@ def _send_blocks(
     the record is exact also when a batch ends early. When a send raises (the runner interrupting a blocked
     send, a driver error) the stamps of the batch so far are recorded before the exception goes on, the
     failed message's included: the caller counts the record's leading stamps. With the C extension built,
-    ``send_stamped`` runs each batch; the Python loop below is the fallback."""
+    ``send_stamped`` runs each batch; the Python loop below is the fallback. ``as_bytes``: the send gets a new
+    ``bytes`` object of each stamped message (``Capabilities.send_bytes``), made in C by ``send_stamped``."""
     size = len(payload)
     k = max(1, min(1024, BLOCK_BYTES // size))
     block = bytearray(bytes(payload) * k)
@@ -318,14 +321,14 @@ def _send_blocks(
             seqs[:] = steps + sent
             stamps[:] = 0
             if hot is not None:
-                hot(send, msgs, block, size, 6, n, deadline)
+                hot(send, msgs, block, size, 6, n, deadline, as_bytes)
             else:
                 for msg, stamp_at in slots if n == k else slots[:n]:
                     t = mono()
                     if t >= deadline:
                         break
                     stamp_at[0] = t
-                    send(msg)
+                    send(bytes(msg) if as_bytes else msg)
             done = n if stamps[n - 1] else int(np.count_nonzero(stamps[:n]))
             box[0][sent:sent + done] = stamps[:done]
             n = 0  # before ``sent`` moves on: an interruption from here on finds this batch recorded

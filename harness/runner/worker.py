@@ -215,7 +215,7 @@ def _producer(spec: WorkerSpec, ctx: WorkerContext, driver: Driver) -> None:
         step = ReconnectingSend(make, caps.flush, spec, ctx)
     else:
         producer = make()
-        step = Send(producer, caps.batch_send, caps.flush)
+        step = Send(producer, caps.batch_send, caps.flush, caps.send_bytes)
         probe = producer.send if spec.probe else None
     _ready(spec, ctx)
     started = probe_until_start(probe, spec, ctx) if probe is not None else ctx.wait_start()

@@ -15,7 +15,11 @@ One repetition, on a fresh topic (deleted afterwards: a run at the tools' best w
 The row's settings are the harness's Kafka variants' (``linger.ms`` 5, ``batch.size`` 16384: the Java client's
 own defaults since Kafka 4.0), one producer and one consumer per the case. At its best the producer batches
 as Kafka's performance guidance has it (``linger.ms=10``, ``batch.size=131072``; 962k msg/s of 100 B here
-against 376k with the defaults, docs/brokers.md), with the row's acks.
+against 376k with the defaults, docs/brokers.md), with the row's acks, and each tool has the machine to
+itself, as when Kafka's tools are run to find what a broker carries: ProducerPerformance alone for the ramp
+and the measured seconds, then ConsumerPerformance alone reading what it wrote from the start. The receiver
+figure is then the lesser of the two rates (a queue carries no more than is written, nor more than is
+read), the sender figure the producer's.
 """
 
 from __future__ import annotations
@@ -47,9 +51,11 @@ FOREVER = 2_000_000_000  # records: more than any run sends (ProducerPerformance
 IDLE_TIMEOUT_MS = 60_000  # a consumer that gets nothing for this long gives up (--timeout)
 LATENCY_RECORDS = 500  # EndToEndLatency: one round trip at a time, a few ms each (tens on a loaded machine)
 JOIN_TIMEOUT_S = 120.0
+CONSUMER_RAMP_S = 2.0  # ConsumerPerformance alone, reading a backlog: its JIT's first seconds left out
+BACKLOG_IDLE_MS = 15_000  # ...and it ends once nothing more came for this long (the backlog is read)
 
-_PRODUCED_INTERVAL = re.compile(r"^\d+ records sent, ([\d.]+) records/sec \([\d.]+ MB/sec\), ([\d.]+) ms avg latency",
-                                re.M)
+_PRODUCED_INTERVAL = re.compile(r"^(\d+) records sent, ([\d.]+) records/sec \([\d.]+ MB/sec\), ([\d.]+) ms avg "
+                                r"latency", re.M)
 _INTERVAL = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d:\d{3}), \d+, [\d.]+, [\d.]+, (\d+),", re.M)
 _E2E = re.compile(r"Percentiles: 50th = ([\d.]+), 99th = ([\d.]+)")
 
@@ -58,7 +64,12 @@ def parse_producer_intervals(text: str) -> list[tuple[float, float, float]]:
     """ProducerPerformance's interval lines (one per ``--reporting-interval``): (seconds since its start as
     the n-th line's end, records/s over the interval, mean ack latency in ms)."""
     return [(n * REPORT_MS / 1000, float(rate), float(avg))
-            for n, (rate, avg) in enumerate(_PRODUCED_INTERVAL.findall(text), start=1)]
+            for n, (_, rate, avg) in enumerate(_PRODUCED_INTERVAL.findall(text), start=1)]
+
+
+def produced_records(text: str) -> int:
+    """Records ProducerPerformance's interval lines say were sent (those of a last, unprinted interval aside)."""
+    return sum(int(n) for n, _, _ in _PRODUCED_INTERVAL.findall(text))
 
 
 def parse_intervals(text: str) -> list[tuple[float, int]]:
@@ -96,6 +107,8 @@ class KafkaPerf(Tool):
         return missing_jar("kafka", "kafka-tools", "Kafka's perf tools")
 
     def run(self, case: CrossCase, endpoint: BrokerEndpoint, workdir: Path, broker_pids: list[int]) -> ToolResult:
+        if case.best:
+            return self._alone(case, endpoint, workdir, broker_pids)
         jvm = [java_for(self), *TOOL_HEAP, "-cp", _jars.classpath("kafka")]
         bootstrap = endpoint.url.split("://", 1)[-1].rstrip("/")
         acks = ACKS.get(case.guarantee, "1")
@@ -169,6 +182,57 @@ class KafkaPerf(Tool):
             latency_p50_us=p50, latency_p99_us=p99, latency_kind="one-way" if lat is not None else "",
             cpu=cpu, settings=f"{settings}, {case.producers} producer(s), {case.consumers} consumer(s)",
             steady_s=min(s for _, s in rates), note=note,
+        )
+
+
+    def _alone(self, case: CrossCase, endpoint: BrokerEndpoint, workdir: Path, broker_pids: list[int]) -> ToolResult:
+        """At its best: ProducerPerformance alone, then ConsumerPerformance alone on what it wrote."""
+        jvm = [java_for(self), *TOOL_HEAP, "-cp", _jars.classpath("kafka")]
+        bootstrap = endpoint.url.split("://", 1)[-1].rstrip("/")
+        settings = f"acks={ACKS.get(case.guarantee, '1')} linger.ms={BEST_LINGER_MS} batch.size={BEST_BATCH_SIZE}"
+        tag = uuid.uuid4().hex[:8]
+        topic = f"crosscheck-{tag}"
+        produce = [*jvm, PACKAGE + "ProducerPerformance", "--bootstrap-server", bootstrap, "--topic", topic,
+                   "--num-records", str(FOREVER), "--record-size", str(case.size), "--throughput", "-1",
+                   "--reporting-interval", str(REPORT_MS), "--command-property", *settings.split()]
+        with Tools(workdir, f"{self.name} {_jars.pinned_version('kafka')}") as tools, _Topics(bootstrap) as topics:
+            topics.create(topic, 1)
+            try:
+                tools.measure_broker(broker_pids)
+                producer = tools.start("producer-0", produce)
+                # its lines count from its first send (the JVM's start comes before)
+                tools.await_output([producer], lambda out: bool(parse_producer_intervals(out)), JOIN_TIMEOUT_S,
+                                   "ProducerPerformance printed no interval line")
+                tools.hold([producer], self.ramp + case.seconds + 1.5)
+                tools.stop(producer)
+                written = produced_records(producer.output())
+                consumer = tools.start("consumer-0", [
+                    *jvm, PACKAGE + "ConsumerPerformance", "--bootstrap-server", bootstrap, "--topic", topic,
+                    "--group", f"crosscheck-{tag}", "--num-records", str(written), "--show-detailed-stats",
+                    "--reporting-interval", str(REPORT_MS), "--timeout", str(BACKLOG_IDLE_MS)])
+                tools.wait(consumer, timeout=JOIN_TIMEOUT_S + 4 * (self.ramp + case.seconds))
+                cpu = tools.cpu_uses([producer, consumer])
+            finally:
+                topics.delete(topic)
+        sent, sent_s = intervals_rate([(t, r) for t, r, _ in parse_producer_intervals(producer.output())],
+                                      self.ramp, self.ramp + case.seconds)
+        points = parse_intervals(consumer.output())
+        first = next((t for t, n in points if n > 0), None)
+        if first is None or not sent_s:
+            raise ToolFailed(f"{self.name}: ProducerPerformance's or ConsumerPerformance's lines held no rate")
+        read, read_s = counts_rate([(t, float(n)) for t, n in points], first + CONSUMER_RAMP_S, points[-1][0])
+        if not read_s:
+            raise ToolFailed(f"{self.name}: ConsumerPerformance read the {written:,} records within its "
+                             f"{CONSUMER_RAMP_S:g} s ramp: no steady figure")
+        return ToolResult(
+            tool=f"{self.name} {_jars.pinned_version('kafka')}",
+            command=[*producer.argv, ";", *consumer.argv],
+            receiver_rate=min(sent, read), sender_rate=sent, cpu=cpu,
+            settings=f"{settings}, producer alone then consumer alone",
+            steady_s=sent_s if sent <= read else read_s,
+            note=(f"each tool alone: ProducerPerformance {sent:,.0f} records/s over {sent_s:.0f} s after its ramp, "
+                  f"then ConsumerPerformance {read:,.0f} records/s over {read_s:.0f} s reading the {written:,} it "
+                  "wrote; the receiver figure is the lesser"),
         )
 
 

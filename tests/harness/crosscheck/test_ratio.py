@@ -91,7 +91,9 @@ def test_capacity_is_said_in_words_with_r_beside_it() -> None:
     side = HarnessSide("pika", "pika", "rabbitmq (pika)", "at-most-once", 0, 800.0)
     case = CrossCase("rabbitmq", 100)
     rows = [row(case, side, "PerfTest", matched), row(case, side, "PerfTest", best, reference="best")]
-    (said,) = capacity_sentences(median_rows(rows))
+    from harness.report._context import row_name
+
+    (said,) = capacity_sentences(median_rows(rows), row_name)
     assert said == ("rabbitmq (pika), 100 B: 0.20 of what the broker carries here — PerfTest at its best "
                     "(-x 2 -y 2 -s 100 -a) moved 4k msg/s (receiver), the row 800; against the tool with the row's "
                     "settings R = 0.80 (PerfTest).")

@@ -42,6 +42,9 @@ def test_kafka_producer_interval_lines() -> None:
     lines = kafka_tool.parse_producer_intervals(fixture("kafka-producer-intervals.txt"))
     assert lines[0] == (1.0, 0.5, 2044.0) and lines[1] == (2.0, 14465.8, 37.9)
     assert [t for t, _, _ in lines] == [float(n) for n in range(1, len(lines) + 1)]
+    assert kafka_tool.produced_records("1 records sent, 0.5 records/sec (0.00 MB/sec), 2044.0 ms avg latency, x.\n"
+                                       "14784 records sent, 14465.8 records/sec (1.38 MB/sec), 37.9 ms avg latency\n"
+                                       ) == 14785
 
 
 def test_kafka_consumer_rate_is_taken_in_the_window_after_the_warm_up_record() -> None:
