@@ -40,17 +40,17 @@ def server_config(listen: str, store_dir: str, name: str = "", advertise: str = 
     """nats-server configuration shared by the local process, the container and the cluster's nodes:
     clients on ``listen`` (advertised as ``advertise``), JetStream with file storage in ``store_dir``, and
     for a cluster node its ``name``, monitoring on ``http``, routes on ``cluster`` to ``routes``."""
-    lines = [f'listen: "{listen}"', f"max_payload: {MAX_PAYLOAD}"]
+    lines = [f"listen: {listen}", f"max_payload: {MAX_PAYLOAD}"]
     if name:
         lines.insert(0, f'server_name: "{name}"')
     if advertise:
-        lines.append(f'client_advertise: "{advertise}"')
+        lines.append(f"client_advertise: {advertise}")
     if http:
-        lines.append(f'http: "{http}"')
+        lines.append(f"http: {http}")
     lines.append(f'jetstream {{\n  store_dir: "{store_dir}"\n}}')
     if cluster:
-        routes_text = "".join(f'    "nats-route://{r}"\n' for r in routes)
-        lines.append(f'cluster {{\n  name: "{cluster_name}"\n  listen: "{cluster}"\n  advertise: "{cluster}"\n'
+        routes_text = "".join(f"    nats-route://{r}\n" for r in routes)
+        lines.append(f'cluster {{\n  name: "{cluster_name}"\n  listen: {cluster}\n  advertise: {cluster}\n'
                      f"  routes: [\n{routes_text}  ]\n}}")
     return "\n".join(lines) + "\n"
 

@@ -169,14 +169,21 @@ class JetStreamProducer(Producer):
 
     async def _drain(self) -> None:
         self.scheduled = False  # before counting: a message appended after this schedules its own drain
-        queue = self.queue
+        queue, pending, publish, subject = self.queue, self.pending, self.js.publish_async, self.subject
+        deadline = time.monotonic() + self.ack_timeout  # one clock read per batch: they go out together
         for _ in range(len(queue)):
             n, data = queue.popleft()
-            entry = _Publish(data, time.monotonic() + self.ack_timeout)
-            self.pending[n] = entry
-            await self._publish(n, entry)
+            entry = pending[n] = _Publish(data, deadline)
+            try:
+                future = await publish(subject, data)
+            except Exception as exc:  # noqa: BLE001 - the connection is gone: refused (closed_cb says why)
+                self._settle(n, False, exc)
+                continue
+            entry.future = future
+            future.add_done_callback(functools.partial(self._answered, n, entry))
 
     async def _publish(self, n: int, entry: _Publish) -> None:
+        """Publish ``entry`` again (after "no responders")."""
         try:
             future = await self.js.publish_async(self.subject, entry.data)
         except Exception as exc:  # noqa: BLE001 - the connection is gone: refused (closed_cb says why)
@@ -241,7 +248,8 @@ class JetStreamProducer(Producer):
         while True:
             await asyncio.sleep(SWEEP)
             now = time.monotonic()
-            for n, entry in list(self.pending.items()):
+            while self.pending:
+                n, entry = next(iter(self.pending.items()))
                 if entry.deadline > now:
                     break  # published in order, so every later deadline is later still
                 if entry.future is not None:

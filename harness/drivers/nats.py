@@ -106,13 +106,16 @@ class NatsDriver(BrokerDriver):
         from harness.drivers._nats_jetstream import create_streams
 
         assert self.broker is not None
+        if topology.pattern is Pattern.REQREP:  # request/reply is core NATS in every variant: no stream
+            return {}
         create_streams(admin, topology, self.opts.storage, self.broker.shape.replicas, self.opts.fetch)
         return {}
 
     def delete_topics(self, admin: Any, topology: Topology) -> None:
         from harness.drivers._nats_jetstream import delete_streams
 
-        delete_streams(admin, topology)
+        if topology.pattern is not Pattern.REQREP:
+            delete_streams(admin, topology)
 
     # -- workers -------------------------------------------------------------------------------------
 

@@ -57,6 +57,8 @@ def test_options_are_coerced_and_checked() -> None:
         ("rocketmq", "", {}, Guarantee.AT_LEAST_ONCE),  # synchronous send
         ("rocketmq", "", {"send": "oneway"}, Guarantee.AT_MOST_ONCE),
         ("nats", "", {}, Guarantee.AT_MOST_ONCE),
+        ("nats", "", {"jetstream": True}, Guarantee.DURABLE),  # file storage
+        ("nats", "", {"jetstream": True, "storage": "memory"}, Guarantee.AT_LEAST_ONCE),
         ("mqtt", "", {"qos": 0}, Guarantee.AT_MOST_ONCE),
         ("mqtt", "", {"qos": 2}, Guarantee.AT_LEAST_ONCE),
         ("redis", "", {}, Guarantee.AT_LEAST_ONCE),
@@ -198,9 +200,12 @@ def test_acks_0_is_refused_on_tansu() -> None:
         _driver("tansu", acks="0")
 
 
-def test_nats_has_no_options() -> None:
-    with pytest.raises(DriverError, match="no options"):
+def test_nats_options_beyond_jetstream_need_jetstream() -> None:
+    with pytest.raises(DriverError, match="has no option 'durable'"):
         _driver("nats", durable=True)
+    with pytest.raises(DriverError, match="'window' applies to JetStream only; add jetstream: true"):
+        _driver("nats", window=10)
+    assert _driver("nats", jetstream="true", window="10").opts.window == 10
 
 
 def test_every_broker_driver_needs_a_broker() -> None:
