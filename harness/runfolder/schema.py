@@ -39,6 +39,8 @@ RAW_SCHEMA = pa.schema(
         ("t_ack", pa.int64()),
         ("t_recv", pa.int64()),
         ("send_failed", pa.bool_()),
+        ("unconfirmed", pa.bool_()),  # the producer was told outcomes, and of this send none came
+        ("drained", pa.bool_()),  # never arrived, but the final read found it held by the broker
         ("send_host", pa.string()),
         ("send_executor", pa.string()),
         ("recv_host", pa.string()),
@@ -87,6 +89,8 @@ SUMMARY_COLUMNS = (
     "received",  # units that arrived at least once
     "lost",  # accepted units (send returned normally) that never arrived: silent loss
     "send_failed",  # units whose send raised at the producer (it was told); not counted as lost
+    "unconfirmed",  # units never received whose outcome never came back (producer told outcomes): not lost
+    "held",  # accepted units the consumers never got that the final read found in the broker: not lost
     "duplicated",
     "out_of_order",
     "sender_msgs_per_s",

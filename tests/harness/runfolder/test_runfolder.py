@@ -60,10 +60,11 @@ def test_create_write_and_open_a_run(tmp_path: Path) -> None:
 
 def test_raw_files_from_before_send_failed_read_as_null(tmp_path: Path) -> None:
     run = RunFolder.create(tmp_path, "old")
-    old = pa.schema([f for f in RAW_SCHEMA if f.name not in ("send_failed", *HOST_COLUMNS)])
+    newer = ("send_failed", "unconfirmed", "drained", *HOST_COLUMNS)
+    old = pa.schema([f for f in RAW_SCHEMA if f.name not in newer])
     pq.write_table(pa.Table.from_pandas(_rows(3), schema=old, preserve_index=False), run.path / "raw" / "old.parquet")
     rows = run.read_raw("old")
-    assert rows["send_failed"].isna().all()
+    assert rows[["send_failed", "unconfirmed", "drained"]].isna().all().all()
     assert rows[list(HOST_COLUMNS)].isna().all().all()  # hosts are named only by runs on a Spark cluster
 
 
