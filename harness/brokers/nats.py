@@ -151,8 +151,9 @@ class NatsProvisioner(Provisioner):
         its greeting. A single node leads its streams."""
         urls = list(endpoint.nodes) or node_urls(endpoint.url)
         info, _ = jetstream_request(urls, f"$JS.API.STREAM.INFO.{resource}", b"", NODE_PROBE_TIMEOUT * 3)
-        if "error" in info:
-            raise ProbeError(f"stream {resource}: {info['error'].get('description', info['error'])}")
+        if "error" in info:  # core NATS subjects have no stream, hence no leader
+            raise ProbeError(f"stream {resource}: {info['error'].get('description', info['error'])} (only "
+                             "JetStream streams have a leader)")
         leader = (info.get("cluster") or {}).get("leader")
         if len(urls) == 1:
             return 0

@@ -48,6 +48,7 @@ QUEUE_GROUP = "mqbench"
 # PING_INTERVAL * (MAX_PINGS + 1) seconds at most, instead of nats-py's default of four minutes.
 RECONNECTS, RECONNECT_WAIT, PING_INTERVAL, MAX_PINGS = 20, 0.5, 3, 2
 JETSTREAM_ONLY = ("storage", "window", "fetch", "ack_timeout_ms")
+MAX_REPLICAS = 5  # JetStream's limit on a stream's replicas
 
 
 @dataclass(frozen=True)
@@ -78,6 +79,14 @@ class NatsDriver(BrokerDriver):
             given = [name for name in JETSTREAM_ONLY if name in self.options]
             if given:
                 raise DriverError(f"nats option {given[0]!r} applies to JetStream only; add jetstream: true")
+        elif broker is not None:
+            replicas, min_insync = broker.shape.replicas, broker.shape.min_insync
+            if replicas > MAX_REPLICAS:
+                raise DriverError(f"a nats JetStream stream keeps at most {MAX_REPLICAS} replicas; "
+                                  f"the cluster shape asks for {replicas}")
+            if min_insync != replicas // 2 + 1:
+                raise DriverError(f"nats JetStream acknowledges a publish once a majority of the stream's {replicas} "
+                                  f"replicas stored it ({replicas // 2 + 1}); min_insync {min_insync} cannot be chosen")
 
     def guarantee(self) -> Guarantee:
         # JetStream acks a publish once the stream stored it; consumers ack after delivery. File storage

@@ -40,6 +40,18 @@ def test_the_variant_declares_what_it_waits_for_and_when_it_syncs() -> None:
     assert js.leader_resource({"topology": {**_topology(topo)}}) == topo.topic_name(0)
 
 
+def test_a_shape_jetstream_cannot_take_is_one_sentence() -> None:
+    def endpoint(replicas: int, min_insync: int) -> BrokerEndpoint:
+        return BrokerEndpoint("nats", CLUSTER.url, "process", shape=ClusterShape(7, replicas, min_insync))
+
+    with pytest.raises(DriverError, match="majority of the stream's 3 replicas stored it \\(2\\); min_insync 3"):
+        NatsDriver({"jetstream": True}, endpoint(3, 3))
+    with pytest.raises(DriverError, match="at most 5 replicas"):
+        NatsDriver({"jetstream": True}, endpoint(7, 4))
+    NatsDriver({}, endpoint(3, 3))  # core NATS keeps no replicas: any shape carries it
+    NatsDriver({"jetstream": True}, endpoint(5, 3))
+
+
 def _topology(t: Topology) -> dict[str, Any]:
     return {"pattern": t.pattern.value, "topics": t.topics, "producers": t.producers, "consumers": t.consumers,
             "message_size": t.message_size, "run_tag": t.run_tag}
