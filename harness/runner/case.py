@@ -314,7 +314,8 @@ def _run(
                 NetworkFaults(case.network, routes, ports) if case.network is not None else None,
                 leader_resource=driver.leader_resource(plan) if driver.needs_broker else "",
             )
-        w.measure_cpu(case.broker, control.pids() if control is not None else None)
+        nodes = [control.node_pids(n) for n in range(control.nodes)] if hasattr(control, "node_pids") else None
+        w.measure_cpu(case.broker, control.pids() if control is not None else None, nodes)
         w.start.set()
         for thread in (sampler, injector):
             if thread is not None:
