@@ -75,6 +75,8 @@ def cost_table(summary: Summary) -> pd.DataFrame:
         return pd.DataFrame()
     agg = agg.assign(cls=[guarantee_class(str(g), r) for g, r in zip(agg["guarantee"], agg["replicas"], strict=True)],
                      rate_key=agg["rate"].fillna(-1.0))
+    notes = {str(e.get("label")): str(e["cluster_note"]) for run in summary.runs for e in run.variants.values()
+             if e.get("cluster_note")}
     out = []
     for key, case in agg.groupby(["run_id", "scenario", "size", "rate_key"], sort=False):
         _, scenario, size, rate = (str(key[0]), str(key[1]), int(str(key[2])), float(str(key[3])))  # type: ignore[index]
@@ -91,6 +93,8 @@ def cost_table(summary: Summary) -> pd.DataFrame:
             for cls in CLASSES:
                 line[f"{cls}: msgs/s"] = _cell(best[cls], base, "receiver_msgs_per_s_mean")
                 line[f"{cls}: p99"] = _cell(best[cls], base, "lat_p99_us_mean", duration=True)
+            if best[REPLICATED] is None and str(label) in notes:  # asked for, and not to be had: say why
+                line[f"{REPLICATED}: msgs/s"] = f"— ({notes[str(label)]})"
             out.append(line)
     return pd.DataFrame(out)
 

@@ -204,12 +204,14 @@ def parity_labels(driver: Driver, variant: Variant) -> dict[str, str]:
     """What makes two rows like for like, for the manifest and every table: the broker's shape (nodes,
     replicas), what a send waits for, when messages are forced to disk, and the one-line ``parity`` label."""
     if not driver.needs_broker:
-        return {"parity": "no broker (library)", "nodes": "0", "replicas": "0", "acks": "none", "fsync": "none"}
+        return {"parity": "no broker (library)", "nodes": "0", "replicas": "0", "acks": "none", "fsync": "none",
+                "cluster_note": ""}
     shape = driver.broker.shape if driver.broker is not None else variant.cluster
     own = driver.parity()
     where = shape.label() + (f" ({variant.cluster_note})" if variant.cluster_note else "")
     return {"parity": f"{where}; acks: {own['acks']}; fsync: {own['fsync']}", "nodes": str(shape.nodes),
-            "replicas": str(shape.replicas), "acks": own["acks"], "fsync": own["fsync"]}
+            "replicas": str(shape.replicas), "acks": own["acks"], "fsync": own["fsync"],
+            "cluster_note": variant.cluster_note}
 
 
 def _record_variant(run: RunFolder, variant: Variant, driver: Driver, backend: str) -> dict[str, str]:
