@@ -55,7 +55,10 @@ HOST_COLUMNS = ("send_host", "send_executor", "recv_host", "recv_executor")
 CASE_KEYS = ("run_id", "scenario", "pattern", "system", "variant", "size", "rate")
 
 #: What each case is, per variant (from the manifest's ``variants``): display name, guarantee, client, backend.
-VARIANT_LABELS = ("label", "guarantee", "client", "backend")
+#: What the manifest records per variant and every summary row carries: its label (system and client), its
+#: guarantee, client and backend, and its parity: the broker's shape (nodes, replicas) and the one-line
+#: ``parity`` label (shape; what a send waits for; when messages are forced to disk).
+VARIANT_LABELS = ("label", "guarantee", "client", "backend", "parity", "nodes", "replicas")
 
 #: The columns that name a case in the evaluation tables (faults, time series, send errors, recovery).
 CASE_COLUMNS = ("scenario", "pattern", "system", "variant", "label", "guarantee", "size", "rate", "repetition")

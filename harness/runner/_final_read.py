@@ -54,6 +54,7 @@ def final_read(producers: list[WorkerSpec], consumers: list[WorkerSpec], absent:
     (producer, seq, consumer, t_ns), consumer being the role read for."""
     if absent.empty:
         return _receipts([])
+    work_dir.mkdir(parents=True, exist_ok=True)
     pattern = consumers[0].plan["topology"]["pattern"] if consumers else "queue"
     if pattern == Pattern.PUBSUB.value:
         wanted = sorted(set(absent["consumer"].astype(int)))

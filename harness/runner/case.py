@@ -175,6 +175,7 @@ def run_cases(
                     "variant": variant.name, "label": labels["label"], "guarantee": labels["guarantee"],
                     "size": size, "rate": float("nan") if rate is None else rate, "repetition": rep,
                     "acks_tracked": result.acks_tracked,
+                    "stall_s": max(result.stalls.values(), default=float("nan")),
                 }, result)
             run.manifest["cases"].append({
                 "raw": f"raw/{name}", "complete": result.complete, "scenario": sc.name, "system": variant.system,
@@ -199,6 +200,20 @@ def _final_read_notes(result: CaseResult) -> list[str]:
     return notes
 
 
+def parity_labels(driver: Driver, variant: Variant) -> dict[str, str]:
+    """What makes two rows like for like, for the manifest and every table: the broker's shape (nodes,
+    replicas), what a send waits for, when messages are forced to disk, and the one-line ``parity`` label."""
+    if not driver.needs_broker:
+        return {"parity": "no broker (library)", "nodes": "0", "replicas": "0", "acks": "none", "fsync": "none",
+                "cluster_note": ""}
+    shape = driver.broker.shape if driver.broker is not None else variant.cluster
+    own = driver.parity()
+    where = shape.label() + (f" ({variant.cluster_note})" if variant.cluster_note else "")
+    return {"parity": f"{where}; acks: {own['acks']}; fsync: {own['fsync']}", "nodes": str(shape.nodes),
+            "replicas": str(shape.replicas), "acks": own["acks"], "fsync": own["fsync"],
+            "cluster_note": variant.cluster_note}
+
+
 def _record_variant(run: RunFolder, variant: Variant, driver: Driver, backend: str) -> dict[str, str]:
     """Record the system (versions, broker) once and every variant's own labels in the manifest."""
     systems: dict[str, Any] = run.manifest["systems"]
@@ -217,6 +232,7 @@ def _record_variant(run: RunFolder, variant: Variant, driver: Driver, backend: s
         "guarantee": driver.guarantee().value,
         "client": driver.client_name() or driver.name,
         "backend": backend,
+        **parity_labels(driver, variant),
     }
     run.manifest.setdefault("variants", {})[f"{variant.system}/{variant.name}"] = labels
     return labels
@@ -300,7 +316,8 @@ def _run(
                 NetworkFaults(case.network, routes, ports) if case.network is not None else None,
                 leader_resource=driver.leader_resource(plan) if driver.needs_broker else "",
             )
-        w.measure_cpu(case.broker, control.pids() if control is not None else None)
+        nodes = [control.node_pids(n) for n in range(control.nodes)] if hasattr(control, "node_pids") else None
+        w.measure_cpu(case.broker, control.pids() if control is not None else None, nodes)
         w.start.set()
         for thread in (sampler, injector):
             if thread is not None:

@@ -133,7 +133,7 @@ class FaultInjector(threading.Thread):
             "carried_out_as": done_as,
             "target": fault.target,
             "at_s": fault.at,
-            "down_s": fault.duration if fault.network else fault.down,
+            "down_s": fault.duration if fault.network or fault.action in ("pause-node", "isolate-node") else fault.down,
             "host": fault.host,
             "delay_s": fault.delay if fault.action == "delay" else None,
             "t_planned_ns": self.start_ns + int(fault.at * 1e9),

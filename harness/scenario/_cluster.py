@@ -72,6 +72,8 @@ def default_shape(system: str, asked: ClusterShape | None) -> tuple[ClusterShape
         return asked, ""
     prov = provisioner(system)
     assert prov is not None
+    if prov.max_nodes > 1:
+        return SINGLE_NODE, f"{system} runs at most {prov.max_nodes} nodes here; the scenario asked for {asked.nodes}"
     return SINGLE_NODE, prov.cluster_note
 
 

@@ -77,3 +77,21 @@ def test_open_says_what_is_wrong(tmp_path: Path) -> None:
         RunFolder.open(tmp_path / "bad")
     with pytest.raises(RunFolderError, match="no raw folder"):
         RunFolder(tmp_path / "bad", {}).raw_files()
+
+
+def test_write_raw_marks_unconfirmed_and_drained_rows(tmp_path: Path) -> None:
+    """With outcomes told, a send with neither an acknowledgement nor a refusal is unconfirmed; a row that
+    never arrived but that the final read found is drained; a refused send is neither."""
+    run = RunFolder.create(tmp_path, "flags")
+    rows = _rows(5)
+    rows["t_ack"] = pd.array([1, None, None, 4, None], "Int64")
+    rows["t_recv"] = pd.array([10, 11, None, None, None], "Int64")
+    errors = pd.DataFrame({"producer": [0], "seq": [4], "t_ns": [99]})
+    drained = pd.DataFrame({"producer": [0, 0], "seq": [1, 3], "consumer": [0, 0], "t_ns": [50, 51]})
+    run.write_raw("flags.parquet", rows, errors, drained=drained, acks_tracked=True)
+    raw = run.read_raw("flags")
+    assert list(raw["send_failed"]) == [False, False, False, False, True]
+    assert list(raw["unconfirmed"]) == [False, True, True, False, False]
+    assert list(raw["drained"]) == [False, False, False, True, False]  # seq 1 arrived: not drained
+    run.write_raw("plain.parquet", rows, errors)
+    assert not run.read_raw("plain")[["unconfirmed", "drained"]].any().any()
