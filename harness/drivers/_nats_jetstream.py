@@ -17,8 +17,9 @@ written by the sending thread only; ``settled``, ``pending`` and ``outcomes`` by
 ``handed - settled`` sends are in flight and ``send`` waits while ``window`` are.
 
 Consumer: fetches of up to ``fetch`` messages (nats-server 2.9 answers a fetch as soon as any message is
-there), each message handed on, then all of the batch acked (one write for the batch's acks). A fetch that
-fails while a node is away (consumer leader election, reconnect) is simply asked again.
+there), each message handed on and acked (a fast batch's acks leave in one write, a slow one's every
+``ACK_FLUSH`` s). A fetch that fails while a node is away (consumer leader election, reconnect) is simply
+asked again.
 """
 
 from __future__ import annotations
@@ -38,7 +39,12 @@ from harness.drivers.broker import CallbackConsumer
 if TYPE_CHECKING:
     from harness.drivers.nats import _Session
 
-ACK_WAIT = 10.0  # seconds before the stream delivers again a message its consumer did not ack
+# Seconds before the stream delivers again a message its consumer did not ack: what a dead consumer had
+# fetched (or what never reached it) comes again this soon, within the runner's drain and final-read waits
+# (3 s and 5 s idle). A fetched batch must be handled within it: fetch x (time per message) < ACK_WAIT,
+# else its tail is delivered twice.
+ACK_WAIT = 5.0
+ACK_FLUSH = 0.05  # seconds at most between a message's handling and its ack leaving (slow consumers)
 RETRY_WAIT = 0.25  # seconds before a publish that found no stream leader is made again (nats.go's default)
 FETCH_WAIT = 1.0  # seconds a pull request waits for a first message
 SWEEP = 0.1  # seconds between looks for publishes past their ack deadline
@@ -290,7 +296,10 @@ class JetStreamConsumer(CallbackConsumer):
             if not msgs:
                 await asyncio.sleep(RETRY_WAIT)
                 continue
+            flushed = time.monotonic()
             for msg in msgs:
                 on_message(msg.data)
-            for msg in msgs:
-                await msg.ack()  # buffered: the flusher writes the batch's acks in one go
+                await msg.ack()  # buffered: the flusher writes the acks gathered since it last ran
+                if time.monotonic() - flushed > ACK_FLUSH:  # a slow consumer: let the flusher run now
+                    await asyncio.sleep(0)
+                    flushed = time.monotonic()

