@@ -282,6 +282,15 @@ class JetStreamConsumer(CallbackConsumer):
         self.session.call(subscribe(), API_TIMEOUT * 2 + 5)
 
     async def _pull(self, pull: Any, on_message: Callable[[bytes], None]) -> None:
+        try:
+            await self._fetch_loop(pull, on_message)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - never a silent stall: poll raises it, the runner makes it again
+            if not self.session.nc.is_closed:
+                self.session.errors.append(exc)
+
+    async def _fetch_loop(self, pull: Any, on_message: Callable[[bytes], None]) -> None:
         nc = self.session.nc
         while not nc.is_closed:
             try:
