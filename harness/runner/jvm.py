@@ -9,6 +9,11 @@ Python worker's part towards the runner (ready, subscribed, progress, done) whil
 save, so that ``case.assemble_rows`` builds the same raw rows. The JVM is killed by its process group on
 stop, error, SIGUSR1/SIGTERM from the runner and Ctrl-C; if this process is killed outright, the JVM sees
 its stdin close (before or after `stop`) and halts itself within seconds.
+
+A producer's outcomes (``Producer.watch_outcomes`` of the Python drivers): given ``outcomes``, the relay asks
+the JVM to watch them (``watch_outcomes`` in the spec); the JVM answers ``outcomes on|off`` before ``ready``
+and then reports runs of sends as ``outcome <first> <count> 1|0`` lines (every 100 ms and before ``done``),
+which the relay passes to ``outcomes``. ``relay`` returns whether the client reported them.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ import subprocess
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -56,9 +62,13 @@ def kill_group(proc: subprocess.Popen[Any]) -> None:
         pass
 
 
-def spec_json(spec: Any, client: str) -> dict[str, Any]:
+Outcomes = Callable[[int, int, bool], None]  # report(first, count, accepted), as Producer.watch_outcomes
+
+
+def spec_json(spec: Any, client: str, watch_outcomes: bool = False) -> dict[str, Any]:
     """The JSON the JVM reads (jvm/.../Spec.java): a WorkerSpec, flattened."""
     return {
+        "watch_outcomes": watch_outcomes and spec.kind == "producer",
         "kind": spec.kind, "name": spec.name, "client": client, "system": spec.system,
         "broker_url": spec.broker.url if spec.broker is not None else None,
         "options": spec.options, "plan": spec.plan, "index": spec.role.index, "topic": spec.role.topic,
@@ -69,19 +79,33 @@ def spec_json(spec: Any, client: str) -> dict[str, Any]:
 
 
 class _Lines:
-    """The JVM's stdout, line by line, read on a thread (None at end of output)."""
+    """The JVM's stdout, line by line, read on a thread (None at end of output). ``outcome`` lines go to
+    ``outcomes`` there and then, whatever the relay is waiting for."""
 
-    def __init__(self, proc: subprocess.Popen[str]) -> None:
+    def __init__(self, proc: subprocess.Popen[str], outcomes: Outcomes | None = None) -> None:
         self.lines: queue.Queue[str | None] = queue.Queue()
         self.held: deque[str | None] = deque()  # lines read ahead while waiting for a particular one
         self.done = False  # the JVM's records have been converted and reported
+        self.outcomes = outcomes
+        self.watched = False  # the JVM said ``outcomes on``
         assert proc.stdout is not None
         threading.Thread(target=self._read, args=(proc.stdout,), daemon=True).start()
 
     def _read(self, stream: Any) -> None:
         for line in stream:
-            self.lines.put(line.rstrip("\n"))
+            line = line.rstrip("\n")
+            if line.startswith("outcome "):
+                self._outcome(line)
+            elif line.startswith("outcomes "):
+                self.watched = line == "outcomes on" and self.outcomes is not None
+            else:
+                self.lines.put(line)
         self.lines.put(None)
+
+    def _outcome(self, line: str) -> None:
+        first, count, accepted = line.split()[1:4]
+        if self.outcomes is not None:
+            self.outcomes(int(first), int(count), accepted == "1")
 
     def get(self, timeout: float) -> str | None:
         """The next line; raises queue.Empty after ``timeout`` seconds without one."""
@@ -123,8 +147,10 @@ def check_clock(send: Any, lines: _Lines) -> None:
         )
 
 
-def relay(spec: WorkerSpec, ctx: WorkerContext, driver: Any) -> None:
-    """Play ``spec``'s worker through the JVM (the contract of harness.runner.worker.worker_main)."""
+def relay(spec: WorkerSpec, ctx: WorkerContext, driver: Any, outcomes: Outcomes | None = None) -> bool:
+    """Play ``spec``'s worker through the JVM (the contract of harness.runner.worker.worker_main). With
+    ``outcomes``, a producer's client reports each send's outcome to it (see the module docstring); returns
+    True when it did (False: a send that returned counts as accepted)."""
     if spec.kills or spec.consumer_rate is not None:  # the case loop leaves such cases out; a guard
         raise DriverError(f"{driver.label()}: {JVM_LIMITS}")
     reason = unavailable_reason()
@@ -135,14 +161,14 @@ def relay(spec: WorkerSpec, ctx: WorkerContext, driver: Any) -> None:
 
     signal.signal(signal.SIGTERM, interrupted)  # terminate() from the runner: kill the JVM on the way out
     spec_path = Path(f"{spec.out}.jvm-spec.json")
-    spec_path.write_text(json.dumps(spec_json(spec, driver.jvm_client)))
+    spec_path.write_text(json.dumps(spec_json(spec, driver.jvm_client, outcomes is not None)))
     log_path = Path(f"{spec.out}.jvm.log")
     with open(log_path, "w") as log:
         proc = subprocess.Popen(
             command(MAIN, str(spec_path)), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log,
             text=True, bufsize=1, start_new_session=True,
         )
-    lines = _Lines(proc)
+    lines = _Lines(proc, outcomes)
     try:
         _drive(spec, proc, lines, ctx, log_path)
     except Interrupted:
@@ -154,6 +180,7 @@ def relay(spec: WorkerSpec, ctx: WorkerContext, driver: Any) -> None:
         signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR1, signal.SIGTERM})
         kill_group(proc)
         spec_path.unlink(missing_ok=True)
+    return lines.watched
 
 
 def _send(proc: subprocess.Popen[str], line: str) -> None:

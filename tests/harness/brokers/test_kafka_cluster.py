@@ -253,6 +253,46 @@ def test_cluster_ready_waits_for_every_node_to_list_every_broker(monkeypatch: py
 
 
 # -- a real cluster --------------------------------------------------------------------------------------
+# One cluster for the module (a start costs 20-80 s here): each test leaves it whole again (a killed node
+# restarted, which also shows that it rejoins with its data), and its teardown checks that nothing outlives it.
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerEndpoint]:
+    require_backend("kafka", "process")
+    before = set(_process.live_pids())
+    logs = tmp_path_factory.mktemp("kafka-cluster-logs")
+    with provision("kafka", backend="process", shape=SHAPE, logs_dir=logs) as endpoint:
+        control = broker_control(endpoint)
+        assert isinstance(control, ClusterControl)
+        pids = set(control.pids())
+        yield endpoint
+        pids |= set(control.pids())
+    assert set(_process.live_pids()) == before, "a node of the cluster is still registered as running"
+    assert not [p for p in pids if _alive(p)], "a node's process outlived the cluster"
+    assert broker_control(endpoint) is None
+    assert all((logs / "kafka-cluster" / f"node{i}" / "logs" / "kafka.out").is_file() for i in range(3))
+    assert not [p for p in logs.rglob("*.log") if p.stem.isdigit()], "Kafka's log segments (data) were kept as logs"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def _control(endpoint: BrokerEndpoint) -> ClusterControl:
+    control = broker_control(endpoint)
+    assert isinstance(control, ClusterControl)
+    return control
+
+
+def _whole(control: ClusterControl) -> None:
+    """Restart whatever node a test killed: the same commands, so the node rejoins with its data."""
+    if not control.running():
+        control.start()
 
 
 def _leader_other_than(control: ClusterControl, topic: str, old: int, timeout: float) -> int:
@@ -268,62 +308,123 @@ def _leader_other_than(control: ClusterControl, topic: str, old: int, timeout: f
         time.sleep(0.5)
 
 
+def _node_log(control: ClusterControl, node: int) -> str:
+    return (control.launch.workdir / f"node{node}" / "logs" / "kafka.out").read_text(errors="replace")
+
+
 @pytest.mark.broker
 @pytest.mark.timeout(600)
-def test_three_nodes_form_a_cluster_whose_leader_moves_when_killed_and_rejoins(tmp_path: Path) -> None:
-    require_backend("kafka", "process")
-    cls = driver_class("kafka")
-    with provision("kafka", backend="process", shape=SHAPE, logs_dir=tmp_path / "logs") as endpoint:
-        control = broker_control(endpoint)
-        assert isinstance(control, ClusterControl) and control.nodes == 3
-        assert endpoint.shape == SHAPE and len(endpoint.nodes) == 3
-        assert endpoint.version == _jars.pinned_version("kafka") and endpoint.extra["startup_s"] > 0
-        pids = control.pids()
-        driver = cls({"acks": "all"}, endpoint)
-        plan = driver.plan(topology(Pattern.QUEUE, 1, 100))
+def test_three_nodes_form_a_cluster_whose_leader_moves_when_killed_and_rejoins(cluster: BrokerEndpoint) -> None:
+    control = _control(cluster)
+    assert control.nodes == 3 and control.running()
+    assert cluster.shape == SHAPE and len(cluster.nodes) == 3
+    assert cluster.version == _jars.pinned_version("kafka") and cluster.extra["startup_s"] > 0
+    driver = driver_class("kafka")({"acks": "all"}, cluster)
+    plan = driver.plan(topology(Pattern.QUEUE, 1, 100))
+    try:
         topic = driver.leader_resource(plan)
-        host, port = endpoint.nodes[0].removeprefix("kafka://").split(":")
-        meta = _kafka_wire.metadata(host, int(port), [topic], 5.0)
+        host, port = cluster.nodes[0].removeprefix("kafka://").split(":")
+        deadline = time.monotonic() + 30  # a new topic reaches every broker's metadata soon, not at once
+        while (topic, 0) not in (meta := _kafka_wire.metadata(host, int(port), [topic], 5.0)).partitions:
+            assert time.monotonic() < deadline, f"node 0 did not know of {topic} 30 s after its creation"
+            time.sleep(0.2)
         assert set(meta.brokers) == {0, 1, 2}
         assert sorted(meta.partitions[(topic, 0)].replicas) == [0, 1, 2], "the run's topic has 3 replicas"
         old = _leader_other_than(control, topic, -1, 30.0)
         control.kill(old)
         assert not control.node_running(old)
-        new = _leader_other_than(control, topic, old, 90.0)
-        assert new != old
-        control.start(old)  # the same commands: the node rejoins with its data (no re-format)
+        assert _leader_other_than(control, topic, old, 90.0) != old
+        control.start(old)  # waits until every node lists every broker again
         assert control.running()
-        meta = _kafka_wire.metadata(host, int(port), [], 5.0)
-        assert set(meta.brokers) == {0, 1, 2}
+        assert set(_kafka_wire.metadata(host, int(port), [], 5.0).brokers) == {0, 1, 2}
+        assert "All of the log directories are already formatted." in _node_log(control, old), \
+            "the restarted node was formatted again"
+    finally:
+        _whole(control)
         driver.teardown(plan)
-        everything = control.pids()
-    assert not set(pids + everything) & set(_process.live_pids())
-    assert not [p for p in pids + everything if _alive(p)], "a node's process outlived the cluster"
-    assert broker_control(endpoint) is None
-    logs = tmp_path / "logs" / "kafka-cluster"
-    assert all((logs / f"node{i}" / "logs" / "kafka.out").is_file() for i in range(3))
-    restarted = (logs / f"node{old}" / "logs" / "kafka.out").read_text(errors="replace")
-    assert "All of the log directories are already formatted." in restarted, "the restarted node was formatted again"
-
-
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 @pytest.mark.broker
 @pytest.mark.timeout(600)
 @pytest.mark.parametrize("client", ["kafka-python", "confluent-kafka"])
 @pytest.mark.parametrize("fault", ["kill", "pause"])
-def test_a_fault_on_the_leader_loses_no_acknowledged_message_with_acks_all(client: str, fault: str,
-                                                                          tmp_path: Path) -> None:
-    require_backend("kafka", "process")
-    before = set(_process.live_pids())
-    history = run_node_fault("kafka", {"acks": "all", "client": client}, SHAPE,
-                             kill if fault == "kill" else pause(5.0), tmp_path)
+def test_a_fault_on_the_leader_loses_no_acknowledged_message_with_acks_all(
+        client: str, fault: str, cluster: BrokerEndpoint, tmp_path: Path) -> None:
+    control = _control(cluster)
+    try:
+        history = run_node_fault("kafka", {"acks": "all", "client": client}, SHAPE,
+                                 kill if fault == "kill" else pause(5.0), tmp_path, cluster=cluster)
+    finally:
+        _whole(control)
     check_no_acknowledged_loss(history, f"kafka ({client}) acks=all, {fault} of the leader")
-    assert len(history.accepted) + len(history.refused) >= history.sent
-    assert set(_process.live_pids()) == before
+    assert history.sent and len(history.accepted) + len(history.refused) >= history.sent
+
+
+# -- the Java client's outcomes, through the JVM worker ---------------------------------------------------
+
+
+def run_jvm_producer(endpoint: BrokerEndpoint, options: dict[str, object], plan: dict[str, object], total: int,
+                     rate: float | None, out: Path) -> tuple[bool, list[tuple[int, int, bool]]]:
+    """One JVM producer of ``total`` messages through the relay (in this thread, as in a worker process),
+    released at once; returns whether it watched outcomes and the runs it reported."""
+    import queue
+    from types import SimpleNamespace
+
+    from harness.drivers.base import Role
+    from harness.runner._context import WorkerContext, WorkerSpec
+    from harness.runner.jvm import relay
+
+    driver = driver_class("kafka", "java")(options, endpoint)
+    spec = WorkerSpec(kind="producer", name="producer-0", slot=0, system="kafka",
+                      driver="harness.drivers.java:KafkaJavaDriver", options=dict(options), broker=endpoint,
+                      plan=dict(plan), role=Role(index=0, topic=0), size=100, payload="fixed", total=total,
+                      duration_ns=None, rate=rate, capacity=total, out=str(out))
+    ctx = WorkerContext(status=queue.Queue(), start=threading.Event(), stop=threading.Event(),
+                        start_ns=SimpleNamespace(value=0), progress=[0])
+    told: list[tuple[int, int, bool]] = []
+
+    def runner() -> None:  # the runner's part: release the start, stop once the producer is done
+        while True:
+            status = ctx.status.get()
+            if status[0] == "ready":
+                ctx.start_ns.value = time.monotonic_ns()
+                ctx.start.set()
+            elif status[0] in ("done", "error"):
+                ctx.stop.set()
+                return
+
+    threading.Thread(target=runner, daemon=True).start()
+    watched = relay(spec, ctx, driver, lambda first, count, ok: told.append((first, count, ok)))
+    return watched, told
+
+
+def _need_jvm() -> None:
+    import os
+
+    from harness.drivers.java import unavailable_reason
+
+    reason = unavailable_reason()
+    if reason:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"the JVM worker cannot run: {reason}")
+        pytest.skip(reason)
+
+
+@pytest.mark.broker
+@pytest.mark.timeout(600)
+def test_the_java_client_reports_every_sends_outcome_through_the_jvm_worker(cluster: BrokerEndpoint,
+                                                                           tmp_path: Path) -> None:
+    _need_jvm()
+    parent = driver_class("kafka")({"acks": "all"}, cluster)
+    plan = parent.plan(topology(Pattern.QUEUE, 1, 100))
+    try:
+        assert plan["idempotence"] is True
+        watched, told = run_jvm_producer(cluster, {"acks": "all", "client": "java"}, plan, 3000, None, tmp_path / "p")
+        assert watched
+        accepted = [i for first, count, ok in told if ok for i in range(first, first + count)]
+        assert sorted(accepted) == list(range(3000)) and not [r for r in told if not r[2]]
+        assert len(told) < 3000, "outcomes come as runs of sends, not a line per message"
+        watched, told = run_jvm_producer(cluster, {"acks": "0", "client": "java"}, plan, 10, None, tmp_path / "q")
+        assert not watched and not told  # acks=0: the broker never answers
+    finally:
+        parent.teardown(plan)

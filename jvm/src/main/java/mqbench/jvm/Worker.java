@@ -1,6 +1,8 @@
 package mqbench.jvm;
 
+import java.util.ArrayList;
 import java.util.HashSet;
+import java.util.List;
 import java.util.Random;
 import java.util.Set;
 import java.util.concurrent.locks.LockSupport;
@@ -23,6 +25,7 @@ final class Worker {
     private final Control ctl;
     private volatile long progress;
     private final int requestTimeoutMs;
+    private final OutcomeLines outcomes = new OutcomeLines();
 
     Worker(Spec spec, Client client, Control ctl) {
         this.spec = spec;
@@ -52,7 +55,38 @@ final class Worker {
                 ctl.say("progress " + now);
                 last = now;
             }
+            outcomes.flush();
             LockSupport.parkNanos(100_000_000L);
+        }
+    }
+
+    /** Outcomes as runs of consecutive sends with the same outcome, told as {@code outcome} lines every
+     *  100 ms (by the progress thread) and before {@code done}: one line per run, not per message. */
+    private final class OutcomeLines implements Client.Outcomes {
+        private final List<long[]> runs = new ArrayList<>();  // {first, count, accepted}
+        private long[] open;
+
+        @Override
+        public synchronized void report(long first, int count, boolean accepted) {
+            long ok = accepted ? 1 : 0;
+            if (open != null && open[2] == ok && open[0] + open[1] == first) {
+                open[1] += count;
+                return;
+            }
+            if (open != null) runs.add(open);
+            open = new long[] {first, count, ok};
+        }
+
+        void flush() {
+            List<long[]> out;
+            synchronized (this) {
+                if (open == null) return;
+                runs.add(open);
+                open = null;
+                out = new ArrayList<>(runs);
+                runs.clear();
+            }
+            for (long[] run : out) ctl.say("outcome " + run[0] + " " + run[1] + " " + run[2]);
         }
     }
 
@@ -99,6 +133,9 @@ final class Worker {
 
     private void producer() throws Exception {
         client.open("producer");
+        if (spec.watchOutcomes) {
+            ctl.say("outcomes " + (client.watchOutcomes(outcomes) ? "on" : "off"));
+        }
         ctl.say("ready");
         boolean go = spec.probe ? probeUntilStart() : ctl.awaitStart();
         if (!go) {
@@ -122,9 +159,11 @@ final class Worker {
         }
         progress = seq;
         rec.write(spec.out, error);
+        outcomes.flush();
         ctl.say("done " + seq + " " + error);
         ctl.awaitStop();  // closing now could drop queued messages
         client.close();
+        outcomes.flush();  // what closing failed
     }
 
     private int sendLoop(Records rec, byte[] buf, boolean paced) throws Exception {
