@@ -10,10 +10,12 @@ save, so that ``case.assemble_rows`` builds the same raw rows. The JVM is killed
 stop, error, SIGUSR1/SIGTERM from the runner and Ctrl-C; if this process is killed outright, the JVM sees
 its stdin close (before or after `stop`) and halts itself within seconds.
 
-A producer's outcomes (``Producer.watch_outcomes`` of the Python drivers): given ``outcomes``, the relay asks
-the JVM to watch them (``watch_outcomes`` in the spec); the JVM answers ``outcomes on|off`` before ``ready``
-and then reports runs of sends as ``outcome <first> <count> 1|0`` lines (every 100 ms and before ``done``),
-which the relay passes to ``outcomes``. ``relay`` returns whether the client reported them.
+A producer's outcomes (``Producer.watch_outcomes`` of the Python drivers): given the worker's ``Outcomes``,
+the relay asks the JVM to watch them (``watch_outcomes`` in the spec); the JVM answers ``outcomes on|off``
+before ``ready`` and then reports runs of sends as ``outcome <first> <count> 1|0`` lines (every 100 ms and
+before ``done``). On ``on`` the relay has ``Outcomes`` watch the JVM's client as it would a Python producer,
+and hands it each run as it comes; the records then carry the acknowledgements as ``t_ack``, as a Python
+producer's do.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ import numpy as np
 from harness.drivers.base import DriverError
 from harness.drivers.java import JVM_LIMITS, MAIN, command, unavailable_reason
 from harness.runner._context import Interrupted, WorkerContext, WorkerSpec
+from harness.runner._outcomes import Outcomes
 from harness.runner._records import save
 
 HELLO_TIMEOUT = 30.0  # seconds for the JVM to start and answer
@@ -62,7 +65,7 @@ def kill_group(proc: subprocess.Popen[Any]) -> None:
         pass
 
 
-Outcomes = Callable[[int, int, bool], None]  # report(first, count, accepted), as Producer.watch_outcomes
+Report = Callable[[int, int, bool], None]  # report(first, count, accepted), as Producer.watch_outcomes
 
 
 def spec_json(spec: Any, client: str, watch_outcomes: bool = False) -> dict[str, Any]:
@@ -79,15 +82,16 @@ def spec_json(spec: Any, client: str, watch_outcomes: bool = False) -> dict[str,
 
 
 class _Lines:
-    """The JVM's stdout, line by line, read on a thread (None at end of output). ``outcome`` lines go to
-    ``outcomes`` there and then, whatever the relay is waiting for."""
+    """The JVM's stdout, line by line, read on a thread (None at end of output). ``outcomes on`` and
+    ``outcome`` lines go to ``outcomes`` there and then, in order, whatever the relay is waiting for: so
+    every outcome the JVM told before ``done`` is in ``outcomes`` when ``done`` is handled."""
 
     def __init__(self, proc: subprocess.Popen[str], outcomes: Outcomes | None = None) -> None:
         self.lines: queue.Queue[str | None] = queue.Queue()
         self.held: deque[str | None] = deque()  # lines read ahead while waiting for a particular one
         self.done = False  # the JVM's records have been converted and reported
         self.outcomes = outcomes
-        self.watched = False  # the JVM said ``outcomes on``
+        self.report: Report | None = None  # set once the JVM said ``outcomes on``
         assert proc.stdout is not None
         threading.Thread(target=self._read, args=(proc.stdout,), daemon=True).start()
 
@@ -95,17 +99,19 @@ class _Lines:
         for line in stream:
             line = line.rstrip("\n")
             if line.startswith("outcome "):
-                self._outcome(line)
-            elif line.startswith("outcomes "):
-                self.watched = line == "outcomes on" and self.outcomes is not None
-            else:
+                first, count, accepted = line.split()[1:4]
+                if self.report is not None:
+                    self.report(int(first), int(count), accepted == "1")
+            elif line == "outcomes on" and self.outcomes is not None:
+                self.outcomes.watch(self, 0)  # -> watch_outcomes below
+            elif not line.startswith("outcomes "):
                 self.lines.put(line)
         self.lines.put(None)
 
-    def _outcome(self, line: str) -> None:
-        first, count, accepted = line.split()[1:4]
-        if self.outcomes is not None:
-            self.outcomes(int(first), int(count), accepted == "1")
+    def watch_outcomes(self, report: Report) -> bool:
+        """What ``Outcomes.watch`` asks of a producer: here, the JVM's client, which said it reports them."""
+        self.report = report
+        return True
 
     def get(self, timeout: float) -> str | None:
         """The next line; raises queue.Empty after ``timeout`` seconds without one."""
@@ -147,10 +153,10 @@ def check_clock(send: Any, lines: _Lines) -> None:
         )
 
 
-def relay(spec: WorkerSpec, ctx: WorkerContext, driver: Any, outcomes: Outcomes | None = None) -> bool:
+def relay(spec: WorkerSpec, ctx: WorkerContext, driver: Any, outcomes: Outcomes | None = None) -> None:
     """Play ``spec``'s worker through the JVM (the contract of harness.runner.worker.worker_main). With
-    ``outcomes``, a producer's client reports each send's outcome to it (see the module docstring); returns
-    True when it did (False: a send that returned counts as accepted)."""
+    ``outcomes`` (a producer's), the client is asked to report each send's outcome there (see the module
+    docstring); ``outcomes.watched`` then says whether it did."""
     if spec.kills or spec.consumer_rate is not None:  # the case loop leaves such cases out; a guard
         raise DriverError(f"{driver.label()}: {JVM_LIMITS}")
     reason = unavailable_reason()
@@ -180,7 +186,6 @@ def relay(spec: WorkerSpec, ctx: WorkerContext, driver: Any, outcomes: Outcomes 
         signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR1, signal.SIGTERM})
         kill_group(proc)
         spec_path.unlink(missing_ok=True)
-    return lines.watched
 
 
 def _send(proc: subprocess.Popen[str], line: str) -> None:
@@ -226,7 +231,7 @@ def _drive(
         elif word == "subscribed":
             ctx.status.put(("subscribed", spec.name))
         elif word == "done":
-            _convert(spec)
+            _convert(spec, lines.outcomes)
             lines.done = True
             count, _, error = rest.partition(" ")
             ctx.status.put(("done", spec.name, int(count), error))
@@ -245,7 +250,7 @@ def _finish(spec: Any, lines: _Lines, status: Any) -> bool:
         if line is None:
             break
         if line.startswith("done "):
-            _convert(spec)
+            _convert(spec, lines.outcomes)
             # The JVM stopped on ``stop`` and saved whole records, only later than the runner's grace (a
             # RocketMQ consumer takes seconds to close): no problem of its own unless it says one; what did
             # not arrive shows in the delivery accounting.
@@ -263,8 +268,9 @@ def _tail(log_path: Path) -> str:
     return lines[-1] if lines else "no output"
 
 
-def _convert(spec: Any) -> None:
-    """The JVM's records -> ``<out>.npz`` with the arrays and dtypes the Python worker of this kind saves."""
+def _convert(spec: Any, outcomes: Outcomes | None = None) -> None:
+    """The JVM's records -> ``<out>.npz`` with the arrays and dtypes the Python worker of this kind saves;
+    a producer that reported its outcomes gets their acknowledgements as ``t_ack`` (as ``SendRecord.save``)."""
     index_path = Path(f"{spec.out}.jvm.json")
     index = json.loads(index_path.read_text())
     count = int(index["count"])
@@ -276,5 +282,8 @@ def _convert(spec: Any) -> None:
             continue
         arrays[name] = np.fromfile(path, dtype="<i8", count=count).astype(dtype)
         os.unlink(path)
+    if outcomes is not None and outcomes.watched:
+        arrays["t_ack"] = outcomes.stamps(count)
+        arrays["tracked"] = np.array([True])
     save(spec.out, **arrays)
     index_path.unlink()

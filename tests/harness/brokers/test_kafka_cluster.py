@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from harness.brokers import _jars, _kafka_wire, _process, broker_control, kafka, provision
@@ -364,24 +365,28 @@ def test_a_fault_on_the_leader_loses_no_acknowledged_message_with_acks_all(
 
 
 def run_jvm_producer(endpoint: BrokerEndpoint, options: dict[str, object], plan: dict[str, object], total: int,
-                     rate: float | None, out: Path) -> tuple[bool, list[tuple[int, int, bool]]]:
-    """One JVM producer of ``total`` messages through the relay (in this thread, as in a worker process),
-    released at once; returns whether it watched outcomes and the runs it reported."""
+                     rate: float | None, out: Path) -> tuple[bool, np.ndarray, np.ndarray]:
+    """One JVM producer of ``total`` messages through the relay with the runner's ``Outcomes`` (in this
+    thread, as in a worker process), released at once; returns whether it reported outcomes, ``t_ack`` of
+    each send (0: none came) and the refused sends' numbers."""
     import queue
     from types import SimpleNamespace
 
     from harness.drivers.base import Role
     from harness.runner._context import WorkerContext, WorkerSpec
+    from harness.runner._outcomes import Outcomes
+    from harness.runner._records import read_errors, tracked
     from harness.runner.jvm import relay
 
+    out.mkdir(parents=True, exist_ok=True)
+    prefix = str(out / "producer-0")
     driver = driver_class("kafka", "java")(options, endpoint)
     spec = WorkerSpec(kind="producer", name="producer-0", slot=0, system="kafka",
                       driver="harness.drivers.java:KafkaJavaDriver", options=dict(options), broker=endpoint,
                       plan=dict(plan), role=Role(index=0, topic=0), size=100, payload="fixed", total=total,
-                      duration_ns=None, rate=rate, capacity=total, out=str(out))
+                      duration_ns=None, rate=rate, capacity=total, out=prefix)
     ctx = WorkerContext(status=queue.Queue(), start=threading.Event(), stop=threading.Event(),
                         start_ns=SimpleNamespace(value=0), progress=[0])
-    told: list[tuple[int, int, bool]] = []
 
     def runner() -> None:  # the runner's part: release the start, stop once the producer is done
         while True:
@@ -394,8 +399,15 @@ def run_jvm_producer(endpoint: BrokerEndpoint, options: dict[str, object], plan:
                 return
 
     threading.Thread(target=runner, daemon=True).start()
-    watched = relay(spec, ctx, driver, lambda first, count, ok: told.append((first, count, ok)))
-    return watched, told
+    outcomes = Outcomes(prefix, mapped_files=False)
+    try:
+        relay(spec, ctx, driver, outcomes)
+    finally:
+        outcomes.close()
+    assert tracked(prefix) == outcomes.watched, "the records say whether outcomes were reported"
+    with np.load(f"{prefix}.npz") as rec:
+        t_ack = rec["t_ack"]
+    return outcomes.watched, t_ack, read_errors(prefix)[:, 0]
 
 
 def _need_jvm() -> None:
@@ -419,12 +431,11 @@ def test_the_java_client_reports_every_sends_outcome_through_the_jvm_worker(clus
     plan = parent.plan(topology(Pattern.QUEUE, 1, 100))
     try:
         assert plan["idempotence"] is True
-        watched, told = run_jvm_producer(cluster, {"acks": "all", "client": "java"}, plan, 3000, None, tmp_path / "p")
-        assert watched
-        accepted = [i for first, count, ok in told if ok for i in range(first, first + count)]
-        assert sorted(accepted) == list(range(3000)) and not [r for r in told if not r[2]]
-        assert len(told) < 3000, "outcomes come as runs of sends, not a line per message"
-        watched, told = run_jvm_producer(cluster, {"acks": "0", "client": "java"}, plan, 10, None, tmp_path / "q")
-        assert not watched and not told  # acks=0: the broker never answers
+        watched, t_ack, refused = run_jvm_producer(cluster, {"acks": "all", "client": "java"}, plan, 3000, None,
+                                                   tmp_path / "p")
+        assert watched and len(t_ack) == 3000 and (t_ack > 0).all() and not refused.size
+        watched, t_ack, refused = run_jvm_producer(cluster, {"acks": "0", "client": "java"}, plan, 10, None,
+                                                   tmp_path / "q")
+        assert not watched and not (t_ack > 0).any()  # acks=0: the broker never answers
     finally:
         parent.teardown(plan)
