@@ -124,6 +124,23 @@ def test_parity_says_what_each_acks_waits_for_and_that_kafka_does_not_fsync() ->
     assert not driver_class("tansu")({"acks": "all"}, single).idempotent()
 
 
+def test_node_faults_run_on_the_kafka_java_client_and_leave_other_java_clients_out() -> None:
+    """Kafka's Java client follows a new leader itself and reports its outcomes, so its rows run node
+    faults; a Java client that does not say so is left out of them, and every one of kill/restart faults."""
+    from harness.drivers.java import JVM_LIMITS
+    from harness.runner import case as run
+    from harness.scenario import parse_scenario
+
+    base = {"pattern": "queue", "message_sizes": [100], "messages": 10, "cluster": {"nodes": 3}}
+    node = parse_scenario({**base, "name": "node", "faults": [{"at": 1, "action": "kill-node", "node": "leader"}]})
+    crash = parse_scenario({**base, "name": "crash", "faults": [{"at": 1, "action": "restart-broker"}]})
+    assert not node.kills and crash.kills
+    assert run.scenario_reason("kafka", node, "java") is None
+    assert run.scenario_reason("rabbitmq", node, "java") == JVM_LIMITS
+    assert run.scenario_reason("kafka", crash, "java") == JVM_LIMITS
+    assert run.scenario_reason("kafka", node) is None
+
+
 # -- the Metadata request, on bytes and against fake nodes ---------------------------------------------
 
 
