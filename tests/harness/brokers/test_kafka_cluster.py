@@ -30,6 +30,7 @@ from harness.drivers.base import BrokerEndpoint, ClusterShape, DriverError, Patt
 from harness.drivers.kafka import topic_replication
 from tests.harness.drivers.conformance import require_backend, topology
 from tests.harness.drivers.node_faults import check_no_acknowledged_loss, kill, pause, run_node_fault
+from tests.harness.runner.test_jvm_worker import need_jvm
 
 SHAPE = ClusterShape(nodes=3, replicas=3, min_insync=2)
 
@@ -427,23 +428,11 @@ def run_jvm_producer(endpoint: BrokerEndpoint, options: dict[str, object], plan:
     return outcomes.watched, t_ack, read_errors(prefix)[:, 0]
 
 
-def _need_jvm() -> None:
-    import os
-
-    from harness.drivers.java import unavailable_reason
-
-    reason = unavailable_reason()
-    if reason:
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"the JVM worker cannot run: {reason}")
-        pytest.skip(reason)
-
-
 @pytest.mark.broker
 @pytest.mark.timeout(600)
 def test_the_java_client_reports_every_sends_outcome_through_the_jvm_worker(cluster: BrokerEndpoint,
                                                                            tmp_path: Path) -> None:
-    _need_jvm()
+    need_jvm()
     parent = driver_class("kafka")({"acks": "all"}, cluster)
     plan = parent.plan(topology(Pattern.QUEUE, 1, 100))
     try:
