@@ -12,8 +12,8 @@ its stdin close (before or after `stop`) and halts itself within seconds.
 
 A producer's outcomes (``Producer.watch_outcomes`` of the Python drivers): given the worker's ``Outcomes``,
 the relay asks the JVM to watch them (``watch_outcomes`` in the spec); the JVM answers ``outcomes on|off``
-before ``ready`` and then reports runs of sends as ``outcome <first> <count> 1|0`` lines (every 100 ms and
-before ``done``). On ``on`` the relay has ``Outcomes`` watch the JVM's client as it would a Python producer,
+before ``ready`` and then reports runs of sends as ``outcome <first> <count> 1|0`` lines (every 5 ms when
+there is news, and before ``done``). On ``on`` the relay has ``Outcomes`` watch the JVM's client as it would a Python producer,
 and hands it each run as it comes; the records then carry the acknowledgements as ``t_ack``, as a Python
 producer's do.
 """
