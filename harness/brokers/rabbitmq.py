@@ -190,14 +190,19 @@ class RabbitMQProvisioner(Provisioner):
         first = endpoint.url.split(",")[0]
         vhost = unquote(urlsplit(first).path[1:]) or "/"
         path = f"/api/queues/{quote(vhost, safe='')}/{quote(resource, safe='')}?disable_stats=true"
-        failures = []
+        failures, credentials = [], _credentials(first)
         for api in str(apis).split(","):
             try:
-                queue = _admin_get(api, path, _credentials(first), ADMIN_TIMEOUT)
+                queue = _admin_get(api, path, credentials, ADMIN_TIMEOUT)
+                # A quorum queue's leader is "" while none is alive. A stream or a classic queue names the node
+                # of its process (a stream's writer: its leader), alive or not: that node must be running.
+                node = queue["leader"] if "leader" in queue else queue.get("node", "")
+                if node and "leader" not in queue:
+                    members = _admin_get(api, "/api/nodes?columns=name,running", credentials, ADMIN_TIMEOUT)
+                    node = node if any(m.get("name") == node and m.get("running") for m in members) else ""
             except (OSError, ValueError) as exc:
                 failures.append(f"{api}: {exc}")
                 continue
-            node = queue.get("leader", queue.get("node")) or ""
             if not node:
                 raise ProbeError(f"queue {resource!r} has no leader now (an election is under way)")
             nodes = str(names).split(",")

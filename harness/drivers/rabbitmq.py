@@ -145,7 +145,8 @@ class RabbitMQDriver(BrokerDriver):
         ch = admin.channel()
         for i in range(topology.topics):
             self._declare(ch, topology, i)
-        return {}
+        arguments = self.queue_arguments()
+        return {"queue_arguments": arguments} if arguments else {}  # for the Java client (it has no shape)
 
     def delete_topics(self, admin: Any, topology: Topology) -> None:
         for i in range(topology.topics):

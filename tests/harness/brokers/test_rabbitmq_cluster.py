@@ -15,13 +15,13 @@ from typing import Any
 import pika
 import pytest
 
-from harness.brokers import ClusterControl, _process
+from harness.brokers import ClusterControl, _process, provision
 from harness.brokers import rabbitmq as rabbit
 from harness.brokers._spec import NodeHost
 from harness.drivers import broker
-from harness.drivers.base import BrokerEndpoint, ClusterShape, DriverError, Pattern
+from harness.drivers.base import BrokerEndpoint, ClusterShape, DriverError, Pattern, Role
 from harness.drivers.rabbitmq import RabbitMQDriver, _RabbitProducer
-from tests.harness.drivers.conformance import require_backend, topology
+from tests.harness.drivers.conformance import fill_payload, parse_payload, require_backend, topology
 from tests.harness.drivers.node_faults import check_no_acknowledged_loss, pause, run_node_fault
 
 SHAPE = ClusterShape(3, 3, 2)
@@ -326,6 +326,67 @@ def _processes_with(marks: list[str]) -> list[str]:
 @pytest.mark.broker
 def test_paused_leader_loses_no_confirmed_message(tmp_path: Path) -> None:
     require_backend("rabbitmq", "process")
-    history = run_node_fault("rabbitmq", DURABLE, SHAPE, pause(8.0), tmp_path)
+    seen: dict[str, Any] = {}
+
+    def pause_then_ask(control: ClusterControl, node: int) -> None:
+        pause(8.0)(control, node)
+        deadline = time.monotonic() + 60
+        while "leader" not in seen and time.monotonic() < deadline:
+            try:
+                seen["leader"] = control.leader(_quorum_queue(control))
+            except rabbit.ProbeError:
+                time.sleep(0.2)
+
+    history = run_node_fault("rabbitmq", DURABLE, SHAPE, pause_then_ask, tmp_path)
     check_no_acknowledged_loss(history, "rabbitmq quorum queue, leader paused")
+    assert seen.get("leader") in range(3), "no node answered for the quorum queue's leader after the pause"
     assert _process.live_pids() == []
+
+
+# -- streams (one node) ----------------------------------------------------------------------------------
+
+
+def _receive(consumer: Any, want: int, quiet: float = 1.0) -> list[int]:
+    """The seqs ``consumer`` delivers until ``want`` arrived and nothing more came for ``quiet`` s (or 30 s)."""
+    got: list[int] = []
+    consumer.start(lambda body: got.append(parse_payload(body, 100)[1]))
+    deadline, last = time.monotonic() + 30, len(got)
+    quiet_since = time.monotonic()
+    while time.monotonic() < deadline:
+        consumer.poll(0.1)
+        if len(got) != last:
+            last, quiet_since = len(got), time.monotonic()
+        elif len(got) >= want and time.monotonic() - quiet_since > quiet:
+            break
+    consumer.close()
+    return got
+
+
+@pytest.mark.broker
+def test_a_stream_consumer_made_again_resumes_after_what_it_received() -> None:
+    require_backend("rabbitmq", "process")
+    options = {"queue_type": "stream", "confirms": True}
+    with provision("rabbitmq", backend="process") as endpoint:
+        driver = RabbitMQDriver(options, endpoint)
+        plan = driver.plan(topology(Pattern.PUBSUB, 1, 100))
+        buf = bytearray(100)
+
+        def send(seqs: range) -> None:
+            producer = driver.create_producer(plan, Role(0, 0))
+            for seq in seqs:
+                fill_payload(buf, 0, seq)
+                producer.send(buf)
+            producer.flush(30)
+            producer.close()
+
+        try:
+            send(range(500))
+            assert _receive(driver.create_consumer(plan, Role(0, 0)), 500) == list(range(500))
+            send(range(500, 1000))
+            # made again on the same driver (as the runner does after a failure): from where it stopped
+            assert _receive(driver.create_consumer(plan, Role(0, 0)), 500) == list(range(500, 1000))
+            # a new subscriber reads the stream from its start
+            fresh = RabbitMQDriver(options, endpoint).create_consumer(plan, Role(1, 0))
+            assert _receive(fresh, 1000) == list(range(1000))
+        finally:
+            driver.teardown(plan)
