@@ -48,9 +48,9 @@ ADMIN_TIMEOUT = 10.0  # seconds an HTTP request to one node's management API may
 
 class RabbitMQProvisioner(Provisioner):
     system = "rabbitmq"
-    depth_note = ("RabbitMQ's management plugin is off on a single node and each rabbitmqctl call starts an "
-                  "Erlang VM (~1 s of CPU on a 2-core host), which would distort the measurement; sent - "
-                  "received stands in")
+    depth_note = ("RabbitMQ's management plugin is off on a single node (a cluster has it, to find leaders) and "
+                  "each rabbitmqctl call starts an Erlang VM (~1 s of CPU on a 2-core host), which would distort "
+                  "the measurement; sent - received stands in")
     schemes = ("amqp", "amqps")
     install_hint = "install the Debian package rabbitmq-server (`make brokers`)"
     binaries = (DEBIAN_SERVER, "rabbitmq-server")
@@ -151,9 +151,13 @@ class RabbitMQProvisioner(Provisioner):
                     f"{CLUSTER_ERL_ARGS} -pa {code} -epmd_module mqbench_epmd "
                     f"-kernel inet_dist_use_interface {{{host.address.replace('.', ',')}}}"),
             })
+            if i == 0:
+                argv: tuple[str, ...] = (server,)
+            else:
+                argv = after_seed(server, hosts[0].address, ports[0])
             commands = (
                 Command("epmd", (_epmd(), "-port", str(epmd_port), "-address", host.address), env=env),
-                Command("rabbitmq-server", (server,), env=env, user=_service_user()),
+                Command("rabbitmq-server", argv, env=env, user=_service_user()),
             )
             url = self.url_template.format(host=host.address, port=node_port)
             launches.append(NodeLaunch(f"node{i}", commands, url, host.address))
@@ -235,6 +239,16 @@ def cluster_config(nodes: Sequence[str], index: int, address: str, http_port: in
         "collect_statistics_interval = 30000",
     ]
     return "\n".join(lines) + "\n"
+
+
+def after_seed(server: str, address: str, port: int) -> tuple[str, ...]:
+    """The argv that starts a joining node: on its first boot (an empty mnesia directory) only once node 0
+    takes AMQP connections at ``address:port``, i.e. has finished booting. A node that joins while node 0
+    still enables its feature flags makes both fail (seen here: ``schema_integrity_check_failed`` on the
+    joiner, ``incompatible_feature_flags`` on node 0). A restarted node has its data and starts at once."""
+    script = ('if [ -z "$(ls -A "$RABBITMQ_MNESIA_BASE")" ]; then '
+              f'until (exec 3<>/dev/tcp/{address}/{port}) 2>/dev/null; do sleep 0.5; done; fi; exec "$0"')
+    return ("bash", "-c", script, server)
 
 
 def _node_files(home: Path, plugins: str) -> dict[str, str]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 import subprocess
 import time
 from pathlib import Path
@@ -74,6 +75,32 @@ def test_nodes_share_a_cookie_and_each_owns_its_ports_and_epmd(launch: Any) -> N
 def test_erlang_schedulers_are_sized_for_a_shared_two_core_host(launch: Any) -> None:
     args = launch.nodes[0].commands[-1].env["RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS"].split()
     assert {"+S", "1:1", "+sbwt", "none", "+sbwtdcpu", "+sbwtdio"} <= set(args)
+
+
+def test_joiners_first_boot_waits_for_node_zero_and_a_restart_does_not(launch: Any, tmp_path: Path) -> None:
+    seed = launch.nodes[0].commands[-1]
+    assert seed.argv == ("/usr/lib/rabbitmq/bin/rabbitmq-server",)
+    port = seed.env["RABBITMQ_NODE_PORT"]
+    for node in launch.nodes[1:]:
+        argv = node.commands[-1].argv
+        assert argv[:2] == ("bash", "-c") and argv[-1] == "/usr/lib/rabbitmq/bin/rabbitmq-server"
+        assert f"/dev/tcp/{HOSTS[0].address}/{port}" in argv[2]
+    # the wait itself: it ends when node 0 takes connections, and is skipped when the node has its data
+    listener = socket.create_server(("127.0.0.1", 0))
+    script = rabbit.after_seed("true", "127.0.0.1", listener.getsockname()[1])[2]
+    empty, full = tmp_path / "empty", tmp_path / "full"
+    empty.mkdir()
+    (full / "node").mkdir(parents=True)
+
+    def run(base: Path, timeout: float) -> subprocess.CompletedProcess[bytes]:
+        return subprocess.run(["bash", "-c", script, "true"], timeout=timeout,
+                              env={**os.environ, "RABBITMQ_MNESIA_BASE": str(base)})
+
+    assert run(empty, 10).returncode == 0
+    listener.close()
+    assert run(full, 10).returncode == 0
+    with pytest.raises(subprocess.TimeoutExpired):
+        run(empty, 1.5)  # node 0 gone and no data: it waits
 
 
 def test_node_zero_forms_the_cluster_and_the_others_join_it() -> None:
