@@ -13,6 +13,7 @@ the NATS protocol itself (``$JS.API.STREAM.INFO.<stream>``: one socket, no clien
 from __future__ import annotations
 
 import json
+import os
 import secrets
 import socket
 import urllib.error
@@ -64,8 +65,16 @@ class NatsProvisioner(Provisioner):
     system = "nats"
     depth_note = "queue depth is not sampled for NATS (core NATS keeps no queue; JetStream streams are not probed)"
     schemes = ("nats",)
-    install_hint = "install the Debian package nats-server (`make brokers`)"
+    install_hint = ("run `make brokers` (it builds the pinned nats-server with Go into .brokers/bin) or install "
+                    "the Debian package nats-server")
     binaries = ("nats-server",)
+
+    def find_binary(self) -> str | None:
+        """The pinned build in ``.brokers/bin`` (`make brokers`) first, then a nats-server on PATH (Debian's)."""
+        from harness.brokers._jars import cache_dir
+
+        built = cache_dir() / "bin" / "nats-server"
+        return str(built) if built.is_file() and os.access(built, os.X_OK) else super().find_binary()
     url_template = "nats://{host}:{port}"
     container = ContainerSpec(
         IMAGE, 4222, url_template, command=("--config", "/etc/nats/mqbench.conf"),

@@ -101,8 +101,8 @@ class NatsDriver(BrokerDriver):
             f" and a majority of its {replicas} replicas)" if replicas > 1 else ")")
         if self.opts.storage == "memory":
             return {"acks": acks, "fsync": "none (memory storage)"}
-        return {"acks": acks, "fsync": "periodic: every 2 min (stream files; Raft log 5 min), each message "
-                                       "written to the OS page cache before its ack (nats-server 2.9 defaults)"}
+        return {"acks": acks, "fsync": "periodic: every 2 min (JetStream's default sync_interval), each message "
+                                       "written to the OS page cache before its ack"}
 
     # -- parent process: streams (JetStream only; core subjects need no creating) ------------------
 
