@@ -1,8 +1,10 @@
 """Apache RocketMQ through the remoting client on PyPI (``rocketmq``, whose wheel bundles librocketmq).
 
-The URL names the NameServer (``rocketmq://HOST:PORT``); clients learn the broker's address from it. The
-client cannot create topics, so ``plan`` does, with the remoting protocol's admin requests (below), each
-topic with ``queues`` queues. pubsub: every consumer is its own consumer group, so each reads every
+The URL names the NameServer (``rocketmq://HOST:PORT``), or several (``rocketmq://H1:P1;H2:P2;H3:P3``, RocketMQ's
+own list syntax, which librocketmq and the Java client take as it is); clients learn the brokers' addresses from
+them. The client cannot create topics, so ``plan`` does, with the remoting protocol's admin requests (below),
+each topic with ``queues`` queues, on every broker of each broker group (its master serves it; a replicated
+group's slaves get it too, so that whichever is elected master next has it). pubsub: every consumer is its own consumer group, so each reads every
 message; queue: a topic's consumers share one group, which splits the queues among them (a queue has one
 reader at a time, so with ``queues: 1`` one consumer gets every message). Consumers start from the first
 offset of a queue their group has no stored offset for (``CONSUME_FROM_FIRST_OFFSET``; the client's default,
@@ -10,13 +12,16 @@ the last offset, skips a backlog): a new group on a new topic starts at its firs
 after ``start`` is missed, and a group whose offsets a crashed broker had not yet flushed (it writes them to
 disk every 5 s) reads the queue again from its start: duplicates, never a skipped backlog. Consumers are push
 consumers with one consuming thread (the client calls back on its own thread; each message is acknowledged
-when the callback returns). librocketmq forgets a broker that went away and looks for it again only every
-30 s, so after a broker restart its consumer stays idle that long; each consumer therefore checks once a
-second (in ``poll``) whether a broker it reads from was started again since, and then raises, so that the
-runner makes it again (a fresh client finds the broker at once and reads on from the group's stored offset).
+when the callback returns). librocketmq's push consumer stays idle without an error for 30 s or more after
+its master was started again, after another broker became master, and after its connection was reset; each
+consumer therefore checks once a second (in ``poll``, ``ServedCheck``) that its group's master is the one it
+started with and still lists it, and raises otherwise, so that the runner makes it again (a fresh client finds
+the master at once and reads on from the group's stored offset).
 
 Producers send synchronously by default (``send: sync``: the broker stored it when ``send`` returns:
-at-least-once) or one-way (``send: oneway``: at-most-once). Each producer has its own client instance
+at-least-once; on a replicated group, the master and every slave of its SyncStateSet stored it) or one-way
+(``send: oneway``: at-most-once). A send the master stores without its slaves (``FLUSH_SLAVE_TIMEOUT``,
+``SLAVE_NOT_AVAILABLE``) or that finds no master raises: it was not acknowledged. Each producer has its own client instance
 (librocketmq shares one per process and instance name), so a producer made again after a failed send never
 shares state with the one being shut down.
 
@@ -58,13 +63,17 @@ LENGTH_PROPERTY = b"mqbench_len"
 UPDATE_AND_CREATE_TOPIC = 17
 GET_BROKER_RUNTIME_INFO = 28
 GET_BROKER_CLUSTER_INFO = 106
+GET_CONSUMER_CONNECTION_LIST = 203
+GET_BROKER_HA_STATUS = 907
 DELETE_TOPIC_IN_BROKER = 215
 DELETE_TOPIC_IN_NAMESRV = 216
 # The C API has no setter for where a consumer starts; the push consumer handle is the C++ object, whose
 # (non-virtual) setter takes the enum ConsumeFromWhere, in which CONSUME_FROM_FIRST_OFFSET is 4.
 SET_CONSUME_FROM_WHERE = "_ZN8rocketmq21DefaultMQPushConsumer19setConsumeFromWhereENS_16ConsumeFromWhereE"
 CONSUME_FROM_FIRST_OFFSET = 4
-RESTART_CHECK_EVERY = 1.0  # seconds between a consumer's checks that its brokers were not started again
+SERVED_CHECK_EVERY = 1.0  # seconds between a consumer's checks that its brokers still serve it (ServedCheck)
+NOT_LISTED_CHECKS = 2  # a consumer its group's master does not list this many checks running is made again
+CONSUMER_NOT_ONLINE = 206  # RocketMQ's ResponseCode: the group has no consumer connected
 # librocketmq can abort the process when a client is shut down while another client's shutdown in the same
 # process still has its background tasks running. Two CI runs died so (SIGABRT in PushConsumer.shutdown):
 # - 14 ms after the other consumer of its group left (which sets off a rebalance on the network thread);
@@ -101,17 +110,36 @@ class RocketMQDriver(BrokerDriver):
 
     def __init__(self, options: Mapping[str, Any], broker: Any = None) -> None:
         super().__init__(options, broker)
-        self.namesrv = self.url.split("://", 1)[-1].rstrip("/")
+        self.namesrv = self.url.split("://", 1)[-1].rstrip("/")  # host:port, or several separated by ';'
 
     def guarantee(self) -> Guarantee:
         return Guarantee.AT_LEAST_ONCE if self.opts.send == "sync" else Guarantee.AT_MOST_ONCE
+
+    def parity(self) -> dict[str, str]:
+        """A sync send returns once the master stored the message and, in a replicated group, once every
+        broker of its SyncStateSet has it too (``allAckInSyncStateSet``); the provisioned brokers flush
+        asynchronously (``ASYNC_FLUSH``, RocketMQ's default), and a broker-wide setting cannot differ per
+        variant."""
+        fsync = "never per message (ASYNC_FLUSH: the OS page cache, flushed in the background)"
+        if self.opts.send == "oneway":
+            return {"acks": "none (one-way send)", "fsync": fsync}
+        shape = self.broker.shape if self.broker is not None else None
+        if shape is not None and shape.replicas > 1:
+            acks = (f"sync send: the master and every slave in its SyncStateSet, at least {shape.min_insync} of "
+                    f"{shape.replicas} replicas (allAckInSyncStateSet, minInSyncReplicas={shape.min_insync})")
+        else:
+            acks = "sync send: the broker's write"
+        return {"acks": acks, "fsync": fsync}
 
     # -- parent ----------------------------------------------------------------------------------
 
     def plan(self, topology: Topology) -> dict[str, Any]:
         plan = super().plan(topology)
         try:
-            brokers = broker_addresses(self.namesrv, timeout=10.0)
+            groups = broker_groups(self.namesrv, timeout=10.0)
+            # Masters first: the master serves the topic; its slaves get it too (they sync topics from it every
+            # few seconds, and one of them may be master before that).
+            brokers = [addr for group in groups.values() for _, addr in sorted(group.items())]
             if not brokers:
                 raise DriverError(f"no rocketmq broker is registered with the NameServer at {self.namesrv}")
             for topic in (topology.topic_name(i) for i in range(topology.topics)):
@@ -125,10 +153,12 @@ class RocketMQDriver(BrokerDriver):
     def teardown(self, plan: Mapping[str, Any]) -> None:
         topology = topology_from_plan(plan)
         for topic in (topology.topic_name(i) for i in range(topology.topics)):
-            with contextlib.suppress(OSError, ValueError):
-                for addr in plan.get("brokers", []):
+            for addr in plan.get("brokers", []):
+                with contextlib.suppress(OSError, ValueError):
                     remoting_call(addr, DELETE_TOPIC_IN_BROKER, {"topic": topic}, timeout=5.0)
-                remoting_call(self.namesrv, DELETE_TOPIC_IN_NAMESRV, {"topic": topic}, timeout=5.0)
+            for namesrv in self.namesrv.split(";"):
+                with contextlib.suppress(OSError, ValueError):
+                    remoting_call(namesrv, DELETE_TOPIC_IN_NAMESRV, {"topic": topic}, timeout=5.0)
 
     # -- workers ---------------------------------------------------------------------------------
 
@@ -142,8 +172,7 @@ class RocketMQDriver(BrokerDriver):
             group = f"mqbench-{topology.run_tag}-t{role.topic}"
         else:
             group = f"mqbench-{topology.run_tag}-c{role.index}"
-        return _RocketMQConsumer(self, topology.topic_name(role.topic), group, f"{group}-{role.index}",
-                                 list(plan.get("brokers", [])))
+        return _RocketMQConsumer(self, topology.topic_name(role.topic), group, f"{group}-{role.index}")
 
 
 @contextlib.contextmanager
@@ -204,7 +233,7 @@ class _RocketMQProducer(Producer):
 
 
 class _RocketMQConsumer(Consumer):
-    def __init__(self, driver: RocketMQDriver, topic: str, group: str, instance: str, brokers: list[str]) -> None:
+    def __init__(self, driver: RocketMQDriver, topic: str, group: str, instance: str) -> None:
         from rocketmq.client import PushConsumer
         from rocketmq.ffi import dll
 
@@ -215,23 +244,23 @@ class _RocketMQConsumer(Consumer):
         self.raw.GetMessageProperty.restype = ctypes.c_char_p
         self.raw.GetMessageProperty.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
         self.driver, self.topic, self.group = driver, topic, group
-        self.booted: dict[str, str] = {}  # broker address -> its boot time when this consumer started
+        # The client allows one consumer per group and instance name in a process (tests run several, and the
+        # runner makes a consumer again while the previous one may still be shutting down).
+        self.instance = f"{instance}-{os.getpid()}-{id(self):x}"
+        self.served = ServedCheck(driver.namesrv, group, self.instance)
         self.next_check = 0.0
         try:
             with _client_home():
                 self.consumer = PushConsumer(group)
             self.consumer.set_namesrv_addr(driver.namesrv)
             self.consumer.set_thread_count(1)  # on_message is never called from two threads at once
-            # The client allows one consumer per group and instance name in a process (tests run several, and
-            # the runner makes a consumer again while the previous one may still be shutting down).
-            self.consumer.set_instance_name(f"{instance}-{os.getpid()}-{id(self):x}")
+            self.consumer.set_instance_name(self.instance)
             consume_from_first_offset(self.raw, self.consumer._handle)
         except DriverError:
             raise
         except Exception as exc:
             raise DriverError(f"cannot create a rocketmq consumer against {driver.namesrv}: {exc}") from None
         self.started = False
-        self.brokers = brokers
 
     def start(self, on_message: Callable[[bytes], None]) -> None:
         raw = self.raw
@@ -249,32 +278,87 @@ class _RocketMQConsumer(Consumer):
         except Exception as exc:
             raise DriverError(f"cannot start a rocketmq consumer against {self.driver.namesrv}: {exc}") from None
         self.started = True
-        for addr in self.brokers:
-            with contextlib.suppress(OSError, ValueError):
-                self.booted[addr] = broker_boot_time(addr, timeout=5.0)
-        self.next_check = time.monotonic() + RESTART_CHECK_EVERY
+        self.served.begin()
+        self.next_check = time.monotonic() + SERVED_CHECK_EVERY
 
     def poll(self, timeout: float) -> None:
         time.sleep(timeout)  # the client delivers on its own thread
         if time.monotonic() >= self.next_check:
-            self.check_brokers()
-            self.next_check = time.monotonic() + RESTART_CHECK_EVERY
-
-    def check_brokers(self) -> None:
-        """Raise DriverError when a broker answers with another boot time than at ``start`` (it was started
-        again); a broker that does not answer is left to the client, which waits for it."""
-        for addr, booted in self.booted.items():
-            try:
-                now = broker_boot_time(addr, timeout=1.0)
-            except (OSError, ValueError):
-                continue
-            if now != booted:
-                raise DriverError(f"the rocketmq broker at {addr} was started again; the consumer is made again")
+            self.served.check()
+            self.next_check = time.monotonic() + SERVED_CHECK_EVERY
 
     def close(self) -> None:
         if self.started:
             _shut_down(self.consumer)
             self.started = False
+
+
+class ServedCheck:
+    """Whether the brokers still serve one push consumer as when it started. librocketmq's push consumer stays
+    idle, without an error, when:
+
+    - its broker group's master was started again: the client forgets a broker that went away and looks it up
+      again only every 30 s;
+    - another broker became the group's master (controller mode's failover): the client keeps pulling from
+      the old one until its next route update, every 30 s;
+    - its connection to the master was reset: the pull request in flight is lost with it and is sent again
+      only when it times out (30 s), and the broker, which dropped the consumer with the connection, learns of
+      it again only from its next heartbeat (every 30 s), so the group has no consumer meanwhile.
+
+    ``check`` raises DriverError in each case (the last one after ``NOT_LISTED_CHECKS`` checks in a row), and the
+    runner then makes the consumer again: a fresh client finds the master at once, registers with it and reads
+    on from the group's stored offset. Brokers or NameServers that do not answer are left to the client (a
+    partition heals by itself; a master being elected is not there to move to yet)."""
+
+    def __init__(self, namesrv: str, group: str, instance: str) -> None:
+        self.namesrv, self.group, self.instance = namesrv, group, instance
+        self.masters: dict[str, tuple[str, str] | None] = {}  # broker group -> (master, its boot time) at start
+        self.not_listed = 0
+
+    def begin(self) -> None:
+        """Note each group's master and its boot time as the consumer starts (None: the group has no master);
+        a group not learnt now (nothing answered) is noted at the first check that learns it."""
+        with contextlib.suppress(OSError, ValueError):
+            for name, master in group_masters(self.namesrv, 5.0).items():
+                with contextlib.suppress(OSError, ValueError):
+                    self.masters[name] = None if master is None else (master, broker_boot_time(master, timeout=1.0))
+
+    def check(self) -> None:
+        try:
+            masters = group_masters(self.namesrv, 1.0)
+        except (OSError, ValueError):
+            return
+        for name, master in masters.items():
+            if master is None:
+                continue
+            try:
+                booted = broker_boot_time(master, timeout=1.0)
+            except (OSError, ValueError):
+                continue
+            if name not in self.masters:
+                self.masters[name] = (master, booted)
+            elif self.masters[name] != (master, booted):
+                raise DriverError(f"rocketmq broker group {name}'s master is now {master} (started at {booted}), "
+                                  f"not {self.masters.get(name)}; the consumer is made again")
+            self._check_listed(master)
+
+    def _check_listed(self, master: str) -> None:
+        try:
+            _, body = remoting_call(master, GET_CONSUMER_CONNECTION_LIST, {"consumerGroup": self.group}, timeout=1.0)
+            clients = re.findall(r'"clientId":"([^"]*)"', body.decode(errors="replace"))
+        except RemotingRefusal as exc:
+            if exc.code != CONSUMER_NOT_ONLINE:
+                return
+            clients = []
+        except (OSError, ValueError):
+            return
+        if any(c.endswith("@" + self.instance) for c in clients):
+            self.not_listed = 0
+            return
+        self.not_listed += 1
+        if self.not_listed >= NOT_LISTED_CHECKS:
+            raise DriverError(f"the rocketmq master {master} no longer lists this consumer in group {self.group} "
+                              "(its connection was reset); the consumer is made again")
 
 
 def _shut_down(client: Any) -> None:
@@ -327,15 +411,73 @@ def remoting_call(
     header_len = struct.unpack(">I", data[:4])[0] & 0xFFFFFF
     answer = json.loads(data[4 : 4 + header_len])
     if answer.get("code", -1) != 0:
-        raise OSError(f"request {code} answered code {answer.get('code')}: {answer.get('remark', '')}")
+        raise RemotingRefusal(answer.get("code", -1), f"request {code} answered code {answer.get('code')}: "
+                                                      f"{answer.get('remark', '')}")
     return answer, data[4 + header_len :]
 
 
+class RemotingRefusal(OSError):
+    """The server answered a remoting request with an error ``code`` (RocketMQ's ResponseCode)."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
 def broker_addresses(namesrv: str, timeout: float) -> list[str]:
-    """``host:port`` of every broker registered with the NameServer."""
-    _, body = remoting_call(namesrv, GET_BROKER_CLUSTER_INFO, timeout=timeout)
-    # The body is fastjson with integer map keys ({0:"127.0.0.1:10911"}), not JSON: take the addresses.
-    return sorted(set(re.findall(r'\{\d+:"([^"]+:\d+)"', body.decode(errors="replace"))))
+    """``host:port`` of every broker registered with the NameServers ``namesrv`` (``host:port;host:port``,
+    the first that answers)."""
+    return sorted({addr for group in broker_groups(namesrv, timeout).values() for addr in group.values()})
+
+
+def broker_groups(namesrv: str, timeout: float) -> dict[str, dict[int, str]]:
+    """Each broker group the NameServers ``namesrv`` know (the first that answers): broker id -> ``host:port``,
+    the master under id 0. OSError when none answers."""
+    _, body = _first_answer(namesrv, GET_BROKER_CLUSTER_INFO, timeout)
+    # The body is fastjson with integer map keys ({0:"127.0.0.1:10911"}), not JSON: quote them first.
+    info = json.loads(re.sub(r'([{,])(-?\d+):"', r'\1"\2":"', body.decode(errors="replace")))
+    return {name: {int(k): v for k, v in (group.get("brokerAddrs") or {}).items()}
+            for name, group in (info.get("brokerAddrTable") or {}).items()}
+
+
+def group_masters(namesrv: str, timeout: float) -> dict[str, str | None]:
+    """Each broker group's master (broker id 0), as the first of the NameServers ``namesrv`` that names one
+    says (a NameServer started again knows a broker only once it registered again); None for a group that no
+    NameServer names a master of (an election is under way). OSError when no NameServer answers."""
+    masters: dict[str, str | None] = {}
+    answered = False
+    for addr in filter(None, namesrv.split(";")):
+        try:
+            groups = broker_groups(addr, timeout)
+        except (OSError, ValueError):
+            continue
+        answered = True
+        for name, group in groups.items():
+            if masters.get(name) is None:
+                masters[name] = group.get(0)
+        if masters and all(masters.values()):
+            break
+    if not answered:
+        raise OSError(f"no rocketmq NameServer of {namesrv} answers")
+    return masters
+
+
+def replication_status(addr: str, timeout: float) -> int:
+    """How many slaves the master at ``addr`` counts in sync (its HA status); 0 when it is not a master."""
+    _, body = remoting_call(addr, GET_BROKER_HA_STATUS, timeout=timeout)
+    status = json.loads(body)
+    return int(status.get("inSyncSlaveNums", 0)) if status.get("master") else 0
+
+
+def _first_answer(servers: str, code: int, timeout: float) -> tuple[dict[str, Any], bytes]:
+    """``remoting_call`` to each of ``servers`` (``;``-separated) in turn; the first answer."""
+    error: OSError | None = None
+    for addr in filter(None, servers.split(";")):
+        try:
+            return remoting_call(addr, code, timeout=timeout)
+        except OSError as exc:
+            error = exc
+    raise error or OSError(f"no server to ask in {servers!r}")
 
 
 def broker_version(addr: str, timeout: float) -> str:
