@@ -191,7 +191,7 @@ class RocketMQProvisioner(_jars.JarsBroker, Provisioner):
     def cluster_ready(self, launch: ClusterLaunch, timeout: float) -> str:
         """Every NameServer lists every broker of the group, one of them as its master (the controllers
         elected it), and the master replicates to all the others (its HA status: every slave in sync)."""
-        from harness.drivers.rocketmq import broker_groups, broker_version, replication_status
+        from harness.drivers.rocketmq_admin import broker_groups, broker_version, replication_status
 
         expected = set(launch.extra["brokers"].split(";"))
         masters = set()
@@ -215,7 +215,7 @@ class RocketMQProvisioner(_jars.JarsBroker, Provisioner):
         """The node whose broker is the group's master now, as the NameServers say (every topic lives on the
         one broker group, so ``resource`` does not change the answer). ProbeError when no NameServer that
         answers names a master (mid-election)."""
-        from harness.drivers.rocketmq import group_masters
+        from harness.drivers.rocketmq_admin import group_masters
 
         brokers = str(endpoint.extra.get("brokers", "")).split(";")
         master = group_masters(endpoint.url.split("://", 1)[1], timeout=2.0).get(GROUP)
@@ -227,7 +227,7 @@ class RocketMQProvisioner(_jars.JarsBroker, Provisioner):
 
     def probe(self, url: str, timeout: float) -> str:
         """Ready when the NameServer lists a broker and that broker answers; returns the broker's release."""
-        from harness.drivers.rocketmq import broker_addresses, broker_version
+        from harness.drivers.rocketmq_admin import broker_addresses, broker_version
 
         host, port = host_port(url, 9876)
         brokers = broker_addresses(f"{host}:{port}", timeout)

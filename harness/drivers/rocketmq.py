@@ -33,11 +33,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import json
 import os
-import re
-import socket
-import struct
 import tempfile
 import threading
 import time
@@ -56,24 +52,25 @@ from harness.drivers.base import (
     topology_from_plan,
 )
 from harness.drivers.broker import BrokerDriver
+from harness.drivers.rocketmq_admin import (
+    DELETE_TOPIC_IN_BROKER,
+    DELETE_TOPIC_IN_NAMESRV,
+    broker_boot_time,
+    broker_groups,
+    consumer_clients,
+    create_topic,
+    group_masters,
+    remoting_call,
+)
 
 SEND_MODES = ("sync", "oneway")
 LENGTH_PROPERTY = b"mqbench_len"
-# Remoting request codes (RocketMQ's RequestCode).
-UPDATE_AND_CREATE_TOPIC = 17
-GET_BROKER_RUNTIME_INFO = 28
-GET_BROKER_CLUSTER_INFO = 106
-GET_CONSUMER_CONNECTION_LIST = 203
-GET_BROKER_HA_STATUS = 907
-DELETE_TOPIC_IN_BROKER = 215
-DELETE_TOPIC_IN_NAMESRV = 216
 # The C API has no setter for where a consumer starts; the push consumer handle is the C++ object, whose
 # (non-virtual) setter takes the enum ConsumeFromWhere, in which CONSUME_FROM_FIRST_OFFSET is 4.
 SET_CONSUME_FROM_WHERE = "_ZN8rocketmq21DefaultMQPushConsumer19setConsumeFromWhereENS_16ConsumeFromWhereE"
 CONSUME_FROM_FIRST_OFFSET = 4
 SERVED_CHECK_EVERY = 1.0  # seconds between a consumer's checks that its brokers still serve it (ServedCheck)
 NOT_LISTED_CHECKS = 2  # a consumer its group's master does not list this many checks running is made again
-CONSUMER_NOT_ONLINE = 206  # RocketMQ's ResponseCode: the group has no consumer connected
 # librocketmq can abort the process when a client is shut down while another client's shutdown in the same
 # process still has its background tasks running. Two CI runs died so (SIGABRT in PushConsumer.shutdown):
 # - 14 ms after the other consumer of its group left (which sets off a rebalance on the network thread);
@@ -344,12 +341,7 @@ class ServedCheck:
 
     def _check_listed(self, master: str) -> None:
         try:
-            _, body = remoting_call(master, GET_CONSUMER_CONNECTION_LIST, {"consumerGroup": self.group}, timeout=1.0)
-            clients = re.findall(r'"clientId":"([^"]*)"', body.decode(errors="replace"))
-        except RemotingRefusal as exc:
-            if exc.code != CONSUMER_NOT_ONLINE:
-                return
-            clients = []
+            clients = consumer_clients(master, self.group, timeout=1.0)
         except (OSError, ValueError):
             return
         if any(c.endswith("@" + self.instance) for c in clients):
@@ -384,127 +376,3 @@ def consume_from_first_offset(lib: Any, handle: int) -> None:
     setter.restype = None
     setter.argtypes = [ctypes.c_void_p, ctypes.c_int]
     setter(handle, CONSUME_FROM_FIRST_OFFSET)
-
-
-# -- the remoting protocol's admin requests (what mqadmin does), for topics and readiness ---------------
-# A frame is: total length (4 bytes), header length with the serialisation type in its high byte (4 bytes,
-# 0 = JSON), the JSON header, the body.
-
-
-def remoting_call(
-    addr: str, code: int, fields: Mapping[str, str] | None = None, timeout: float = 5.0
-) -> tuple[dict[str, Any], bytes]:
-    """Send one request to ``addr`` (``host:port``) and return the answer's header and body.
-    Raises OSError when the connection fails or the answer says the request failed."""
-    host, _, port = addr.rpartition(":")
-    header = json.dumps(
-        {"code": code, "language": "PYTHON", "version": 0, "opaque": 1, "flag": 0, "extFields": dict(fields or {})}
-    ).encode()
-    frame = struct.pack(">I", len(header)) + header
-    with socket.create_connection((host, int(port)), timeout=timeout) as sock, sock.makefile("rb") as answer_in:
-        sock.settimeout(timeout)
-        sock.sendall(struct.pack(">I", len(frame)) + frame)
-        (size,) = struct.unpack(">I", answer_in.read(4).rjust(4, b"\0"))
-        data = answer_in.read(size)
-    if len(data) < max(size, 4):
-        raise OSError("the connection closed mid-answer")
-    header_len = struct.unpack(">I", data[:4])[0] & 0xFFFFFF
-    answer = json.loads(data[4 : 4 + header_len])
-    if answer.get("code", -1) != 0:
-        raise RemotingRefusal(answer.get("code", -1), f"request {code} answered code {answer.get('code')}: "
-                                                      f"{answer.get('remark', '')}")
-    return answer, data[4 + header_len :]
-
-
-class RemotingRefusal(OSError):
-    """The server answered a remoting request with an error ``code`` (RocketMQ's ResponseCode)."""
-
-    def __init__(self, code: int, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-
-
-def broker_addresses(namesrv: str, timeout: float) -> list[str]:
-    """``host:port`` of every broker registered with the NameServers ``namesrv`` (``host:port;host:port``,
-    the first that answers)."""
-    return sorted({addr for group in broker_groups(namesrv, timeout).values() for addr in group.values()})
-
-
-def broker_groups(namesrv: str, timeout: float) -> dict[str, dict[int, str]]:
-    """Each broker group the NameServers ``namesrv`` know (the first that answers): broker id -> ``host:port``,
-    the master under id 0. OSError when none answers."""
-    _, body = _first_answer(namesrv, GET_BROKER_CLUSTER_INFO, timeout)
-    # The body is fastjson with integer map keys ({0:"127.0.0.1:10911"}), not JSON: quote them first.
-    info = json.loads(re.sub(r'([{,])(-?\d+):"', r'\1"\2":"', body.decode(errors="replace")))
-    return {name: {int(k): v for k, v in (group.get("brokerAddrs") or {}).items()}
-            for name, group in (info.get("brokerAddrTable") or {}).items()}
-
-
-def group_masters(namesrv: str, timeout: float) -> dict[str, str | None]:
-    """Each broker group's master (broker id 0), as the first of the NameServers ``namesrv`` that names one
-    says (a NameServer started again knows a broker only once it registered again); None for a group that no
-    NameServer names a master of (an election is under way). OSError when no NameServer answers."""
-    masters: dict[str, str | None] = {}
-    answered = False
-    for addr in filter(None, namesrv.split(";")):
-        try:
-            groups = broker_groups(addr, timeout)
-        except (OSError, ValueError):
-            continue
-        answered = True
-        for name, group in groups.items():
-            if masters.get(name) is None:
-                masters[name] = group.get(0)
-        if masters and all(masters.values()):
-            break
-    if not answered:
-        raise OSError(f"no rocketmq NameServer of {namesrv} answers")
-    return masters
-
-
-def replication_status(addr: str, timeout: float) -> int:
-    """How many slaves the master at ``addr`` counts in sync (its HA status); 0 when it is not a master."""
-    _, body = remoting_call(addr, GET_BROKER_HA_STATUS, timeout=timeout)
-    status = json.loads(body)
-    return int(status.get("inSyncSlaveNums", 0)) if status.get("master") else 0
-
-
-def _first_answer(servers: str, code: int, timeout: float) -> tuple[dict[str, Any], bytes]:
-    """``remoting_call`` to each of ``servers`` (``;``-separated) in turn; the first answer."""
-    error: OSError | None = None
-    for addr in filter(None, servers.split(";")):
-        try:
-            return remoting_call(addr, code, timeout=timeout)
-        except OSError as exc:
-            error = exc
-    raise error or OSError(f"no server to ask in {servers!r}")
-
-
-def broker_version(addr: str, timeout: float) -> str:
-    """The broker's release, e.g. ``5.5.0`` (from its runtime info's ``V5_5_0``); "" if it does not say."""
-    _, body = remoting_call(addr, GET_BROKER_RUNTIME_INFO, timeout=timeout)
-    match = re.search(r'"brokerVersionDesc":"V(\d+)_(\d+)_(\d+)', body.decode(errors="replace"))
-    return ".".join(match.groups()) if match else ""
-
-
-def broker_boot_time(addr: str, timeout: float) -> str:
-    """When the broker at ``addr`` started (its runtime info's ``bootTimestamp``, ms since the epoch)."""
-    _, body = remoting_call(addr, GET_BROKER_RUNTIME_INFO, timeout=timeout)
-    match = re.search(r'"bootTimestamp":"(\d+)"', body.decode(errors="replace"))
-    if match is None:
-        raise ValueError(f"the rocketmq broker at {addr} does not say when it started")
-    return match.group(1)
-
-
-def create_topic(addr: str, topic: str, queues: int, timeout: float) -> None:
-    fields = {
-        "topic": topic,
-        "defaultTopic": "TBW102",
-        "readQueueNums": str(queues),
-        "writeQueueNums": str(queues),
-        "perm": "6",  # read and write
-        "topicFilterType": "SINGLE_TAG",
-        "topicSysFlag": "0",
-        "order": "false",
-    }
-    remoting_call(addr, UPDATE_AND_CREATE_TOPIC, fields, timeout=timeout)

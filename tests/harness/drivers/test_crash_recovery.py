@@ -75,7 +75,7 @@ import ctypes, os
 from harness.drivers.base import BrokerEndpoint
 from harness.drivers.rocketmq import RocketMQDriver, _RocketMQConsumer
 driver = RocketMQDriver({}, BrokerEndpoint("rocketmq", "rocketmq://127.0.0.1:9876", "external"))
-consumer = _RocketMQConsumer(driver, "mqbench-t0", "mqbench-g", "mqbench-g-0", [])
+consumer = _RocketMQConsumer(driver, "mqbench-t0", "mqbench-g", "mqbench-g-0")
 get = getattr(consumer.raw, "_ZN8rocketmq21DefaultMQPushConsumer19getConsumeFromWhereEv")
 get.restype, get.argtypes = ctypes.c_int, [ctypes.c_void_p]
 print(get(consumer.consumer._handle), flush=True)

@@ -22,6 +22,7 @@ import pytest
 from harness.brokers import _jars, rocketmq
 from harness.brokers._spec import NodeHost
 from harness.drivers import rocketmq as driver
+from harness.drivers import rocketmq_admin as admin
 from harness.drivers.base import BrokerEndpoint, ClusterShape, DriverError
 
 SHAPE = ClusterShape(nodes=3, replicas=3, min_insync=2)
@@ -98,12 +99,14 @@ def test_the_nameservers_fastjson_cluster_info_is_read_per_group(monkeypatch: py
             return {}, b'{"brokerAddrTable":{},"clusterAddrTable":{}}'
         return {}, body.encode()
 
-    monkeypatch.setattr(driver, "remoting_call", call)
-    assert driver.broker_groups("ns:1", 1.0) == {"broker-a": {0: "10.0.0.2:301", 2: "10.0.0.3:302", -1: "x:1"}}
-    assert driver.group_masters("down:1;fresh:2;ns:3", 1.0) == {"broker-a": "10.0.0.2:301"}
+    monkeypatch.setattr(admin, "remoting_call", call)
+    assert admin.broker_groups("ns:1", 1.0) == {"broker-a": {0: "10.0.0.2:301", 2: "10.0.0.3:302", -1: "x:1"}}
+    assert admin.broker_groups("down:1;fresh:2;ns:3", 1.0)["broker-a"][0] == "10.0.0.2:301"
+    assert admin.group_masters("down:1;fresh:2;ns:3", 1.0) == {"broker-a": "10.0.0.2:301"}
     assert asked[-3:] == ["down:1", "fresh:2", "ns:3"]
+    assert admin.broker_groups("fresh:1", 1.0) == {}
     with pytest.raises(OSError, match="no rocketmq NameServer"):
-        driver.group_masters("down:1;down:2", 1.0)
+        admin.group_masters("down:1;down:2", 1.0)
 
 
 class _Broker:
@@ -116,7 +119,7 @@ class _Broker:
         self.down = False
         monkeypatch.setattr(driver, "group_masters", self.masters)
         monkeypatch.setattr(driver, "broker_boot_time", lambda addr, timeout: self._answer(self.boot[addr]))
-        monkeypatch.setattr(driver, "remoting_call", self.call)
+        monkeypatch.setattr(admin, "remoting_call", self.call)
 
     def _answer(self, value: Any) -> Any:
         if self.down:
@@ -127,10 +130,10 @@ class _Broker:
         return self._answer({"broker-a": self.master})
 
     def call(self, addr: str, code: int, fields: Any = None, timeout: float = 5.0) -> tuple[dict[str, Any], bytes]:
-        assert code == driver.GET_CONSUMER_CONNECTION_LIST and fields == {"consumerGroup": "g"}
+        assert code == admin.GET_CONSUMER_CONNECTION_LIST and fields == {"consumerGroup": "g"}
         self._answer(None)
         if not self.clients:
-            raise driver.RemotingRefusal(driver.CONSUMER_NOT_ONLINE, "the consumer group not online")
+            raise admin.RemotingRefusal(admin.CONSUMER_NOT_ONLINE, "the consumer group not online")
         return {}, ('{"connectionSet":[' + ",".join(f'{{"clientId":"{c}"}}' for c in self.clients) + "]}").encode()
 
 
