@@ -32,8 +32,10 @@ the producer sends the length in a message property and the consumer reads exact
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import os
+import select
+import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -62,23 +64,25 @@ from harness.drivers.rocketmq_admin import (
     group_masters,
     remoting_call,
 )
+from harness.drivers.rocketmq_consumer import FAILED, FRAME, LENGTH_PROPERTY, READY
 
 SEND_MODES = ("sync", "oneway")
-LENGTH_PROPERTY = b"mqbench_len"
-# The C API has no setter for where a consumer starts; the push consumer handle is the C++ object, whose
-# (non-virtual) setter takes the enum ConsumeFromWhere, in which CONSUME_FROM_FIRST_OFFSET is 4.
-SET_CONSUME_FROM_WHERE = "_ZN8rocketmq21DefaultMQPushConsumer19setConsumeFromWhereENS_16ConsumeFromWhereE"
-CONSUME_FROM_FIRST_OFFSET = 4
+CONSUMER_START_TIMEOUT = 60.0  # seconds for a consumer's process to start its client (an interpreter and a JVM-free
+# librocketmq start, on a loaded machine)
+CONSUMER_STOP_GRACE = 10.0  # seconds its client may take to shut down before the process is killed
 SERVED_CHECK_EVERY = 1.0  # seconds between a consumer's checks that its brokers still serve it (ServedCheck)
 NOT_LISTED_CHECKS = 2  # a consumer its group's master does not list this many checks running is made again
-# librocketmq can abort the process when a client is shut down while another client's shutdown in the same
-# process still has its background tasks running. Two CI runs died so (SIGABRT in PushConsumer.shutdown):
-# - 14 ms after the other consumer of its group left (which sets off a rebalance on the network thread);
-# - 83 ms after the producer's shutdown, while a route update from the NameServer was running.
-# So a process shuts its clients down one at a time, this far apart.
+# librocketmq can abort the process when a client is shut down while one of its timer threads waits for an
+# answer, and two CI runs died so in PushConsumer.shutdown (SIGABRT), each within 100 ms of another client's
+# shutdown or rebalance in the same process. Consumers now run in processes of their own
+# (harness.drivers.rocketmq_consumer); the producers a process has are still shut down one at a time, this
+# far apart.
 SHUTDOWN_GAP = 1.0
 _shutdowns_lock = threading.Lock()
 _last_shutdown = [-SHUTDOWN_GAP]  # time.monotonic() of this process's last client shutdown
+# A consumer and the one made again in its place (same role) never call on_message at the same time.
+_delivery_locks: dict[str, threading.Lock] = {}
+_delivery_locks_lock = threading.Lock()
 
 
 @dataclass(frozen=True)
@@ -172,14 +176,19 @@ class RocketMQDriver(BrokerDriver):
         return _RocketMQConsumer(self, topology.topic_name(role.topic), group, f"{group}-{role.index}")
 
 
-@contextlib.contextmanager
-def _client_home() -> Iterator[None]:
-    """librocketmq opens its log under $HOME/logs/rocketmq-cpp/ when a process's first client is created;
-    point HOME at a temporary folder meanwhile so runs do not fill the user's home."""
+def _client_home() -> str:
+    """Where librocketmq writes its log ($HOME/logs/rocketmq-cpp/, opened when a process's first client is
+    created): a temporary folder, so that runs do not fill the user's home."""
     home = os.path.join(tempfile.gettempdir(), "mqbench-rocketmq-client")
     os.makedirs(home, exist_ok=True)
+    return home
+
+
+@contextlib.contextmanager
+def _home_for_clients() -> Iterator[None]:
+    """HOME pointed at ``_client_home()`` meanwhile (for a client made in this process)."""
     saved = os.environ.get("HOME")
-    os.environ["HOME"] = home
+    os.environ["HOME"] = _client_home()
     try:
         yield
     finally:
@@ -200,7 +209,7 @@ class _RocketMQProducer(Producer):
         self.oneway = driver.opts.send == "oneway"
         self.acks_synchronously = not self.oneway
         try:
-            with _client_home():
+            with _home_for_clients():
                 self.producer = ClientProducer(group)
                 dll.SetProducerInstanceName(self.producer._handle, f"{group}-{os.getpid()}-{id(self):x}".encode())
                 self.producer.set_namesrv_addr(driver.namesrv)
@@ -230,64 +239,116 @@ class _RocketMQProducer(Producer):
 
 
 class _RocketMQConsumer(Consumer):
-    def __init__(self, driver: RocketMQDriver, topic: str, group: str, instance: str) -> None:
-        from rocketmq.client import PushConsumer
-        from rocketmq.ffi import dll
+    """A push consumer whose librocketmq client runs in a process of its own (``rocketmq_consumer``), which
+    relays each message through a pipe; ``poll`` hands them to ``on_message`` and checks once a second that the
+    brokers still serve the client (``ServedCheck``). ``close`` stops the client (killing its process when its
+    shutdown hangs) and hands over what it had acknowledged and relayed before it stopped: a consumer the
+    runner replaces does so under the lock its successor delivers under, never at the same time."""
 
-        # Our own view of the library so that the body getter returns the address, not a C string.
-        self.raw = ctypes.CDLL(dll._name)
-        self.raw.GetMessageBody.restype = ctypes.c_void_p
-        self.raw.GetMessageBody.argtypes = [ctypes.c_void_p]
-        self.raw.GetMessageProperty.restype = ctypes.c_char_p
-        self.raw.GetMessageProperty.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
+    def __init__(self, driver: RocketMQDriver, topic: str, group: str, instance: str) -> None:
         self.driver, self.topic, self.group = driver, topic, group
         # The client allows one consumer per group and instance name in a process (tests run several, and the
         # runner makes a consumer again while the previous one may still be shutting down).
         self.instance = f"{instance}-{os.getpid()}-{id(self):x}"
+        with _delivery_locks_lock:
+            self.delivering = _delivery_locks.setdefault(instance, threading.Lock())
         self.served = ServedCheck(driver.namesrv, group, self.instance)
         self.next_check = 0.0
-        try:
-            with _client_home():
-                self.consumer = PushConsumer(group)
-            self.consumer.set_namesrv_addr(driver.namesrv)
-            self.consumer.set_thread_count(1)  # on_message is never called from two threads at once
-            self.consumer.set_instance_name(self.instance)
-            consume_from_first_offset(self.raw, self.consumer._handle)
-        except DriverError:
-            raise
-        except Exception as exc:
-            raise DriverError(f"cannot create a rocketmq consumer against {driver.namesrv}: {exc}") from None
-        self.started = False
+        self.process: subprocess.Popen[bytes] | None = None
+        self.pipe = -1
+        self.buffer = bytearray()
+        self.on_message: Callable[[bytes], None] | None = None
 
     def start(self, on_message: Callable[[bytes], None]) -> None:
-        raw = self.raw
-
-        def deliver(message: Any) -> None:
-            handle = message._handle
-            length = raw.GetMessageProperty(handle, LENGTH_PROPERTY)
-            address = raw.GetMessageBody(handle)
-            on_message(ctypes.string_at(address, int(length)) if length and address else b"")
-
+        read, write = os.pipe()
         try:
-            self.consumer.subscribe(self.topic, deliver)
-            with _client_home():
-                self.consumer.start()
-        except Exception as exc:
-            raise DriverError(f"cannot start a rocketmq consumer against {self.driver.namesrv}: {exc}") from None
-        self.started = True
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "harness.drivers.rocketmq_consumer", str(write), self.driver.namesrv,
+                 self.group, self.instance, self.topic],
+                stdin=subprocess.PIPE, pass_fds=(write,), env={**os.environ, "HOME": _client_home()},
+            )
+        except OSError:
+            os.close(read)
+            raise
+        finally:
+            os.close(write)
+        self.pipe = read
+        deadline = time.monotonic() + CONSUMER_START_TIMEOUT
+        while (said := self._said()) is None and time.monotonic() < deadline:
+            if not self._read(min(1.0, max(0.0, deadline - time.monotonic()))):
+                said = self._said() or "its process ended"
+                break
+        if said != "":
+            reason = said or f"it did not start within {CONSUMER_START_TIMEOUT:.0f} s"
+            self.close()
+            raise DriverError(f"cannot start a rocketmq consumer against {self.driver.namesrv}: {reason}")
+        self.on_message = on_message
         self.served.begin()
         self.next_check = time.monotonic() + SERVED_CHECK_EVERY
 
+    def _said(self) -> str | None:
+        """What the process said first: "" that its client started, a sentence why not, None: nothing yet."""
+        if len(self.buffer) < 4:
+            return None
+        (length,) = FRAME.unpack_from(self.buffer)
+        if length == READY:
+            del self.buffer[:4]
+            return ""
+        if length == FAILED and len(self.buffer) >= 8:
+            (size,) = FRAME.unpack_from(self.buffer, 4)
+            if len(self.buffer) >= 8 + size:
+                return bytes(self.buffer[8 : 8 + size]).decode(errors="replace") or "it failed"
+        return None
+
+    def _read(self, timeout: float) -> bool:
+        """Read what the pipe holds, waiting at most ``timeout`` for something; False once it is closed."""
+        if not select.select([self.pipe], [], [], timeout)[0]:
+            return True
+        data = os.read(self.pipe, 1 << 16)
+        self.buffer += data
+        return bool(data)
+
+    def _deliver(self) -> None:
+        """Hand every complete message read so far to ``on_message``."""
+        assert self.on_message is not None
+        with self.delivering:
+            while len(self.buffer) >= 4:
+                (length,) = FRAME.unpack_from(self.buffer)
+                if len(self.buffer) < 4 + length:
+                    return
+                payload = bytes(self.buffer[4 : 4 + length])
+                del self.buffer[: 4 + length]
+                self.on_message(payload)
+
     def poll(self, timeout: float) -> None:
-        time.sleep(timeout)  # the client delivers on its own thread
+        open_ = self._read(timeout)
+        self._deliver()
+        if not open_:
+            status = self.process.wait() if self.process is not None else None
+            raise DriverError(f"the rocketmq consumer's process ended (status {status}); the consumer is made again")
         if time.monotonic() >= self.next_check:
             self.served.check()
             self.next_check = time.monotonic() + SERVED_CHECK_EVERY
 
     def close(self) -> None:
-        if self.started:
-            _shut_down(self.consumer)
-            self.started = False
+        process, self.process = self.process, None
+        if process is None:
+            return
+        with contextlib.suppress(OSError):
+            assert process.stdin is not None
+            process.stdin.close()  # the client shuts down and the process exits
+        try:
+            process.wait(CONSUMER_STOP_GRACE)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        deadline = time.monotonic() + CONSUMER_STOP_GRACE
+        with contextlib.suppress(OSError):
+            while self._read(0.5) and time.monotonic() < deadline:  # to its end: the process has exited
+                pass
+            if self.on_message is not None:  # what it acknowledged before it stopped is owed to the run
+                self._deliver()
+        os.close(self.pipe)
 
 
 class ServedCheck:
@@ -362,17 +423,3 @@ def _shut_down(client: Any) -> None:
         with contextlib.suppress(Exception):
             client.shutdown()
         _last_shutdown[0] = time.monotonic()
-
-
-def consume_from_first_offset(lib: Any, handle: int) -> None:
-    """Make the push consumer ``handle`` start from a queue's first offset when its group has none stored."""
-    try:
-        setter = getattr(lib, SET_CONSUME_FROM_WHERE)
-    except AttributeError:
-        raise DriverError(
-            "this librocketmq has no DefaultMQPushConsumer::setConsumeFromWhere, so its consumers would skip a "
-            "backlog after a broker crash; install the rocketmq wheel 0.4.4 (pip install rocketmq==0.4.4)"
-        ) from None
-    setter.restype = None
-    setter.argtypes = [ctypes.c_void_p, ctypes.c_int]
-    setter(handle, CONSUME_FROM_FIRST_OFFSET)
