@@ -70,6 +70,7 @@ SEND_MODES = ("sync", "oneway")
 CONSUMER_START_TIMEOUT = 60.0  # seconds for a consumer's process to start its client (an interpreter and a JVM-free
 # librocketmq start, on a loaded machine)
 CONSUMER_STOP_GRACE = 10.0  # seconds its client may take to shut down before the process is killed
+CONSUMER_PROCESS = ("-m", "harness.drivers.rocketmq_consumer")  # run by this interpreter; its arguments follow
 SERVED_CHECK_EVERY = 1.0  # seconds between a consumer's checks that its brokers still serve it (ServedCheck)
 NOT_LISTED_CHECKS = 2  # a consumer its group's master does not list this many checks running is made again
 # librocketmq can abort the process when a client is shut down while one of its timer threads waits for an
@@ -263,8 +264,8 @@ class _RocketMQConsumer(Consumer):
         read, write = os.pipe()
         try:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "harness.drivers.rocketmq_consumer", str(write), self.driver.namesrv,
-                 self.group, self.instance, self.topic],
+                [sys.executable, *CONSUMER_PROCESS, str(write), self.driver.namesrv, self.group, self.instance,
+                 self.topic],
                 stdin=subprocess.PIPE, pass_fds=(write,), env={**os.environ, "HOME": _client_home()},
             )
         except OSError:

@@ -297,3 +297,73 @@ def _alive(pid: int) -> bool:
         return False
     with open(f"/proc/{pid}/stat") as f:
         return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+
+
+# -- the consumer's own process, played by a script that speaks its pipe protocol ----------------------------
+
+_FAKE = """
+import os, struct, sys
+fd, frame = int(sys.argv[1]), struct.Struct(">I")
+def out(data):
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+mode = os.environ["FAKE_MODE"]
+if mode == "fail":
+    text = b"the NameServer at ns:1 is unreachable"
+    out(frame.pack(0xFFFFFFFE) + frame.pack(len(text)) + text)
+    sys.exit(2)
+out(frame.pack(0xFFFFFFFF))
+for body in (b"a", b"bb", bytes(200_000)):  # the last one spans several reads of the pipe
+    out(frame.pack(len(body)) + body)
+if mode == "abort":
+    os.abort()
+sys.stdin.buffer.read()
+out(frame.pack(4) + b"late")  # acknowledged while its client shut down: still owed to the run
+"""
+
+
+@pytest.fixture
+def fake_process(monkeypatch: pytest.MonkeyPatch) -> Any:
+    monkeypatch.setattr(driver, "CONSUMER_PROCESS", ("-c", _FAKE))
+    monkeypatch.setattr(driver, "group_masters", lambda namesrv, timeout: (_ for _ in ()).throw(OSError("away")))
+
+    def make(mode: str) -> Any:
+        monkeypatch.setenv("FAKE_MODE", mode)
+        d = driver.RocketMQDriver({}, BrokerEndpoint("rocketmq", "rocketmq://ns:1", "process"))
+        return driver._RocketMQConsumer(d, "t", "g", "g-0")
+
+    return make
+
+
+def _poll_until(consumer: Any, got: list[bytes], count: int) -> None:
+    deadline = time.monotonic() + 30
+    while len(got) < count and time.monotonic() < deadline:
+        consumer.poll(0.1)
+
+
+def test_the_consumers_process_relays_every_message_and_what_it_acknowledged_while_stopping(fake_process: Any) -> None:
+    consumer, got = fake_process("normal"), []
+    consumer.start(got.append)
+    _poll_until(consumer, got, 3)
+    assert got == [b"a", b"bb", bytes(200_000)]
+    process = consumer.process
+    consumer.close()
+    assert got[-1] == b"late" and len(got) == 4
+    assert process.poll() == 0
+
+
+def test_a_consumer_whose_process_ended_raises_so_that_it_is_made_again(fake_process: Any) -> None:
+    consumer, got = fake_process("abort"), []
+    consumer.start(got.append)
+    with pytest.raises(DriverError, match="process ended"):
+        _poll_until(consumer, got, 10)
+    assert got == [b"a", b"bb", bytes(200_000)]  # what it relayed before it died is handed over first
+    consumer.close()
+
+
+def test_a_consumer_that_cannot_start_says_why_in_one_sentence(fake_process: Any) -> None:
+    consumer = fake_process("fail")
+    with pytest.raises(DriverError, match=r"cannot start a rocketmq consumer against ns:1: the NameServer at ns:1 is unreachable"):
+        consumer.start(lambda payload: None)
+    assert consumer.process is None
