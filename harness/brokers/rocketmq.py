@@ -266,9 +266,11 @@ def check_cluster_shape(shape: ClusterShape) -> None:
     """One sentence when ``shape`` is not a broker group this provisioner runs."""
     from harness.drivers.base import DriverError
 
-    if shape.nodes < 2 or shape.nodes > RocketMQProvisioner.max_nodes:
-        raise DriverError(f"a replicated rocketmq broker group runs on 2 to {RocketMQProvisioner.max_nodes} nodes, "
-                          f"not {shape.nodes}")
+    if shape.nodes != RocketMQProvisioner.max_nodes:
+        # Two controllers lose their Raft majority with either node, and then no master is elected and the
+        # SyncStateSet cannot shrink: the group would take no writes while a node is down.
+        raise DriverError(f"a replicated rocketmq broker group runs on {RocketMQProvisioner.max_nodes} nodes (its "
+                          f"controllers need a majority after losing one), not {shape.nodes}")
     if shape.replicas != shape.nodes:
         raise DriverError(f"rocketmq keeps one replica on each node of its broker group: replicas must be "
                           f"{shape.nodes} (the nodes), not {shape.replicas}")

@@ -76,7 +76,8 @@ def test_each_node_listens_on_and_advertises_its_own_address(tmp_path: Path, jar
 
 @pytest.mark.parametrize(("shape", "says"), [
     (ClusterShape(3, 2, 2), "replicas must be 3"),
-    (ClusterShape(4, 4, 2), "2 to 3 nodes"),
+    (ClusterShape(4, 4, 2), "runs on 3 nodes"),
+    (ClusterShape(2, 2, 2), "runs on 3 nodes"),
     (ClusterShape(3, 3, 4), "between 1 and 3"),
 ])
 def test_a_shape_the_broker_group_cannot_take_is_refused_in_one_sentence(
