@@ -86,13 +86,18 @@ class RocketMQProvisioner(_jars.JarsBroker, Provisioner):
             ready_timeout=120.0,
         )
 
-    def prepare_process(self, workdir: Path) -> Launch:
+    def _java(self, workdir: Path) -> str:
+        """The ``java`` to run the servers with; OSError saying what to install, or that the disk is too full."""
         java = self.find_binary()
         if java is None:
             raise OSError(self.process_unavailable_reason())
         full = disk_full_reason(workdir)
         if full:
             raise OSError(full)
+        return java
+
+    def prepare_process(self, workdir: Path) -> Launch:
+        java = self._java(workdir)
         home, store = workdir / "home", workdir / "store"
         home.mkdir()
         namesrv_port = free_port()
@@ -139,12 +144,7 @@ class RocketMQProvisioner(_jars.JarsBroker, Provisioner):
         nodes) and a broker of the one broker group ``broker-a``; the controllers elect its master and every
         broker keeps a copy (``replicas`` = ``nodes``); a send is stored once every broker of the group's
         SyncStateSet has it, and refused while that set is smaller than ``min_insync``."""
-        java = self.find_binary()
-        if java is None:
-            raise OSError(self.process_unavailable_reason())
-        full = disk_full_reason(workdir)
-        if full:
-            raise OSError(full)
+        java = self._java(workdir)
         check_cluster_shape(shape)
         n = shape.nodes
         namesrv_ports, controller_ports = free_ports(n), free_ports(n)

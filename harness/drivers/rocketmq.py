@@ -1,29 +1,32 @@
 """Apache RocketMQ through the remoting client on PyPI (``rocketmq``, whose wheel bundles librocketmq).
 
-The URL names the NameServer (``rocketmq://HOST:PORT``), or several (``rocketmq://H1:P1;H2:P2;H3:P3``, RocketMQ's
-own list syntax, which librocketmq and the Java client take as it is); clients learn the brokers' addresses from
-them. The client cannot create topics, so ``plan`` does, with the remoting protocol's admin requests (below),
-each topic with ``queues`` queues, on every broker of each broker group (its master serves it; a replicated
-group's slaves get it too, so that whichever is elected master next has it). pubsub: every consumer is its own consumer group, so each reads every
-message; queue: a topic's consumers share one group, which splits the queues among them (a queue has one
-reader at a time, so with ``queues: 1`` one consumer gets every message). Consumers start from the first
-offset of a queue their group has no stored offset for (``CONSUME_FROM_FIRST_OFFSET``; the client's default,
-the last offset, skips a backlog): a new group on a new topic starts at its first message, so nothing sent
-after ``start`` is missed, and a group whose offsets a crashed broker had not yet flushed (it writes them to
-disk every 5 s) reads the queue again from its start: duplicates, never a skipped backlog. Consumers are push
-consumers with one consuming thread (the client calls back on its own thread; each message is acknowledged
-when the callback returns). librocketmq's push consumer stays idle without an error for 30 s or more after
-its master was started again, after another broker became master, and after its connection was reset; each
-consumer therefore checks once a second (in ``poll``, ``ServedCheck``) that its group's master is the one it
-started with and still lists it, and raises otherwise, so that the runner makes it again (a fresh client finds
-the master at once and reads on from the group's stored offset).
+The URL names the NameServer (``rocketmq://HOST:PORT``), or several (``rocketmq://H1:P1;H2:P2;H3:P3``,
+RocketMQ's own list syntax, which librocketmq and the Java client take as it is); clients learn the brokers'
+addresses from them. The client cannot create topics, so ``plan`` does, with the remoting protocol's admin
+requests (``rocketmq_admin``), each topic with ``queues`` queues, on every broker of each broker group (its
+master serves it; a replicated group's slaves get it too, so that whichever is elected master next has it).
+pubsub: every consumer is its own consumer group, so each reads every message; queue: a topic's consumers
+share one group, which splits the queues among them (a queue has one reader at a time, so with ``queues: 1``
+one consumer gets every message). Consumers start from the first offset of a queue their group has no stored
+offset for (``CONSUME_FROM_FIRST_OFFSET``; the client's default, the last offset, skips a backlog): a new group
+on a new topic starts at its first message, so nothing sent after ``start`` is missed, and a group whose
+offsets a crashed broker had not yet flushed (it writes them to disk every 5 s) reads the queue again from its
+start: duplicates, never a skipped backlog.
+
+Consumers are push consumers with one consuming thread, each in a process of its own (``rocketmq_consumer``:
+librocketmq aborts the process that shuts a client down at the wrong moment), which acknowledges a message
+once it has relayed it to the driver's process through a pipe. librocketmq's push consumer stays idle without
+an error for 30 s or more after its master was started again, after another broker became master, and after
+its connection was reset; each consumer therefore checks once a second (in ``poll``, ``ServedCheck``) that its
+group's master is the one it started with and still lists it, and raises otherwise, so that the runner makes
+it again (a fresh client finds the master at once and reads on from the group's stored offset).
 
 Producers send synchronously by default (``send: sync``: the broker stored it when ``send`` returns:
 at-least-once; on a replicated group, the master and every slave of its SyncStateSet stored it) or one-way
 (``send: oneway``: at-most-once). A send the master stores without its slaves (``FLUSH_SLAVE_TIMEOUT``,
-``SLAVE_NOT_AVAILABLE``) or that finds no master raises: it was not acknowledged. Each producer has its own client instance
-(librocketmq shares one per process and instance name), so a producer made again after a failed send never
-shares state with the one being shut down.
+``SLAVE_NOT_AVAILABLE``) or that finds no master raises: it was not acknowledged. Each producer has its own
+client instance (librocketmq shares one per process and instance name), so a producer made again after a
+failed send never shares state with the one being shut down.
 
 Bodies travel as raw bytes: the Python wrapper reads bodies as C strings (cut at the first NUL byte), so
 the producer sends the length in a message property and the consumer reads exactly that many bytes.
@@ -67,8 +70,7 @@ from harness.drivers.rocketmq_admin import (
 from harness.drivers.rocketmq_consumer import FAILED, FRAME, LENGTH_PROPERTY, READY
 
 SEND_MODES = ("sync", "oneway")
-CONSUMER_START_TIMEOUT = 60.0  # seconds for a consumer's process to start its client (an interpreter and a JVM-free
-# librocketmq start, on a loaded machine)
+CONSUMER_START_TIMEOUT = 60.0  # seconds for a consumer's process to start Python and its client (loaded machine)
 CONSUMER_STOP_GRACE = 10.0  # seconds its client may take to shut down before the process is killed
 CONSUMER_PROCESS = ("-m", "harness.drivers.rocketmq_consumer")  # run by this interpreter; its arguments follow
 SERVED_CHECK_EVERY = 1.0  # seconds between a consumer's checks that its brokers still serve it (ServedCheck)

@@ -24,6 +24,7 @@ from harness.brokers._spec import NodeHost
 from harness.drivers import rocketmq as driver
 from harness.drivers import rocketmq_admin as admin
 from harness.drivers.base import BrokerEndpoint, ClusterShape, DriverError
+from tests.harness.brokers.test_cluster import _alive
 
 SHAPE = ClusterShape(nodes=3, replicas=3, min_insync=2)
 
@@ -289,15 +290,6 @@ def test_a_killed_master_loses_no_acknowledged_message_and_its_node_rejoins(tmp_
     print(f"\nrocketmq group: formed in {seen['startup_s']:.0f} s; master {history.leader} killed, node "
           f"{seen['new_master']} master after {seen['failover_s']:.1f} s; rejoined after {seen['rejoined_s']:.0f} s; "
           f"accepted {len(history.accepted)}, refused {len(history.refused)}, duplicates {history.duplicates}")
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    with open(f"/proc/{pid}/stat") as f:
-        return f.read().rsplit(")", 1)[1].split()[0] != "Z"
 
 
 # -- the consumer's own process, played by a script that speaks its pipe protocol ----------------------------
