@@ -14,8 +14,8 @@ offsets a crashed broker had not yet flushed (it writes them to disk every 5 s) 
 start: duplicates, never a skipped backlog.
 
 Consumers are push consumers with one consuming thread, each in a process of its own (``rocketmq_consumer``:
-librocketmq aborts the process that shuts a client down at the wrong moment), which acknowledges a message
-once it has relayed it to the driver's process through a pipe. librocketmq's push consumer stays idle without
+librocketmq aborts the process that shuts a client down at the wrong moment), which relays each message to the
+driver's process through a pipe and acknowledges it once ``on_message`` returned there. librocketmq's push consumer stays idle without
 an error for 30 s or more after its master was started again, after another broker became master, and after
 its connection was reset; each consumer therefore checks once a second (in ``poll``, ``ServedCheck``) that its
 group's master is the one it started with and still lists it, and raises otherwise, so that the runner makes
@@ -71,7 +71,7 @@ from harness.drivers.rocketmq_consumer import FAILED, FRAME, LENGTH_PROPERTY, RE
 
 SEND_MODES = ("sync", "oneway")
 CONSUMER_START_TIMEOUT = 60.0  # seconds for a consumer's process to start Python and its client (loaded machine)
-CONSUMER_STOP_GRACE = 10.0  # seconds its client may take to shut down before the process is killed
+CONSUMER_STOP_GRACE = 10.0  # seconds the process may take to save its offsets and exit before it is killed
 CONSUMER_PROCESS = ("-m", "harness.drivers.rocketmq_consumer")  # run by this interpreter; its arguments follow
 SERVED_CHECK_EVERY = 1.0  # seconds between a consumer's checks that its brokers still serve it (ServedCheck)
 NOT_LISTED_CHECKS = 2  # a consumer its group's master does not list this many checks running is made again
@@ -83,9 +83,6 @@ NOT_LISTED_CHECKS = 2  # a consumer its group's master does not list this many c
 SHUTDOWN_GAP = 1.0
 _shutdowns_lock = threading.Lock()
 _last_shutdown = [-SHUTDOWN_GAP]  # time.monotonic() of this process's last client shutdown
-# A consumer and the one made again in its place (same role) never call on_message at the same time.
-_delivery_locks: dict[str, threading.Lock] = {}
-_delivery_locks_lock = threading.Lock()
 
 
 @dataclass(frozen=True)
@@ -243,39 +240,44 @@ class _RocketMQProducer(Producer):
 
 class _RocketMQConsumer(Consumer):
     """A push consumer whose librocketmq client runs in a process of its own (``rocketmq_consumer``), which
-    relays each message through a pipe; ``poll`` hands them to ``on_message`` and checks once a second that the
-    brokers still serve the client (``ServedCheck``). ``close`` stops the client (killing its process when its
-    shutdown hangs) and hands over what it had acknowledged and relayed before it stopped: a consumer the
-    runner replaces does so under the lock its successor delivers under, never at the same time."""
+    relays each message through a pipe and acknowledges it once ``poll`` handed it to ``on_message`` (one byte
+    back per message). ``poll`` also checks once a second that the brokers still serve the client
+    (``ServedCheck``). ``close`` ends the process, which saves the group's offsets of what it acknowledged; a
+    message it had relayed but not yet had acknowledged comes again to whoever reads the queue next."""
 
     def __init__(self, driver: RocketMQDriver, topic: str, group: str, instance: str) -> None:
         self.driver, self.topic, self.group = driver, topic, group
-        # The client allows one consumer per group and instance name in a process (tests run several, and the
-        # runner makes a consumer again while the previous one may still be shutting down).
+        # The client allows one consumer per group and instance name in a process; the runner's consumers
+        # (and a test's) each have their own.
         self.instance = f"{instance}-{os.getpid()}-{id(self):x}"
-        with _delivery_locks_lock:
-            self.delivering = _delivery_locks.setdefault(instance, threading.Lock())
         self.served = ServedCheck(driver.namesrv, group, self.instance)
         self.next_check = 0.0
         self.process: subprocess.Popen[bytes] | None = None
-        self.pipe = -1
+        self.data = self.acks = -1
         self.buffer = bytearray()
         self.on_message: Callable[[bytes], None] | None = None
 
+    @property
+    def client_pid(self) -> int | None:
+        return self.process.pid if self.process is not None else None
+
     def start(self, on_message: Callable[[bytes], None]) -> None:
-        read, write = os.pipe()
+        data_read, data_write = os.pipe()
+        acks_read, acks_write = os.pipe()
         try:
             self.process = subprocess.Popen(
-                [sys.executable, *CONSUMER_PROCESS, str(write), self.driver.namesrv, self.group, self.instance,
-                 self.topic],
-                stdin=subprocess.PIPE, pass_fds=(write,), env={**os.environ, "HOME": _client_home()},
+                [sys.executable, *CONSUMER_PROCESS, str(data_write), str(acks_read), self.driver.namesrv,
+                 self.group, self.instance, self.topic],
+                stdin=subprocess.PIPE, pass_fds=(data_write, acks_read), env={**os.environ, "HOME": _client_home()},
             )
         except OSError:
-            os.close(read)
+            os.close(data_read)
+            os.close(acks_write)
             raise
         finally:
-            os.close(write)
-        self.pipe = read
+            os.close(data_write)
+            os.close(acks_read)
+        self.data, self.acks = data_read, acks_write
         deadline = time.monotonic() + CONSUMER_START_TIMEOUT
         while (said := self._said()) is None and time.monotonic() < deadline:
             if not self._read(min(1.0, max(0.0, deadline - time.monotonic()))):
@@ -305,30 +307,35 @@ class _RocketMQConsumer(Consumer):
 
     def _read(self, timeout: float) -> bool:
         """Read what the pipe holds, waiting at most ``timeout`` for something; False once it is closed."""
-        if not select.select([self.pipe], [], [], timeout)[0]:
+        if not select.select([self.data], [], [], timeout)[0]:
             return True
-        data = os.read(self.pipe, 1 << 16)
+        data = os.read(self.data, 1 << 16)
         self.buffer += data
         return bool(data)
 
     def _deliver(self) -> None:
-        """Hand every complete message read so far to ``on_message``."""
+        """Hand every complete message read so far to ``on_message``, acknowledging each after it returned."""
         assert self.on_message is not None
-        with self.delivering:
-            while len(self.buffer) >= 4:
-                (length,) = FRAME.unpack_from(self.buffer)
-                if len(self.buffer) < 4 + length:
-                    return
-                payload = bytes(self.buffer[4 : 4 + length])
-                del self.buffer[: 4 + length]
-                self.on_message(payload)
+        while len(self.buffer) >= 4:
+            (length,) = FRAME.unpack_from(self.buffer)
+            if len(self.buffer) < 4 + length:
+                return
+            payload = bytes(self.buffer[4 : 4 + length])
+            del self.buffer[: 4 + length]
+            self.on_message(payload)
+            with contextlib.suppress(BrokenPipeError):  # the process died: the next read says so
+                os.write(self.acks, b"\x01")
 
     def poll(self, timeout: float) -> None:
-        open_ = self._read(timeout)
-        self._deliver()
-        if not open_:
-            status = self.process.wait() if self.process is not None else None
-            raise DriverError(f"the rocketmq consumer's process ended (status {status}); the consumer is made again")
+        deadline = time.monotonic() + timeout
+        while True:  # the process sends the next message only once this one was acknowledged
+            open_ = self._read(max(0.0, deadline - time.monotonic()))
+            self._deliver()
+            if not open_:
+                status = self.process.wait() if self.process is not None else None
+                raise DriverError(f"the rocketmq consumer's process ended (status {status}); it is made again")
+            if time.monotonic() >= deadline:
+                break
         if time.monotonic() >= self.next_check:
             self.served.check()
             self.next_check = time.monotonic() + SERVED_CHECK_EVERY
@@ -337,21 +344,16 @@ class _RocketMQConsumer(Consumer):
         process, self.process = self.process, None
         if process is None:
             return
+        os.close(self.acks)  # a message in flight is never acknowledged
         with contextlib.suppress(OSError):
             assert process.stdin is not None
-            process.stdin.close()  # the client shuts down and the process exits
+            process.stdin.close()  # the process saves the offsets of what was acknowledged and exits
         try:
             process.wait(CONSUMER_STOP_GRACE)
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
-        deadline = time.monotonic() + CONSUMER_STOP_GRACE
-        with contextlib.suppress(OSError):
-            while self._read(0.5) and time.monotonic() < deadline:  # to its end: the process has exited
-                pass
-            if self.on_message is not None:  # what it acknowledged before it stopped is owed to the run
-                self._deliver()
-        os.close(self.pipe)
+        os.close(self.data)
 
 
 class ServedCheck:

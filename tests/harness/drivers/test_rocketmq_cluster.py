@@ -296,23 +296,28 @@ def test_a_killed_master_loses_no_acknowledged_message_and_its_node_rejoins(tmp_
 
 _FAKE = """
 import os, struct, sys
-fd, frame = int(sys.argv[1]), struct.Struct(">I")
-def out(data):
-    view = memoryview(data)
+data, acks, frame = int(sys.argv[1]), int(sys.argv[2]), struct.Struct(">I")
+def out(payload):
+    view = memoryview(payload)
     while view:
-        view = view[os.write(fd, view):]
+        view = view[os.write(data, view):]
 mode = os.environ["FAKE_MODE"]
 if mode == "fail":
     text = b"the NameServer at ns:1 is unreachable"
     out(frame.pack(0xFFFFFFFE) + frame.pack(len(text)) + text)
-    sys.exit(2)
+    os._exit(2)
 out(frame.pack(0xFFFFFFFF))
-for body in (b"a", b"bb", bytes(200_000)):  # the last one spans several reads of the pipe
+acked = []
+for body in (b"a", b"bb", bytes(200_000), b"last"):  # 200 kB spans several reads of the pipe
     out(frame.pack(len(body)) + body)
-if mode == "abort":
-    os.abort()
+    if mode == "abort" and body == b"bb":
+        os.abort()
+    if not os.read(acks, 1):  # the driver closed: this one is never acknowledged
+        break
+    acked.append(body)
 sys.stdin.buffer.read()
-out(frame.pack(4) + b"late")  # acknowledged while its client shut down: still owed to the run
+print(len(acked), flush=True)  # what the consumer would save as the group's offset
+os._exit(0)
 """
 
 
@@ -335,15 +340,36 @@ def _poll_until(consumer: Any, got: list[bytes], count: int) -> None:
         consumer.poll(0.1)
 
 
-def test_the_consumers_process_relays_every_message_and_what_it_acknowledged_while_stopping(fake_process: Any) -> None:
+def test_the_consumers_process_relays_every_message_and_has_each_acknowledged_once_taken(
+    fake_process: Any, capfd: pytest.CaptureFixture[str]
+) -> None:
     consumer, got = fake_process("normal"), []
     consumer.start(got.append)
-    _poll_until(consumer, got, 3)
-    assert got == [b"a", b"bb", bytes(200_000)]
     process = consumer.process
+    _poll_until(consumer, got, 4)
     consumer.close()
-    assert got[-1] == b"late" and len(got) == 4
-    assert process.poll() == 0
+    assert got == [b"a", b"bb", bytes(200_000), b"last"]
+    assert process.poll() == 0 and capfd.readouterr().out.strip() == "4"
+
+
+def test_a_message_is_acknowledged_only_after_on_message_returned(
+    fake_process: Any, capfd: pytest.CaptureFixture[str]
+) -> None:
+    consumer, got = fake_process("normal"), []
+
+    class Stopped(Exception):
+        pass
+
+    def take(payload: bytes) -> None:
+        if len(got) == 2:
+            raise Stopped  # the worker dies while it records the third
+        got.append(payload)
+
+    consumer.start(take)
+    with pytest.raises(Stopped):
+        _poll_until(consumer, got, 4)
+    consumer.close()
+    assert got == [b"a", b"bb"] and capfd.readouterr().out.strip() == "2"  # the third comes again to a successor
 
 
 def test_a_consumer_whose_process_ended_raises_so_that_it_is_made_again(fake_process: Any) -> None:
@@ -351,7 +377,7 @@ def test_a_consumer_whose_process_ended_raises_so_that_it_is_made_again(fake_pro
     consumer.start(got.append)
     with pytest.raises(DriverError, match="process ended"):
         _poll_until(consumer, got, 10)
-    assert got == [b"a", b"bb", bytes(200_000)]  # what it relayed before it died is handed over first
+    assert got == [b"a", b"bb"]  # what it relayed before it died is handed over first
     consumer.close()
 
 
