@@ -20,7 +20,7 @@ from harness.brokers.nats import NatsProvisioner
 from harness.drivers.base import BrokerEndpoint, ClusterShape, DriverError
 
 SERVER = "import socket,sys; s=socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); " \
-         "s.bind(('127.0.0.1', int(sys.argv[1]))); s.listen(); [s.accept()[0].close() for _ in iter(int, 1)]"
+         "s.bind((sys.argv[2], int(sys.argv[1]))); s.listen(); [s.accept()[0].close() for _ in iter(int, 1)]"
 
 
 class FakeCluster(NatsProvisioner):
@@ -36,7 +36,7 @@ class FakeCluster(NatsProvisioner):
         nodes = []
         for i, (port, host) in enumerate(zip(ports, hosts, strict=True)):
             argv = (sys.executable, "-c", "import sys; sys.exit(7)") if i == self.fail_node else \
-                   (sys.executable, "-c", SERVER, str(port))
+                   (sys.executable, "-c", SERVER, str(port), host.address)
             nodes.append(NodeLaunch(f"node{i}", (Command("fake", argv),), f"nats://{host.address}:{port}", host.address))
         return ClusterLaunch(tuple(nodes), ",".join(n.url for n in nodes), workdir, self.ready_timeout, self.stop_grace)
 
