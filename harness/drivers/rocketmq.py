@@ -257,10 +257,6 @@ class _RocketMQConsumer(Consumer):
         self.buffer = bytearray()
         self.on_message: Callable[[bytes], None] | None = None
 
-    @property
-    def client_pid(self) -> int | None:
-        return self.process.pid if self.process is not None else None
-
     def start(self, on_message: Callable[[bytes], None]) -> None:
         data_read, data_write = os.pipe()
         acks_read, acks_write = os.pipe()
@@ -278,6 +274,7 @@ class _RocketMQConsumer(Consumer):
             os.close(data_write)
             os.close(acks_read)
         self.data, self.acks = data_read, acks_write
+        self.client_pid = self.process.pid
         deadline = time.monotonic() + CONSUMER_START_TIMEOUT
         while (said := self._said()) is None and time.monotonic() < deadline:
             if not self._read(min(1.0, max(0.0, deadline - time.monotonic()))):
