@@ -3,8 +3,8 @@ each message to the driver's consumer through a pipe and acknowledging it only o
 
 Why a process: librocketmq aborts the process that shuts a client down while one of the client's timer
 threads waits for an answer (a route update, a heartbeat, a rebalance: its shutdown interrupts that thread, and
-``boost::thread_interrupted`` reaches ``std::terminate``). That happens in CI now and then, and always when a
-consumer is replaced after its connections were reset (their next request waits out a 3 s timeout). Here the
+``boost::thread_interrupted`` reaches ``std::terminate``). That happened in CI now and then, and to a consumer replaced
+after its connections were reset (its next request waits out a 3 s timeout) in a net-reset run. Here the
 client is never shut down: when the driver is done with it, this process saves the group's offsets and exits,
 so no abort can reach the process that measures, which never loads librocketmq for a consumer.
 
