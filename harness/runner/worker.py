@@ -264,7 +264,8 @@ def _consumer(spec: WorkerSpec, ctx: WorkerContext, driver: Driver) -> None:
         consumer = make()
         if driver.capabilities.pull_receive and pace is None:
             pull = consumer.receiver(POLL_TIMEOUT)
-    ctx.status.put(("ready", spec.name))
+    client_pid = (consumer.consumer if spec.resilient else consumer).client_pid  # its CPU is this worker's
+    ctx.status.put(("ready", spec.name, client_pid) if client_pid else ("ready", spec.name))
     try:
         receive_messages(spec, ctx, consumer, receipts, pull)
     except Interrupted:
