@@ -52,10 +52,13 @@ baseline: $(STAMP)
 	$(VENV)/bin/mqbench baseline "$$out"/*/ --out results/baseline
 
 ## evaluate: slow consumers, broker/peer crashes, recovery, durability, measured feature matrix (docs/evaluation.md),
-## then the network scenarios across hosts (docs/network.md: needs root and toxiproxy)
+## the network scenarios across hosts (docs/network.md: needs root and toxiproxy), then what each guarantee costs
+## and what replicated clusters do when a node dies, pauses or is cut off (docs/clusters.md: needs root)
 evaluate: $(STAMP) toxiproxy
 	$(VENV)/bin/mqbench compare scenarios/evaluation.yaml --backend process
 	$(VENV)/bin/mqbench compare scenarios/network.yaml --backend process
+	$(VENV)/bin/mqbench compare scenarios/replicated.yaml --backend process
+	$(VENV)/bin/mqbench compare scenarios/node-faults.yaml --backend process
 
 ## toxiproxy: Shopify's Toxiproxy server (network faults between hosts) from the Go module proxy into
 ## .brokers/bin/toxiproxy-server; with CI=true a missing Go toolchain is a failure
