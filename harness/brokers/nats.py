@@ -69,12 +69,6 @@ class NatsProvisioner(Provisioner):
                     "the Debian package nats-server")
     binaries = ("nats-server",)
 
-    def find_binary(self) -> str | None:
-        """The pinned build in ``.brokers/bin`` (`make brokers`) first, then a nats-server on PATH (Debian's)."""
-        from harness.brokers._jars import cache_dir
-
-        built = cache_dir() / "bin" / "nats-server"
-        return str(built) if built.is_file() and os.access(built, os.X_OK) else super().find_binary()
     url_template = "nats://{host}:{port}"
     container = ContainerSpec(
         IMAGE, 4222, url_template, command=("--config", "/etc/nats/mqbench.conf"),
@@ -82,6 +76,13 @@ class NatsProvisioner(Provisioner):
     )
     max_nodes = 5
     cluster_note = "JetStream clustered: nodes joined by routes, Raft per replicated stream"
+
+    def find_binary(self) -> str | None:
+        """The pinned build in ``.brokers/bin`` (`make brokers`) first, then one on PATH (Debian's)."""
+        from harness.brokers._jars import cache_dir
+
+        built = cache_dir() / "bin" / self.binaries[0]
+        return str(built) if built.is_file() and os.access(built, os.X_OK) else super().find_binary()
 
     def commands(self, binary: str, workdir: Path, ports: list[int]) -> tuple[Command, ...]:
         config = workdir / "nats.conf"

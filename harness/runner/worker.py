@@ -164,6 +164,10 @@ def _pull_batches(pull: Pull, spec: WorkerSpec, ctx: WorkerContext, receipts: Re
 
 
 def _interrupt(signum: int, frame: Any) -> None:
+    """The first SIGUSR1 interrupts whatever the worker waits in; the runner repeats it until the worker
+    is gone (one signal can arrive while no Python code runs to see it), and a repeat must not cut short
+    the saving of records the first one started."""
+    signal.signal(signal.SIGUSR1, signal.SIG_IGN)
     raise Interrupted
 
 
