@@ -7,13 +7,14 @@ Invariants between calls to ``feed``:
   any of its body is kept, so ``_have`` < size <= limit.
 - ``_frames`` holds the complete frames of a multipart message whose last frame has not come.
 - Each read is scanned with an offset; bodies are sliced out of it (one copy per frame, none of
-  the read). Partial bodies are collected as chunks and joined once, so large frames arriving in
+  the read). Once messages flow, whole messages are split by ``scan_messages`` (the one frame
+  scanner, shared with the engine's direct read); the rest goes frame by frame here. Partial bodies are collected as chunks and joined once, so large frames arriving in
   many reads cost linear time. A partial body of ``LARGE_BODY`` bytes or more goes into one
   preallocated ``_body`` instead, which the reader may fill in place (``body_buffer`` /
   ``body_received``, e.g. with ``socket.recv_into``): no chunk list and no join for large frames.
 - Once ``stopped`` is set, nothing more is decoded and the buffers are empty.
 - A message frame that is not allowed is a violation, unless ``sealed_frame`` is set: then its body
-  goes there (wrapped traffic such as CURVE's MESSAGE). The fast path never sees such frames,
+  goes there (wrapped traffic such as CURVE's MESSAGE). The scanner never sees such frames,
   because it runs only while messages are allowed.
 
 Owned by one ZmtpConnection, which it calls back for commands and violations.
@@ -26,7 +27,17 @@ from collections.abc import Callable
 from typing import cast
 
 from mqcore.zmtp._events import Cancel, Event, Message, Subscribe
-from mqcore.zmtp._frames import COMMAND, LONG, MAX_FRAME_SIZE, MORE, RESERVED, frame_header
+from mqcore.zmtp._frames import (
+    COMMAND,
+    LONG,
+    LONG_HEADER,
+    MAX_FRAME_SIZE,
+    MORE,
+    RESERVED,
+    SHORT_HEADER,
+    frame_header,
+    scan_messages,
+)
 
 LARGE_BODY = 32768
 SPARE_LIMIT = 16 << 20
@@ -123,7 +134,7 @@ class FrameDecoder:
     def held_bytes(self) -> bytes | None:
         """The wire bytes of what is held between reads: the frames of an unfinished multipart message
         and a partial frame, ``b""`` if none; None while a large body is filled in place. For a reader
-        that scans from a message boundary itself (``mqcore.direct``): it puts these bytes before its
+        that scans from a message boundary itself (the engine's direct read): it puts these bytes before its
         next read and then calls ``drop_held``."""
         if self._body is not None:
             return None
@@ -197,53 +208,32 @@ class FrameDecoder:
         end = len(buf)
         limit = self.limit
         emit = self.events.append
-        frames = self._frames
         fast = self.messages_allowed and not self.subscription_messages
         new, set_frames, message = _new, _set_frames, Message
-        while end - pos >= 2:
+        while end - pos >= SHORT_HEADER:
+            if fast and not self._frames:
+                # Hot path, once traffic flows: whole messages, split by the one frame scanner.
+                msgs, pos = scan_messages(buf, pos, limit)
+                for frames in msgs:
+                    event = new(message)
+                    set_frames(event, frames)
+                    emit(event)
+                if end - pos < SHORT_HEADER:
+                    break
             flags = buf[pos]
-            # Hot path: a complete message frame (flags 0 or MORE, short or LONG) once traffic flows.
-            if flags < 4 and fast:
-                if flags < 2:
-                    start = pos + 2
-                    size = buf[pos + 1]
-                elif end - pos >= 9:
-                    start = pos + 9
-                    size = _unpack_size(buf, pos + 1)[0]
-                else:
-                    break  # a partial long header: kept in _tail below
-                stop = start + size
-                if stop <= end and size <= limit:
-                    body = buf[start:stop]
-                    pos = stop
-                    if flags & MORE:
-                        frames.append(body)
-                    elif frames:
-                        frames.append(body)
-                        event = new(message)
-                        set_frames(event, frames)
-                        emit(event)
-                        frames = []
-                    else:
-                        event = new(message)
-                        set_frames(event, [body])
-                        emit(event)
-                    continue
             # General path: commands, handshake, limits, partial bodies.
             if flags & LONG:
-                if end - pos < 9:
+                if end - pos < LONG_HEADER:
                     break
                 size = _unpack_size(buf, pos + 1)[0]
-                start = pos + 9
+                start = pos + LONG_HEADER
             else:
                 size = buf[pos + 1]
-                start = pos + 2
+                start = pos + SHORT_HEADER
             if flags & RESERVED:
-                self._frames = frames
                 self.fail(f"reserved bits set in frame flags 0x{flags:02x}")
                 return
             if size > limit:
-                self._frames = frames
                 self._refuse_size(size)
                 return
             stop = start + size
@@ -267,13 +257,10 @@ class FrameDecoder:
                 break
             body = buf[start:stop]
             pos = stop
-            self._frames = frames
             self.deliver(flags, body)
             if self.stopped:
                 return
-            frames = self._frames
             fast = self.messages_allowed and not self.subscription_messages
-        self._frames = frames
         if pos < end:
             self._tail = buf[pos:]
 
