@@ -134,14 +134,75 @@ class Inline:
 
     def read(self, buffer: bytearray, take: Callable[[Msg, Pipe], Msg | None] | None = None) -> Msg | None:
         """Read the OS socket into ``buffer`` and queue what came on the pipe (its reader marked awake by
-        the caller); the message ``take`` (the socket type's ``xrecv_direct``, while its recv waits)
+        the caller): the direct read when its conditions hold (see the module docstring), else the
+        general one. The message ``take`` (the socket type's ``xrecv_direct``, while its recv waits)
         took from a read that held it alone, else None. Nothing happens when the IO thread holds the
         engine: it is reading already."""
-        done = self._read_direct(buffer, take)
-        if done is False:
-            self._read_general()
+        lock = self.lock
+        if not lock.acquire(False):
             return None
-        return None if done is True else done
+        try:
+            engine = self._engine
+            decoder = engine.conn.decoder
+            pipe = engine.session.pipe
+            if (not engine.alive or engine.input_stopped or self._handoff is not None or pipe is None
+                    or decoder.stopped or not (self._direct_ok or self._check_direct())):
+                self._read_general()
+                return None
+            # What the last read left in the decoder (a message split between reads) goes before this
+            # read, so the scan starts at a message boundary; a large body stays with the general path.
+            held = decoder.held_bytes()
+            if held is None or len(held) > HELD_LIMIT:
+                self._read_general()
+                return None
+            if self._large and not held:
+                self._read_large(pipe, buffer, decoder.limit)
+                return None
+            view = memoryview(buffer)
+            k = len(held)
+            try:
+                n = engine.sock.recv_into(view[k:] if k else buffer)
+            except (BlockingIOError, InterruptedError):
+                return None
+            except OSError as exc:
+                self._failed(str(exc))
+                return None
+            if not n:
+                self._failed("peer closed the connection")
+                return None
+            if engine.heartbeat is not None:  # a peer's PING TTL counts from it, with or without our IVL
+                engine.heartbeat.last_recv = _monotonic()
+            self._last_send = 0.0  # a send after this read answers it: not back to back (_claim)
+            if k:
+                decoder.drop_held()
+                data = held + view[k:k + n]
+                n += k
+            else:
+                data = bytes(view[:n])
+            msgs, done = scan_messages(data, 0, decoder.limit)
+            if done == n and len(msgs) == 1:
+                # One message alone in the read, as in a round trip: to the waiting recv, or into the
+                # pipe in line (Pipe.write_batch's work for one message).
+                msg = msgs[0]
+                peer = pipe.peer
+                if take is not None and not peer.inbound:
+                    got = take(msg, peer)
+                    if got is not None:
+                        return got
+                hwm = pipe.hwm
+                if ((not hwm or pipe.msgs_written - peer.msgs_read < hwm) and not pipe.terminated
+                        and not pipe.peer_terminated):
+                    peer.inbound.append(msg)
+                    pipe.msgs_written += 1
+                    if not peer.in_active:
+                        pipe.flush()
+                    return None
+            elif LARGE <= single_long_frame(data, done) <= LARGE_MAX:
+                self._large = True  # the next reads take such frames header first (_read_large)
+            self._deliver(pipe, msgs, data[done:] if done else data)
+            return None
+        finally:
+            lock.release()
 
     def send(self, impl: SocketImpl, pipe: Pipe, msg: Msg) -> bool:
         """Write ``msg`` (whole) to the OS socket in this thread; False: nothing was done, use the pipe.
@@ -233,8 +294,8 @@ class Inline:
         return now - last >= INLINE_GAP and self.lock.acquire(False)
 
     def _read_general(self) -> None:
-        """The inline read through the engine and its codec: messages into the pipe as the IO thread
-        would put them; the rest handed over (rule 2)."""
+        """The inline read through the engine and its codec, when the direct read's conditions do not
+        hold: messages into the pipe as the IO thread would put them; the rest handed over (rule 2)."""
         lock = self.lock
         if not lock.acquire(False):
             return
@@ -261,73 +322,6 @@ class Inline:
                 return
             self._last_send = 0.0  # a send answering this read may go inline
             self._end_read(engine.conn.next_events())
-        finally:
-            lock.release()
-
-    def _read_direct(self, buffer: bytearray, take: Callable[[Msg, Pipe], Msg | None] | None) -> bool | Msg:
-        """The direct read (see the module docstring); False when its conditions do not hold (nothing
-        was read then), True when it ran, or the message ``take`` took."""
-        lock = self.lock
-        if not lock.acquire(False):
-            return False
-        try:
-            engine = self._engine
-            decoder = engine.conn.decoder
-            pipe = engine.session.pipe
-            if (not engine.alive or engine.input_stopped or self._handoff is not None or pipe is None
-                    or decoder.stopped or not (self._direct_ok or self._check_direct())):
-                return False
-            # What the last read left in the decoder (a message split between reads) goes before this
-            # read, so the scan starts at a message boundary; a large body stays with the general path.
-            held = decoder.held_bytes()
-            if held is None or len(held) > HELD_LIMIT:
-                return False
-            if self._large and not held:
-                self._read_large(pipe, buffer, decoder.limit)
-                return True
-            view = memoryview(buffer)
-            k = len(held)
-            try:
-                n = engine.sock.recv_into(view[k:] if k else buffer)
-            except (BlockingIOError, InterruptedError):
-                return True
-            except OSError as exc:
-                self._failed(str(exc))
-                return True
-            if not n:
-                self._failed("peer closed the connection")
-                return True
-            if engine.heartbeat is not None:  # a peer's PING TTL counts from it, with or without our IVL
-                engine.heartbeat.last_recv = _monotonic()
-            self._last_send = 0.0  # a send after this read answers it: not back to back (_claim)
-            if k:
-                decoder.drop_held()
-                data = held + view[k:k + n]
-                n += k
-            else:
-                data = bytes(view[:n])
-            msgs, done = scan_messages(data, 0, decoder.limit)
-            if done == n and len(msgs) == 1:
-                # One message alone in the read, as in a round trip: to the waiting recv, or into the
-                # pipe in line (Pipe.write_batch's work for one message).
-                msg = msgs[0]
-                peer = pipe.peer
-                if take is not None and not peer.inbound:
-                    got = take(msg, peer)
-                    if got is not None:
-                        return got
-                hwm = pipe.hwm
-                if ((not hwm or pipe.msgs_written - peer.msgs_read < hwm) and not pipe.terminated
-                        and not pipe.peer_terminated):
-                    peer.inbound.append(msg)
-                    pipe.msgs_written += 1
-                    if not peer.in_active:
-                        pipe.flush()
-                    return True
-            elif LARGE <= single_long_frame(data, done) <= LARGE_MAX:
-                self._large = True  # the next reads take such frames header first (_read_large)
-            self._deliver(pipe, msgs, data[done:] if done else data)
-            return True
         finally:
             lock.release()
 

@@ -21,6 +21,7 @@ MAX_FRAME_SIZE = (1 << 63) - 1  # the 8-byte size field is a signed 63-bit quant
 SHORT_HEADER = 2  # flags byte + 1-byte size
 LONG_HEADER = 9  # flags byte + 8-byte size
 SHORT_MAX = 255  # the largest body of a short frame
+ENVELOPE_HEADER = 2 * SHORT_HEADER  # an empty short frame with MORE, then a short frame's header
 
 BytesLike = bytes | bytearray | memoryview
 
@@ -112,12 +113,10 @@ def scan_messages(buf: bytes, pos: int, limit: int) -> tuple[list[list[bytes]], 
     message not complete in ``buf``, a command, a frame with reserved bits, a frame over ``limit``.
     A decoder goes on from there frame by frame; the scan judges nothing, it only stops."""
     end = len(buf)
-    last = end - 1
     msgs: list[list[bytes]] = []
     append = msgs.append
-    more, long_, plain = MORE, LONG, MORE | LONG
     short = limit >= SHORT_MAX  # then no short frame is over the limit
-    while pos < last:
+    while end - pos >= SHORT_HEADER:
         flags = buf[pos]
         if not flags and short:
             # The commonest message, in line: one short frame.
@@ -127,16 +126,16 @@ def scan_messages(buf: bytes, pos: int, limit: int) -> tuple[list[list[bytes]], 
             append([buf[pos + SHORT_HEADER:stop]])
             pos = stop
             continue
-        if flags == more and short and not buf[pos + 1] and pos + 3 < end and not buf[pos + 2]:
+        if flags == MORE and short and not buf[pos + 1] and end - pos > 3 and not buf[pos + 2]:
             # The REQ/REP envelope: an empty delimiter, then one short frame.
-            start = pos + 2 * SHORT_HEADER
+            start = pos + ENVELOPE_HEADER
             stop = start + buf[pos + 3]
             if stop > end:
                 break
             append([b"", buf[start:stop]])
             pos = stop
             continue
-        if flags == long_ and end - pos >= LONG_HEADER:
+        if flags == LONG and end - pos >= LONG_HEADER:
             # One long frame, in line too.
             size = _unpack_size(buf, pos + 1)[0]
             stop = pos + LONG_HEADER + size
@@ -149,9 +148,9 @@ def scan_messages(buf: bytes, pos: int, limit: int) -> tuple[list[list[bytes]], 
         frames: list[bytes] = []
         at = pos
         while True:
-            if flags & ~plain:
+            if flags & ~(MORE | LONG):
                 break  # a command or reserved bits
-            if not flags & long_:
+            if not flags & LONG:
                 start = at + SHORT_HEADER
                 size = buf[at + 1]
             elif end - at >= LONG_HEADER:
@@ -164,7 +163,7 @@ def scan_messages(buf: bytes, pos: int, limit: int) -> tuple[list[list[bytes]], 
                 break
             frames.append(buf[start:stop])
             at = stop
-            if not flags & more:
+            if not flags & MORE:
                 append(frames)
                 pos = at
                 break

@@ -93,7 +93,7 @@ def test_no_module_outside_a_package_uses_its_private_state(package: str) -> Non
 
 def test_the_check_finds_each_kind_of_trespass() -> None:
     members = _private_members("mqcore/engine")
-    assert {"_handoff", "_read_direct", "_engine"} <= members
+    assert {"_handoff", "_read_general", "_engine"} <= members
     source = ("from mqcore.engine._inline import Inline\nfrom mqcore.engine import _x\nimport mqcore.engine._stream\n"
               "inline._handoff = None\nself._handoff = None\n")
     found = list(_violations(ast.parse(source), "m.py", "mqcore/engine", members))

@@ -45,19 +45,24 @@ def direct_sends(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
 
 @pytest.fixture
 def direct_reads(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
-    """Counts the reads the direct path took (True, or the message handed to recv), the ones it
-    declined, and (third) the messages it handed straight to recv."""
+    """Counts the reads the direct path took, the ones it declined (the general inline read), and
+    (third) the messages it handed straight to recv."""
     counts = [0, 0, 0]
-    real = Inline._read_direct
+    read, general = Inline.read, Inline._read_general
 
-    def counting(inline: Inline, buffer: bytearray, take: Any = None) -> Any:
-        took = real(inline, buffer, take)
-        counts[0 if took is not False else 1] += 1
-        if took is not True and took is not False:
-            counts[2] += 1
-        return took
+    def counting_read(inline: Inline, buffer: bytearray, take: Any = None) -> Any:
+        counts[0] += 1
+        got = read(inline, buffer, take)
+        counts[2] += got is not None
+        return got
 
-    monkeypatch.setattr(Inline, "_read_direct", counting)
+    def counting_general(inline: Inline) -> None:
+        counts[0] -= 1
+        counts[1] += 1
+        general(inline)
+
+    monkeypatch.setattr(Inline, "read", counting_read)
+    monkeypatch.setattr(Inline, "_read_general", counting_general)
     yield counts
 
 
