@@ -8,8 +8,9 @@ Invariants between calls to ``feed``:
 - ``_frames`` holds the complete frames of a multipart message whose last frame has not come.
 - Each read is scanned with an offset; bodies are sliced out of it (one copy per frame, none of
   the read). Once messages flow, whole messages are split by ``scan_messages`` (the one frame
-  scanner, shared with the engine's direct read); the rest goes frame by frame here. Partial bodies are collected as chunks and joined once, so large frames arriving in
-  many reads cost linear time. A partial body of ``LARGE_BODY`` bytes or more goes into one
+  scanner, shared with the engine's direct read); the rest goes frame by frame here. Partial
+  bodies are collected as chunks and joined once, so large frames arriving in many reads cost
+  linear time. A partial body of ``LARGE_BODY`` to ``SPARE_LIMIT`` bytes goes into one
   preallocated ``_body`` instead, which the reader may fill in place (``body_buffer`` /
   ``body_received``, e.g. with ``socket.recv_into``): no chunk list and no join for large frames.
 - Once ``stopped`` is set, nothing more is decoded and the buffers are empty.
@@ -40,6 +41,9 @@ from mqcore.zmtp._frames import (
 )
 
 LARGE_BODY = 32768
+# Bodies up to this size are read in place into a buffer allocated when their header arrives (and
+# kept for the next); larger ones are collected as they come, so that no buffer is ever of a size
+# only the peer announced (a hostile header may announce 2**63-1 bytes when MAXMSGSIZE is -1).
 SPARE_LIMIT = 16 << 20
 _unpack_size = struct.Struct(">Q").unpack_from
 _new = object.__new__
@@ -241,7 +245,7 @@ class FrameDecoder:
                 # The body is incomplete: keep what came and wait for the rest.
                 self._flags = flags
                 self._need = stop - end
-                if size >= LARGE_BODY:
+                if LARGE_BODY <= size <= SPARE_LIMIT:
                     large = self._spare
                     if large is None or len(large) < size:
                         large = bytearray(size)

@@ -6,9 +6,9 @@ from collections.abc import Sequence
 
 import pytest
 
-from mqcore.zmtp import Message, ProtocolViolation, ZmtpStateError
+from mqcore.zmtp import Message, ProtocolViolation, ZmtpConnection, ZmtpStateError
 
-from .wire import frame, handshaken, raw_peer
+from .wire import frame, greeting, handshaken, raw_peer
 
 SIZES = [0, 1, 255, 256, 65535, 1 << 20]
 
@@ -129,6 +129,21 @@ def test_maxmsgsize_refuses_from_the_header_before_any_body() -> None:
     conn.receive_data(b"x" * 5000)  # the "body" is ignored
     assert conn.next_events() == [] and conn.buffered_bytes == 0
 
+
+
+@pytest.mark.parametrize("prefix", [b"", "handshaken"])
+def test_a_huge_announced_frame_holds_only_what_arrived(prefix: object) -> None:
+    # No MAXMSGSIZE: a header may announce 2**62 bytes (before or after the handshake); the body is
+    # collected as it comes, never allocated at the announced size.
+    if prefix:
+        conn = raw_peer("PULL", b"PUSH")
+    else:
+        conn = ZmtpConnection("PULL")
+        conn.start()
+        conn.receive_data(greeting())
+    conn.receive_data(b"\x02" + (1 << 62).to_bytes(8, "big") + b"x" * 100_000)
+    assert conn.buffered_bytes == 100_000
+    assert conn.receive_buffer() is None
 
 def test_maxmsgsize_short_frame_header_alone_is_enough() -> None:
     conn = raw_peer("PULL", b"PUSH", maxmsgsize=40)
