@@ -10,9 +10,10 @@ Invariants between calls to ``feed``:
   the read). Once messages flow, whole messages are split by ``scan_messages`` (the one frame
   scanner, shared with the engine's direct read); the rest goes frame by frame here. Partial
   bodies are collected as chunks and joined once, so large frames arriving in many reads cost
-  linear time. A partial body of ``LARGE_BODY`` to ``SPARE_LIMIT`` bytes goes into one
-  preallocated ``_body`` instead, which the reader may fill in place (``body_buffer`` /
-  ``body_received``, e.g. with ``socket.recv_into``): no chunk list and no join for large frames.
+  linear time. A partial body of ``LARGE_BODY`` bytes or more goes into one ``_body`` buffer
+  instead (allocated at its size up to ``SPARE_LIMIT``, then grown as it fills), which the reader
+  may fill in place (``body_buffer`` / ``body_received``, e.g. with ``socket.recv_into``): no chunk
+  list and no join for large frames.
 - Once ``stopped`` is set, nothing more is decoded and the buffers are empty.
 - A message frame that is not allowed is a violation, unless ``sealed_frame`` is set: then its body
   goes there (wrapped traffic such as CURVE's MESSAGE). The scanner never sees such frames,
@@ -41,9 +42,10 @@ from mqcore.zmtp._frames import (
 )
 
 LARGE_BODY = 32768
-# Bodies up to this size are read in place into a buffer allocated when their header arrives (and
-# kept for the next); larger ones are collected as they come, so that no buffer is ever of a size
-# only the peer announced (a hostile header may announce 2**63-1 bytes when MAXMSGSIZE is -1).
+# A large body's buffer is allocated at its size up to this many bytes when its header arrives (and
+# kept for the next body); a larger body's buffer starts at this size and doubles as it fills, so that
+# memory follows what arrived, never just what a header announced (up to 2**63-1 bytes without
+# MAXMSGSIZE).
 SPARE_LIMIT = 16 << 20
 _unpack_size = struct.Struct(">Q").unpack_from
 _new = object.__new__
@@ -116,7 +118,21 @@ class FrameDecoder:
         body = self._body
         if body is None or self.stopped:
             return None
-        return memoryview(body)[self._have : self._size]
+        have, size = self._have, self._size
+        if have == len(body) < size:  # filled as far as allocated
+            body = self._grow(have + 1)
+        return memoryview(body)[have : min(len(body), size)]
+
+    def _grow(self, least: int) -> bytearray:
+        """A larger buffer for the partial large body (at least ``least`` bytes, twice the old size,
+        never past the body's size), holding what came so far. A new one, not a resize: a reader may
+        still hold a view of the old one."""
+        body = self._body
+        assert body is not None
+        grown = bytearray(min(max(least, 2 * len(body)), self._size))
+        grown[: self._have] = memoryview(body)[: self._have]
+        self._body = grown
+        return grown
 
     def body_received(self, n: int) -> None:
         """``n`` bytes were written at the start of ``body_buffer()``."""
@@ -179,6 +195,8 @@ class FrameDecoder:
             if body is not None:
                 have = self._have
                 take = min(need, len(data))
+                if have + take > len(body):
+                    body = self._grow(have + take)
                 body[have : have + take] = memoryview(data)[:take]
                 self._have = have + take
                 self._need = need - take
@@ -245,12 +263,15 @@ class FrameDecoder:
                 # The body is incomplete: keep what came and wait for the rest.
                 self._flags = flags
                 self._need = stop - end
-                if LARGE_BODY <= size <= SPARE_LIMIT:
+                if size >= LARGE_BODY:
                     large = self._spare
-                    if large is None or len(large) < size:
-                        large = bytearray(size)
+                    first = min(size, SPARE_LIMIT)
+                    if large is None or len(large) < first:
+                        large = bytearray(first)
                     self._spare = None
                     self._size = size
+                    if end - start > len(large):
+                        large = bytearray(end - start)
                     large[: end - start] = memoryview(buf)[start:end]
                     self._body = large
                     self._have = end - start
