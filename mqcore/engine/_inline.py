@@ -310,15 +310,7 @@ class Inline:
                     self._handoff = (b"", rest) if rest else None
                     self.backlog = bool(rest)
                 return
-            try:
-                got = engine.pull()
-            except (BlockingIOError, InterruptedError):
-                return
-            except OSError as exc:
-                self._failed(str(exc))
-                return
-            if not got:
-                self._failed("peer closed the connection")
+            if not engine.receive(self._failed):
                 return
             self._last_send = 0.0  # a send answering this read may go inline
             self._end_read(engine.conn.next_events())

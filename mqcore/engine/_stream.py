@@ -19,9 +19,9 @@ refusal is reported as HANDSHAKE_FAILED_AUTH with the ZAP status code (on both s
 
 Owned by an IO thread; the socket's thread may do the connection's IO itself through the engine's
 ``Inline`` part (``mqcore/engine/_inline.py``, which keeps the lock both threads share and states its
-rules). The public members below the IO-thread ones (``out``, ``mask``, ``input_stopped``,
-``heartbeat``, ``pull``, ``fill``, ``send_some``, ``put_messages``, ``queue``, ``deliver``, ``fail``,
-``set_mask``) are what that part uses, under its lock.
+rules). Besides what the session calls, the engine's public members are there for that part, which
+uses them under its lock: ``out``, ``mask``, ``input_stopped``, ``heartbeat``, ``pull``, ``receive``,
+``fill``, ``send_some``, ``put_messages``, ``queue``, ``deliver``, ``fail``, ``set_mask``.
 """
 
 from __future__ import annotations
@@ -53,6 +53,8 @@ from mqcore.zmtp import (
 )
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from mqcore.io_thread import IoThread, Timer
     from mqcore.options import Options
     from mqcore.session import Session
@@ -217,16 +219,23 @@ class StreamEngine:
             conn.receive_data(data)
         return len(data)
 
-    def _read(self) -> None:
+    def receive(self, failed: Callable[[str], None]) -> bool:
+        """One read (``pull``): True if bytes came, False if none; EOF or an error also goes to
+        ``failed`` with the reason (``fail`` here, the hand-over of it in the socket's thread)."""
         try:
             got = self.pull()
         except (BlockingIOError, InterruptedError):
-            return
+            return False
         except OSError as exc:
-            self.fail(str(exc))
-            return
+            failed(str(exc))
+            return False
         if not got:
-            self.fail("peer closed the connection")
+            failed("peer closed the connection")
+            return False
+        return True
+
+    def _read(self) -> None:
+        if not self.receive(self.fail):
             return
         if self.heartbeat is not None:
             self.heartbeat.last_recv = _monotonic()
