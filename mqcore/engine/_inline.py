@@ -30,9 +30,10 @@ The protocol between the two threads (the one description of it; StreamEngine ke
    asyncio, a second pipe) and calls ``release``. Not with our own heartbeats (HEARTBEAT_IVL): the IO
    thread sends and times the PINGs.
 4. A parked connection is never left unread: every PARK_CHECK the IO thread looks whether the socket's
-   thread still reads it (polls it now, or read it within PARK_CHECK); when not — its recv returned and
-   the application does something else — the IO thread reads again, so a peer's PINGs are answered
-   whatever the socket's thread does. Its next wait for input parks the connection again.
+   thread read it since the last look or polls it now; when not — its recv returned and the
+   application does something else — the IO thread reads what has come (PINGs answered, messages into
+   the pipe up to its HWM), as at a readable event, so a peer's heartbeats are answered whatever the
+   socket's thread does. The connection stays parked: the socket's thread reads it at its next wait.
 
 The direct read does in one function what the general inline read spreads over the engine, the
 connection and the decoder: one ``recv_into`` of a large buffer, the codec's frame scanner
@@ -91,6 +92,7 @@ ZERO_COPY = 65536  # frames this large are written from the caller's buffer (sen
 # (REQ, DEALER, REP round trips) gets the inline write however short the round trip.
 INLINE_GAP = 50e-6
 PARK_CHECK = 0.05  # s: how often the IO thread looks whether the socket's thread still reads (rule 4)
+PARK_READS = 16  # reads at most at one such look (the pipe's HWM stops them sooner)
 BUFFER_BYTES = 65536  # one read: ~600 messages of 100 B, within the default RCVHWM (more spill into the backlog)
 HELD_LIMIT = 16384  # bytes of a split message carried into the next read (more: the general path)
 LARGE = HELD_LIMIT  # a frame this large, split by a read, makes the next reads take frames header first
@@ -106,8 +108,8 @@ class Inline:
 
     __slots__ = (
         "lock", "fd", "parked", "waiting", "backlog", "lost",
-        "_engine", "_handoff", "_unpark_posted", "_may_park", "_park_timer", "_last_send", "_direct_ok",
-        "_large",
+        "_engine", "_handoff", "_unpark_posted", "_may_park", "_park_timer", "_read_since_check",
+        "_last_send", "_direct_ok", "_large",
     )
 
     def __init__(self, engine: StreamEngine) -> None:
@@ -123,6 +125,7 @@ class Inline:
         self._unpark_posted = False
         self._may_park = engine.options.heartbeat_ivl <= 0
         self._park_timer: Timer | None = None
+        self._read_since_check = False  # the socket's thread read since the IO thread last looked
         self._last_send = 0.0  # monotonic time of the last inline write attempt; 0 after a read
         self._direct_ok = False  # the direct read's lasting conditions hold (checked until they do)
         self._large = False  # the direct read takes large frames header first
@@ -173,6 +176,7 @@ class Inline:
             if engine.heartbeat is not None:  # a peer's PING TTL counts from it, with or without our IVL
                 engine.heartbeat.last_recv = _monotonic()
             self._last_send = 0.0  # a send after this read answers it: not back to back (_claim)
+            self._read_since_check = True
             if k:
                 decoder.drop_held()
                 data = held + view[k:k + n]
@@ -313,6 +317,7 @@ class Inline:
             if not engine.receive(self._failed):
                 return
             self._last_send = 0.0  # a send answering this read may go inline
+            self._read_since_check = True
             self._end_read(engine.conn.next_events())
         finally:
             lock.release()
@@ -369,6 +374,7 @@ class Inline:
             if heartbeat is not None:
                 heartbeat.last_recv = _monotonic()
             self._last_send = 0.0
+            self._read_since_check = True
             self._deliver(pipe, msgs, undecoded)
         if failed:
             self._failed(failed)
@@ -470,17 +476,21 @@ class Inline:
                 self._resume_reading()
 
     def _check_park(self) -> None:
-        """Every PARK_CHECK while parked: read again if the socket's thread no longer does (rule 4)."""
+        """Every PARK_CHECK while parked: read what has come if the socket's thread did not (rule 4)."""
         self._park_timer = None
         engine = self._engine
         with self.lock:
             if not self.parked or not engine.alive:
                 return
-            heartbeat = engine.heartbeat
-            if self.waiting or (heartbeat is not None and _monotonic() - heartbeat.last_recv < PARK_CHECK):
+            if not self.waiting and not self._read_since_check:
+                if self._handoff is not None:
+                    self.take_handoff()
+                reads = 0
+                while reads < PARK_READS and engine.alive and not engine.input_stopped and engine.read():
+                    reads += 1
+            self._read_since_check = False
+            if self.parked and engine.alive:
                 self._park_timer = engine.io.add_timer(PARK_CHECK, self._check_park)
-            else:
-                self._resume_reading()
 
     def _resume_reading(self) -> None:
         self.parked = False

@@ -21,7 +21,7 @@ Owned by an IO thread; the socket's thread may do the connection's IO itself thr
 ``Inline`` part (``mqcore/engine/_inline.py``, which keeps the lock both threads share and states its
 rules). Besides what the session calls, the engine's public members are there for that part, which
 uses them under its lock: ``out``, ``mask``, ``input_stopped``, ``heartbeat``, ``pull``, ``receive``,
-``fill``, ``send_some``, ``put_messages``, ``queue``, ``deliver``, ``fail``, ``set_mask``.
+``read``, ``fill``, ``send_some``, ``put_messages``, ``queue``, ``deliver``, ``fail``, ``set_mask``.
 """
 
 from __future__ import annotations
@@ -181,7 +181,7 @@ class StreamEngine:
             inline = self.inline
             with inline.lock:
                 if inline.io_may_read():  # else parked: the socket's thread polls our fd and reads it
-                    self._read()
+                    self.read()
         if mask & WRITE and self.alive:
             self._write()
 
@@ -234,12 +234,15 @@ class StreamEngine:
             return False
         return True
 
-    def _read(self) -> None:
+    def read(self) -> bool:
+        """IO thread: one read from the OS socket and what it brings (handshake, events into the pipe,
+        replies); False when nothing came (or the connection closed)."""
         if not self.receive(self.fail):
-            return
+            return False
         if self.heartbeat is not None:
             self.heartbeat.last_recv = _monotonic()
         self._after_input()
+        return True
 
     def _after_input(self) -> None:
         """Send handshake replies, relay a ZAP request, deliver events (after bytes or a ZAP reply)."""

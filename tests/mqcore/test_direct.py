@@ -22,9 +22,9 @@ TRANSPORTS = ("tcp", "ipc")
 
 @pytest.fixture(autouse=True)
 def _reader_keeps_its_connection(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The counts below assert that the socket's thread did the reading; the IO thread takes reading
-    back when that thread has not read for PARK_CHECK (Inline's rule 4), which a loaded machine may
-    cause at any moment. test_io_thread_taking_reading_back_keeps_streams_whole covers that path."""
+    """The counts below assert that the socket's thread did the reading; the IO thread reads in its
+    stead when that thread has not read for PARK_CHECK (Inline's rule 4), which a loaded machine may
+    cause at any moment. test_io_thread_reading_in_the_readers_stead_keeps_streams_whole covers that."""
     monkeypatch.setattr("mqcore.engine._inline.PARK_CHECK", 3600.0)
 
 
@@ -237,10 +237,10 @@ def test_a_large_frame_over_maxmsgsize_ends_the_connection_on_the_header_first_p
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
-def test_io_thread_taking_reading_back_keeps_streams_whole(make_pair: Pair, transport: str,
-                                                           monkeypatch: pytest.MonkeyPatch) -> None:
-    # The IO thread looks every half millisecond whether the reader still reads and takes over when
-    # not, so the two threads trade the reading of streams that take every path (direct, header
+def test_io_thread_reading_in_the_readers_stead_keeps_streams_whole(make_pair: Pair, transport: str,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    # The IO thread looks every half millisecond whether the reader read since and reads itself when
+    # not, so the two threads share the reading of streams that take every path (direct, header
     # first, general, a full pipe's backlog) many times.
     monkeypatch.setattr("mqcore.engine._inline.PARK_CHECK", 0.0005)
     pull, push = make_pair(mqcore.PULL, mqcore.PUSH, transport, rcvhwm=3)
