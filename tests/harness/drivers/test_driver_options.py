@@ -270,6 +270,28 @@ def test_zmq_options_keep_their_rules() -> None:
         cls({"rcvhwm": "100"})
 
 
+@pytest.mark.parametrize(("system", "pattern", "binders"), [("zmq", Pattern.QUEUE, 12), ("mqcore", Pattern.REQREP, 5)])
+def test_brokerless_binders_get_distinct_free_ports_in_one_call(system: str, pattern: Pattern, binders: int,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    import harness.brokers
+
+    calls: list[int] = []
+    real = harness.brokers.free_ports
+
+    def counting(count: int) -> list[int]:
+        calls.append(count)
+        return real(count)
+
+    monkeypatch.setattr(harness.brokers, "free_ports", counting)
+    producers, consumers = (binders, 1) if pattern is Pattern.QUEUE else (1, binders)
+    plan = driver_class(system)({}).plan(Topology(pattern, 1, producers, consumers, 100, "ports"))
+    ports = [int(endpoint.rsplit(":", 1)[1]) for endpoint in plan["endpoints"]]
+    assert calls == [binders] and len(set(ports)) == binders
+    with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+        ephemeral = int(f.read().split()[0])
+    assert all(port < ephemeral for port in ports) or ephemeral <= 11000  # below where clients' ports come from
+
+
 def test_mqcore_alone_takes_busy_poll_sets_it_on_its_sockets_and_records_it() -> None:
     assert "busy_poll" not in driver_class("zmq").option_names()
     with pytest.raises(DriverError, match="unknown|busy_poll"):
