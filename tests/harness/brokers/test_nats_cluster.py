@@ -8,6 +8,7 @@ Nothing is left running.
 from __future__ import annotations
 
 import json
+import os
 import re
 import socket
 import threading
@@ -247,3 +248,49 @@ def _server_version() -> tuple[int, ...]:
     found = re.search(r"v(\d+)\.(\d+)\.(\d+)", text)
     assert found, f"nats-server --version said {text!r}"
     return tuple(int(x) for x in found.groups())
+
+
+# -- the whole path: mqbench compare with a cluster and a node fault ------------------------------
+
+
+@pytest.mark.parametrize("fault, hosts", [
+    ({"at": "2s", "action": "restart-node", "node": "leader", "down": "2s"}, None),
+    ({"at": "2s", "action": "isolate-node", "node": "leader", "duration": "2s"}, ["n1", "n2", "n3"]),
+], ids=["restart-leader", "isolate-leader-on-hosts"])
+def test_compare_accounts_for_a_node_fault_and_leaves_nothing(
+    tmp_path: Path, fault: dict[str, Any], hosts: list[str] | None
+) -> None:
+    """A scenario as a user writes it (``cluster:``, a node fault, optionally ``hosts:``) through ``compare``:
+    the recovery row names the node and its role, every send in the fault's window has an outcome, no
+    acknowledged message is lost, and no node, namespace or link of the run is left."""
+    require_backend("nats", "process")
+    from harness.compare import compare
+    from harness.scenario import parse_scenario
+    from tests.harness.network.support import assert_nothing_left, snapshot
+    from tests.harness.runner.test_runner_e2e import quiet
+
+    if hosts and os.geteuid() != 0:
+        pytest.skip("network hosts need root (network namespaces)")
+    spec: dict[str, Any] = {
+        "name": "nf", "pattern": "queue", "systems": ["nats"], "message_sizes": [100], "duration": "8s",
+        "rate": 200, "warmup": 0, "timeout": 30, "cluster": {"nodes": 3}, "faults": [fault],
+        "variants": {"nats": [{"name": "r3", "jetstream": True}]},
+    }
+    if hosts:
+        spec["hosts"] = {"nodes": hosts}
+    before_pids, before_net = set(live_pids()), snapshot()
+    out = compare([parse_scenario(spec, "nf.yaml")], systems=["nats"], out_root=tmp_path, console=quiet(),
+                  write_report=False)
+    assert set(live_pids()) == before_pids
+    assert_nothing_left(before_net)
+    assert out.complete, out.problems
+    import pandas as pd
+
+    (row,) = pd.read_parquet(out.run_dir / "recovery.parquet").to_dict("records")
+    assert row["action"] == fault["action"] and row["node_role"] == "leader" and row["node"] in range(3)
+    assert row["down_s"] == pytest.approx(2.0)
+    assert row["accepted"] + row["refused"] == row["window_messages"] > 0
+    assert row["lost"] == 0, row
+    assert row["whole_s"] >= 2.0  # the cluster was not whole again before the node came back
+    variant = json.loads((out.run_dir / "manifest.json").read_text())["variants"]["nats/r3"]
+    assert (variant["nodes"], variant["replicas"]) == ("3", "3") and "3 nodes" in variant["parity"]
