@@ -54,7 +54,7 @@ baseline: $(STAMP)
 ## evaluate: slow consumers, broker/peer crashes, recovery, durability, measured feature matrix (docs/evaluation.md),
 ## the network scenarios across hosts (docs/network.md: needs root and toxiproxy), then what each guarantee costs
 ## and what replicated clusters do when a node dies, pauses or is cut off (docs/clusters.md: needs root)
-evaluate: $(STAMP) toxiproxy
+evaluate: $(STAMP) brokers toxiproxy jvm
 	$(VENV)/bin/mqbench compare scenarios/evaluation.yaml --backend process
 	$(VENV)/bin/mqbench compare scenarios/network.yaml --backend process
 	$(VENV)/bin/mqbench compare scenarios/replicated.yaml --backend process
