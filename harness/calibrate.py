@@ -31,7 +31,7 @@ from pathlib import Path
 from rich.console import Console
 
 from harness import units
-from harness.drivers.zmq_driver import free_tcp_port
+from harness.brokers import free_port
 from harness.runfolder import atomic_write
 from harness.scenario import parse_scenario
 
@@ -76,7 +76,7 @@ def bare_receiver_throughput(library: str, n: int, size: int) -> tuple[float, fl
         reason = unavailable_reason()
         if reason:
             raise CalibrationError(f"JeroMQ's bare loop cannot run: {reason}")
-    endpoint = f"tcp://127.0.0.1:{free_tcp_port()}"
+    endpoint = f"tcp://127.0.0.1:{free_port()}"
     procs: list[subprocess.Popen[str]] = []
 
     def start(role: str) -> subprocess.Popen[str]:

@@ -38,6 +38,7 @@ SETTLE = 0.2  # seconds between "all ready" and the start, for subscriptions to 
 DRAIN_IDLE = 3.0  # after the producers finished: seconds without progress before we stop waiting
 OnProgress = Callable[[int, int], None]  # (received so far, expected so far)
 READY_TIMEOUT = 60.0  # seconds for every worker to connect and report ready
+INTERRUPT_WAIT = 8.0  # seconds of repeated interrupts (SIGUSR1) for workers to save their records and exit
 
 
 class CaseFailed(Exception):
@@ -108,14 +109,18 @@ class Workers:
 
     # -- CPU over the measured interval ---------------------------------------------------------------
 
-    def measure_cpu(self, broker: BrokerEndpoint | None, broker_pids: list[int] | None) -> None:
+    def measure_cpu(self, broker: BrokerEndpoint | None, broker_pids: list[int] | None,
+                    node_pids: list[list[int]] | None = None) -> None:
         """Start metering: the harness parent, each worker (with its JVM), and the broker: ``broker_pids``
-        when it runs here, "not measured" when ``broker`` runs elsewhere (external, container), no role at
-        all when the system has no broker."""
+        when it runs here (and for a cluster each node apart, ``node_pids``: roles ``broker node0`` ...),
+        "not measured" when ``broker`` runs elsewhere (external, container), no role at all when the
+        system has no broker."""
         roles = {"harness": [os.getpid()]}
         self._unmeasured = []
         if broker is not None and broker_pids:
             roles["broker"] = broker_pids
+            for i, pids in enumerate(node_pids or []):
+                roles[f"broker node{i}"] = pids
         elif broker is not None:
             why = ("its processes were not found" if broker.backend == "process"
                    else f"it runs outside this harness ({broker.backend})")
@@ -177,13 +182,17 @@ class Workers:
         self.stop.set()
         self.cpu_used()  # a case that failed before it was measured: stop the meter's thread
         self._join_all(grace)
-        for p in self.procs.values():
-            if p.is_alive() and p.pid is not None:
+        deadline = time.monotonic() + INTERRUPT_WAIT
+        while time.monotonic() < deadline:
+            alive = [p for p in self.procs.values() if p.is_alive() and p.pid is not None]
+            if not alive:
+                break
+            for p in alive:  # repeated: a worker ignores all but the first
                 try:
                     os.kill(p.pid, signal.SIGUSR1)
                 except ProcessLookupError:
                     pass
-        self._join_all(5.0)
+            self._join_all(min(0.5, max(0.0, deadline - time.monotonic())))
         forced = []
         for name, p in self.procs.items():
             if p.is_alive():
@@ -203,9 +212,21 @@ class Workers:
             p.join(1)
         while self.drain(0.05) is not None:
             pass
+        for name, p in self.procs.items():  # a worker that died of a signal of its own (a crash in a client)
+            code = p.exitcode
+            if name not in forced and code is not None and code < 0 and name not in self.done:
+                self.errors.append(f"{name}: ended by {_signal_name(-code)} before it reported; its records "
+                                   "are missing")
         self.status.close()
         self.status.join_thread()
         return forced
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
 
 
 def specs(case: Case, driver: Driver, plan: dict[str, Any], work_dir: Path) -> tuple[list[WorkerSpec], list[WorkerSpec]]:

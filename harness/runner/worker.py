@@ -35,6 +35,7 @@ from harness.drivers.base import Driver, DriverError
 from harness.runner import _hot
 from harness.runner._context import Ended, Interrupted, WorkerContext, WorkerSpec
 from harness.runner._hot import HOT_LOOPS
+from harness.runner._outcomes import Outcomes
 from harness.runner._records import (
     BLOCK_BYTES,
     PROBE_PREFIX,
@@ -163,19 +164,24 @@ def _pull_batches(pull: Pull, spec: WorkerSpec, ctx: WorkerContext, receipts: Re
         progress[slot] = receipts.count()
 
 
-def _ready(spec: WorkerSpec, ctx: WorkerContext) -> None:
+def _ready(spec: WorkerSpec, ctx: WorkerContext, client_pid: int | None = None) -> None:
     """Tell the runner this worker is ready, its heap set aside first: every object made so far (numpy, the
     harness's modules, the driver's client and connections: tens of thousands) goes to the collector's
     permanent generation (``gc.freeze``). A full collection walks every tracked object of the process, so
     without this a library that makes container objects per message (mqcore, a pure-Python client) pays, in
     each full collection it triggers, for the harness's objects as well as its own: tens of milliseconds
-    that stall the stream here and not in the library's own programs (docs/harness-cost.md)."""
+    that stall the stream here and not in the library's own programs (docs/harness-cost.md). A consumer whose
+    client runs in a process of its own names it (``client_pid``): its CPU is counted as this worker's."""
     gc.collect()
     gc.freeze()
-    ctx.status.put(("ready", spec.name))
+    ctx.status.put(("ready", spec.name, client_pid) if client_pid else ("ready", spec.name))
 
 
 def _interrupt(signum: int, frame: Any) -> None:
+    """The first SIGUSR1 interrupts whatever the worker waits in; the runner repeats it until the worker
+    is gone (one signal can arrive while no Python code runs to see it), and a repeat must not cut short
+    the saving of records the first one started."""
+    signal.signal(signal.SIGUSR1, signal.SIG_IGN)
     raise Interrupted
 
 
@@ -192,7 +198,12 @@ def worker_main(spec: WorkerSpec, ctx: WorkerContext) -> None:
         if driver.runs_in_jvm:  # Java clients: this process relays to the JVM worker
             from harness.runner.jvm import relay
 
-            relay(spec, ctx, driver)
+            outcomes = Outcomes(spec.out, mapped_files=spec.resilient) if spec.kind == "producer" else None
+            try:
+                relay(spec, ctx, driver, outcomes)
+            finally:
+                if outcomes is not None:
+                    outcomes.close()
             return
         body = {"producer": _producer, "consumer": _consumer, "requester": _requester, "replier": _replier}
         body[spec.kind](spec, ctx, driver)
@@ -208,18 +219,20 @@ def worker_main(spec: WorkerSpec, ctx: WorkerContext) -> None:
 def _producer(spec: WorkerSpec, ctx: WorkerContext, driver: Driver) -> None:
     caps = driver.capabilities
     make = lambda: driver.create_producer(spec.plan, spec.role)  # noqa: E731
+    outcomes = Outcomes(spec.out, mapped_files=spec.resilient)
     step: Step
     probe = None  # the slow-joiner handshake: brokerless pub/sub only, never with faults (case.py)
     if spec.resilient:
         quiet_clients()
-        step = ReconnectingSend(make, caps.flush, spec, ctx)
+        step = ReconnectingSend(make, caps.flush, spec, ctx, outcomes)
     else:
         producer = make()
+        outcomes.watch(producer, 0)
         step = Send(producer, caps.batch_send, caps.flush, caps.send_bytes)
         probe = producer.send if spec.probe else None
     _ready(spec, ctx)
     started = probe_until_start(probe, spec, ctx) if probe is not None else ctx.wait_start()
-    _send_and_report(spec, ctx, step, started)
+    _send_and_report(spec, ctx, step, started, outcomes)
 
 
 def _requester(spec: WorkerSpec, ctx: WorkerContext, driver: Driver) -> None:
@@ -228,16 +241,23 @@ def _requester(spec: WorkerSpec, ctx: WorkerContext, driver: Driver) -> None:
     _send_and_report(spec, ctx, step, ctx.wait_start())
 
 
-def _send_and_report(spec: WorkerSpec, ctx: WorkerContext, step: Step, started: bool) -> None:
+def _send_and_report(
+    spec: WorkerSpec, ctx: WorkerContext, step: Step, started: bool, outcomes: Outcomes | None = None
+) -> None:
     if not started:
         step.close()
+        if outcomes is not None:
+            outcomes.close()
         return
     record = SendRecord(spec.out, spec.capacity, step.second, step.keeps_second, mapped_files=spec.resilient)
     n, schedule, error = send_messages(spec, ctx, step, record)
-    record.save(n, schedule.intended(n))
+    # The step's ``finish`` (in send_messages) flushed: a producer told of outcomes waits for them there.
+    record.save(n, schedule.intended(n), outcomes.stamps(n) if outcomes is not None and outcomes.watched else None)
     ctx.status.put(("done", spec.name, n, error))
     ctx.hold_until_stop()
     step.close()
+    if outcomes is not None:
+        outcomes.close()
 
 
 def _consumer(spec: WorkerSpec, ctx: WorkerContext, driver: Driver) -> None:
@@ -262,7 +282,8 @@ def _consumer(spec: WorkerSpec, ctx: WorkerContext, driver: Driver) -> None:
         consumer = make()
         if driver.capabilities.pull_receive and pace is None:
             pull = consumer.receiver(POLL_TIMEOUT)
-    _ready(spec, ctx)
+    client_pid = (consumer.consumer if spec.resilient else consumer).client_pid  # its CPU is this worker's
+    _ready(spec, ctx, client_pid)
     try:
         receive_messages(spec, ctx, consumer, receipts, pull)
     except Interrupted:

@@ -40,6 +40,7 @@ from harness.crosscheck.tools._exec import Tools
 from harness.crosscheck.tools._java import TOOL_HEAP, java_for, missing_jar
 from harness.crosscheck.tools._steady import counts_rate, intervals_rate
 from harness.drivers.base import BrokerEndpoint
+from harness.drivers.kafka import topic_replication
 
 PACKAGE = "org.apache.kafka.tools."
 ACKS = {"at-most-once": "0", "at-least-once": "1", "durable": "all"}
@@ -131,7 +132,8 @@ class KafkaPerf(Tool):
                    "--num-records", str(LATENCY_RECORDS), "--producer-acks", "1" if acks == "0" else acks,
                    "--record-size", str(case.size)]
         lat = None
-        with Tools(workdir, f"{self.name} {_jars.pinned_version('kafka')}") as tools, _Topics(bootstrap) as topics:
+        with Tools(workdir, f"{self.name} {_jars.pinned_version('kafka')}") as tools, \
+                _Topics(bootstrap, endpoint) as topics:
             topics.create(topic, case.consumers)
             try:
                 consumers = [tools.start(f"consumer-{i}", consume) for i in range(case.consumers)]
@@ -195,7 +197,8 @@ class KafkaPerf(Tool):
         produce = [*jvm, PACKAGE + "ProducerPerformance", "--bootstrap-server", bootstrap, "--topic", topic,
                    "--num-records", str(FOREVER), "--record-size", str(case.size), "--throughput", "-1",
                    "--reporting-interval", str(REPORT_MS), "--command-property", *settings.split()]
-        with Tools(workdir, f"{self.name} {_jars.pinned_version('kafka')}") as tools, _Topics(bootstrap) as topics:
+        with Tools(workdir, f"{self.name} {_jars.pinned_version('kafka')}") as tools, \
+                _Topics(bootstrap, endpoint) as topics:
             topics.create(topic, 1)
             try:
                 tools.measure_broker(broker_pids)
@@ -238,10 +241,13 @@ class KafkaPerf(Tool):
 
 class _Topics:
     """The tools' topics, made and deleted through kafka-python's admin client (a JVM per topic command
-    would take seconds each on a loaded machine)."""
+    would take seconds each on a loaded machine), replicated as the harness's topics are on a broker of the
+    endpoint's shape (one replica, or the cluster's replicas and min ISR); EndToEndLatency's own topic is
+    created by the broker with its defaults, which are the same."""
 
-    def __init__(self, bootstrap: str) -> None:
+    def __init__(self, bootstrap: str, endpoint: BrokerEndpoint) -> None:
         self.bootstrap = bootstrap
+        self.replicas, self.configs = topic_replication(endpoint.shape)
         self.admin: Any = None
 
     def __enter__(self) -> _Topics:
@@ -260,8 +266,8 @@ class _Topics:
         from kafka.admin import NewTopic
 
         try:
-            self.admin.create_topics([NewTopic(name, num_partitions=partitions, replication_factor=1)],
-                                     timeout_ms=30000)
+            self.admin.create_topics([NewTopic(name, num_partitions=partitions, replication_factor=self.replicas,
+                                               topic_configs=dict(self.configs))], timeout_ms=30000)
         except Exception as exc:  # noqa: BLE001
             raise ToolFailed(f"kafka-tools: could not create the topic {name}: {exc!r}") from None
 

@@ -121,10 +121,15 @@ def test_nats_bench_stats_lines() -> None:
 
 def test_nats_bench_is_sized_by_time_and_is_its_own_best() -> None:
     assert sized(500_000.0, 10.0) == 6_000_000 and sized(10.0, 10.0) == PROBE_MSGS
-    case = CrossCase("nats", 100)
     tool = NatsBench()
-    assert tool.best(case) == case and tool.applies(case)
-    assert not tool.applies(CrossCase("nats", 100, options={"jetstream": True}))  # JetStream has a tool of its own
+    for case in (CrossCase("nats", 100), CrossCase("nats", 100, options={"jetstream": True})):
+        assert tool.best(case) == case and tool.applies(case)  # one tool, Core NATS and JetStream
+
+
+def test_nats_bench_jetstream_stats_lines() -> None:
+    assert parse_stats(text("nats-bench-js-pub.txt")) == {"publisher": 23394.0}
+    # two fetch clients share the durable consumer: the aggregated line is the consumer side's rate
+    assert parse_stats(text("nats-bench-js-fetch-2clients.txt")) == {"subscriber": 18485.0}
 
 
 def test_mosquitto_sub_stamps() -> None:
