@@ -8,8 +8,8 @@ delivery guarantee kept), which says what the broker can carry here. Each run la
 state: ``Tool.ramp`` seconds from its start are left out, then ``CrossCase.seconds`` are measured (plus
 ``Tool.window`` for a tool whose figures are moving averages over a window), so no figure depends on how
 fast the machine is. Adapters live in ``harness/crosscheck/tools/<system>.py``, one per broker, and are
-listed in ``tools/__init__.py``; a tool that checks only some variants of its system (a JetStream tool
-beside Core NATS's) says so in ``applies``.
+listed in ``tools/__init__.py``; a tool that checks only some variants of its system says so in
+``applies`` (nats bench checks Core NATS and JetStream variants alike, in two modes).
 """
 
 from __future__ import annotations
