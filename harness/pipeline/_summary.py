@@ -166,6 +166,14 @@ def finish_per_repetition(cases: pd.DataFrame, runs: Sequence[RunInfo], cpu: pd.
     out["clock"] = [i.clock if i else "CLOCK_MONOTONIC (time.monotonic_ns)" for i in info]
     out["clock_resolution_ns"] = [i.clock_resolution_ns if i else float("nan") for i in info]
     out["stamped_by"] = "client"
+    if "pub_count" not in c:  # tables of an engine from before publish latency existed
+        c = c.assign(pub_count=0, pub_q_ns=None, pub_max_ns=np.nan, pub_sum_ns=np.nan)
+    has_pub = c["pub_count"] > 0
+    pub = _quantile_columns(c, "pub_q_ns", [percentile_column(p, "publish") for p in PERCENTILES], "pub_count")
+    out = pd.concat([out, pub], axis=1)
+    out["publish_max_us"] = (c["pub_max_ns"].astype("float64") / 1e3).where(has_pub)
+    out["publish_mean_us"] = c["pub_sum_ns"].astype("float64") / c["pub_count"].where(has_pub) / 1e3
+    out["publish_count"] = c["pub_count"].fillna(0).astype("int64")
     out = out[list(PER_REPETITION_COLUMNS)]
     return sort_cases(out, GROUP_KEYS)
 
