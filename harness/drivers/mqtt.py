@@ -24,7 +24,16 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from harness.drivers.base import Consumer, DriverError, Guarantee, Pattern, Producer, Role
-from harness.drivers.broker import BrokerDriver, CallbackConsumer, address, connect, guarantee, pattern, topic
+from harness.drivers.broker import (
+    IDLE_NS,
+    BrokerDriver,
+    CallbackConsumer,
+    address,
+    connect,
+    guarantee,
+    pattern,
+    topic,
+)
 from harness.drivers.options import option
 
 SHARE_GROUP = "mqbench"
@@ -150,9 +159,34 @@ class _Connection:
 
 
 class _MqttProducer(Producer):
+    """Outcomes (``watch_outcomes``, QoS 1/2): the broker's PUBACK (QoS 1) or PUBCOMP (QoS 2) of each
+    publish, reported from paho's ``on_publish`` as the producer reads it. While watched, the producer also
+    reads what has arrived, without waiting, every ``READ_EVERY`` sends and after any pause between sends,
+    so that an acknowledgement is stamped when it came rather than when the window next filled."""
+
+    READ_EVERY = 16
+
     def __init__(self, conn: _Connection, topic: str, qos: int, window: int) -> None:
         self.conn, self.topic, self.qos, self.window = conn, topic, qos, window
         self.unfinished: collections.deque[Any] = collections.deque()  # oldest first
+        self.report: Callable[[int, int, bool], None] | None = None
+        self.sends: dict[int, int] = {}  # message id -> send number, until its acknowledgement
+        self.count = 0
+        self.last = 0
+
+    def watch_outcomes(self, report: Callable[[int, int, bool], None]) -> bool:
+        if not self.qos:
+            return False
+        self.report = report
+        sends = self.sends
+
+        def on_publish(_client: Any, _userdata: Any, mid: int, _reason: Any, _props: Any) -> None:
+            index = sends.pop(mid, None)
+            if index is not None:
+                report(index, 1, True)
+
+        self.conn.client.on_publish = on_publish
+        return True
 
     def _finish(self, count: int, timeout: float) -> None:
         """Drive the network until the oldest ``count`` unfinished publishes are done."""
@@ -177,6 +211,13 @@ class _MqttProducer(Producer):
         info = self.conn.client.publish(self.topic, bytes(payload), qos=self.qos)
         if info.rc != mqtt.MQTT_ERR_SUCCESS:
             raise DriverError(f"mqtt publish failed: {mqtt.error_string(info.rc)}")
+        if self.report is not None:
+            self.sends[info.mid] = self.count
+            self.count += 1
+            now = time.monotonic_ns()
+            if not self.count % self.READ_EVERY or now - self.last > IDLE_NS:
+                self.conn.pump(0)  # acknowledgements that came meanwhile: reported now
+            self.last = now
         if self.qos or not info.is_published():  # QoS 0 written in publish: nothing left to wait for
             self.unfinished.append(info)
             if len(self.unfinished) >= self.window:
