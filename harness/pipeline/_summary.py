@@ -25,6 +25,7 @@ from harness.pipeline import _pandas, _spark
 from harness.pipeline._aggregate import aggregate
 from harness.pipeline._cpu import clock_uncertainty_us, cpu_columns
 from harness.pipeline._errors import PipelineError
+from harness.pipeline._export import write_exports
 from harness.pipeline._recovery import run_recovery
 from harness.pipeline._search import search_table
 from harness.pipeline._tables import (
@@ -249,9 +250,12 @@ def newest_run(results: Path) -> Path:
 
 
 def summarise_run(run_dir: Path | str, engine: Engine = "pandas") -> Summary:
-    """Compute the one summary of a run and store it in the run folder (``compare`` calls this)."""
+    """Compute the one summary of a run and store it in the run folder (``compare`` calls this), with the
+    files other tools read beside it: HdrHistogram logs and OMB results per case (``_export``)."""
     summary = summarize(run_dir, engine=engine)
     write_summary(summary, run_dir)
+    with _as_pipeline_error():
+        write_exports(RunFolder.open(run_dir))
     return summary
 
 

@@ -168,6 +168,10 @@ CLOCKS = "clocks"
 SEARCH = "search"
 #: The pipeline's tables, each as ``<name>.parquet`` + ``<name>.csv``; ``summary`` is the one summary.
 SUMMARY_TABLES = ("summary", "aggregate", "series", "distribution")
+#: Results other tools read (``harness/pipeline/_export.py``), per case and repetition: HdrHistogram interval
+#: logs and percentile distributions ``hdr/<case>.<e2e|publish>.<hlog|hgrm>``; OMB-shaped ``omb/<case>.json``.
+HDR_DIR = "hdr"
+OMB_DIR = "omb"
 REPORT_HTML = "report.html"
 REPORT_MD = "summary.md"
 FEATURE_MATRIX = "feature_matrix.csv"
