@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from harness.drivers.base import (
+    Capabilities,
     Consumer,
     DriverError,
     Guarantee,
@@ -37,6 +38,8 @@ from harness.drivers.options import option
 
 ACKS = {"0": 0, "1": 1, "all": "all", "-1": "all"}
 CLIENTS = ("kafka-python", "confluent-kafka")
+COMPRESSIONS = ("none", "gzip", "snappy", "lz4", "zstd")
+KEYS = "record key: the partition by its hash (murmur2)"
 CONFLUENT_POLL_EVERY = 1000  # confluent-kafka producer: serve librdkafka's events once per this many sends
 # kafka-python backs off exponentially up to 30 s between attempts to reach a broker, and its metadata refresh
 # shares that backoff: after a broker restart (which raises the partitions' leader epoch) a consumer keeps
@@ -52,6 +55,8 @@ class KafkaOptions:
     batch_size: int = option(16384, minimum=1)
     partitions: int = option(1, minimum=1)
     client: str = option("kafka-python", choices=CLIENTS)
+    # the producer's batch compression (compression.type); kafka-python needs the lz4 / zstandard packages
+    compression: str = option("none", choices=COMPRESSIONS)
 
 
 class KafkaDriver(BrokerDriver):
@@ -62,6 +67,7 @@ class KafkaDriver(BrokerDriver):
     client_module = "kafka"
     options_type = KafkaOptions
     opts: KafkaOptions
+    capabilities = Capabilities(flush=True, keys=KEYS)
 
     def __init__(self, options: Mapping[str, Any], broker: Any = None) -> None:
         super().__init__(options, broker)
@@ -183,6 +189,7 @@ class _KafkaProducer(RoundRobinProducer):
             acks=ACKS[opts.acks],
             linger_ms=opts.linger_ms,
             batch_size=opts.batch_size,
+            compression_type=None if opts.compression == "none" else opts.compression,
             enable_idempotence=False,  # needs acks=all and InitProducerId, which Tansu may lack
             max_request_size=8 * 1024 * 1024,
             reconnect_backoff_max_ms=RECONNECT_BACKOFF_MAX_MS,
@@ -195,6 +202,16 @@ class _KafkaProducer(RoundRobinProducer):
             # The client batches asynchronously, so it gets its own copy of the reused buffer.
             future = self.producer.send(self.topic, value=bytes(payload), partition=partition)
         except Exception as exc:  # buffer full for max_block_ms, message too large, ...
+            raise DriverError(f"kafka refused a message: {exc!r}") from None
+        if self.confirmed:
+            future.add_errback(self._failed)
+
+    def send_keyed(self, payload: bytearray, key: bytes) -> None:
+        if self.error is not None:
+            raise DriverError(f"kafka failed to deliver a message: {self.error!r}")
+        try:  # no partition given: the client's partitioner hashes the key
+            future = self.producer.send(self.topic, value=bytes(payload), key=key)
+        except Exception as exc:
             raise DriverError(f"kafka refused a message: {exc!r}") from None
         if self.confirmed:
             future.add_errback(self._failed)

@@ -62,8 +62,10 @@ class ConfluentProducer(RoundRobinProducer):
         config = {
             **_common(driver),
             "acks": str(acks) if acks != "all" else "all",
+            "partitioner": "murmur2_random",  # the Java client's partitioner, for keyed messages
             "linger.ms": opts.linger_ms,
             "batch.size": opts.batch_size,
+            "compression.type": opts.compression,
             "enable.idempotence": False,  # needs InitProducerId, which Tansu may lack (as kafka-python)
             "message.max.bytes": 8 * 1024 * 1024,
             "delivery.report.only.error": True,
@@ -90,10 +92,20 @@ class ConfluentProducer(RoundRobinProducer):
             self._failed(RuntimeError(str(err)))
 
     def send(self, payload: bytearray) -> None:
-        partition = self._partition()
+        self._produce(payload, None, self._partition())
+
+    def send_keyed(self, payload: bytearray, key: bytes) -> None:
+        if self.error is not None:
+            raise DriverError(f"kafka failed to deliver a message: {self.error!r}")
+        self._produce(payload, key, -1)  # librdkafka's partitioner (murmur2 like the Java client's) hashes it
+
+    def _produce(self, payload: bytearray, key: bytes | None, partition: int) -> None:
         while True:
             try:
-                self.producer.produce(self.topic, bytes(payload), partition=partition)
+                if key is None:
+                    self.producer.produce(self.topic, bytes(payload), partition=partition)
+                else:
+                    self.producer.produce(self.topic, bytes(payload), key=key)
                 break
             except BufferError:  # librdkafka's queue is full: let it send, then try again
                 self.producer.poll(0.05)

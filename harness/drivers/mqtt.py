@@ -23,7 +23,16 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from harness.drivers.base import Consumer, DriverError, Guarantee, Pattern, Producer, Role
+from harness.drivers.base import (
+    Capabilities,
+    Consumer,
+    DriverError,
+    Guarantee,
+    Pattern,
+    Producer,
+    Role,
+    topology_from_plan,
+)
 from harness.drivers.broker import (
     IDLE_NS,
     BrokerDriver,
@@ -56,6 +65,7 @@ class MqttDriver(BrokerDriver):
     client_module = "paho.mqtt.client"
     options_type = MqttOptions
     opts: MqttOptions
+    capabilities = Capabilities(flush=True, keys="a topic level: <topic>/<key>, subscribed as <topic>/+")
 
     def guarantee(self) -> Guarantee:
         # Clean sessions on a broker without persistence: nothing survives a restart.
@@ -72,7 +82,7 @@ class MqttDriver(BrokerDriver):
         return _MqttProducer(conn, topic(plan, role), self.opts.qos, self.opts.inflight)
 
     def create_consumer(self, plan: Mapping[str, Any], role: Role) -> Consumer:
-        name = topic(plan, role)
+        name = topic(plan, role) + ("/+" if topology_from_plan(plan).keys else "")
         if pattern(plan) is Pattern.QUEUE:
             name = f"$share/{SHARE_GROUP}/{name}"
         conn = _Connection(self, f"c{role.index}", manual_ack=self.opts.qos > 0, threaded=True)
@@ -204,11 +214,14 @@ class _MqttProducer(Producer):
                 raise DriverError(f"mqtt publish {unfinished[0].mid} did not complete within {timeout:.0f} s")
             conn.pump(0.05)
 
-    def send(self, payload: bytearray) -> None:
+    def send_keyed(self, payload: bytearray, key: bytes) -> None:
+        self.send(payload, f"{self.topic}/{key.decode()}")
+
+    def send(self, payload: bytearray, where: str = "") -> None:
         import paho.mqtt.client as mqtt
 
         self.conn.check()
-        info = self.conn.client.publish(self.topic, bytes(payload), qos=self.qos)
+        info = self.conn.client.publish(where or self.topic, bytes(payload), qos=self.qos)
         if info.rc != mqtt.MQTT_ERR_SUCCESS:
             raise DriverError(f"mqtt publish failed: {mqtt.error_string(info.rc)}")
         if self.report is not None:

@@ -19,7 +19,17 @@ from collections.abc import Callable, Coroutine, Mapping
 from concurrent.futures import Future
 from typing import Any, TypeVar
 
-from harness.drivers.base import Consumer, DriverError, Pattern, Producer, Replier, Requester, Role
+from harness.drivers.base import (
+    Capabilities,
+    Consumer,
+    DriverError,
+    Pattern,
+    Producer,
+    Replier,
+    Requester,
+    Role,
+    topology_from_plan,
+)
 from harness.drivers.broker import BrokerDriver, CallbackConsumer, connect, pattern, topic
 
 T = TypeVar("T")
@@ -33,6 +43,7 @@ class NatsDriver(BrokerDriver):
     client_packages = ("nats-py",)
     client = "nats-py"
     client_module = "nats"
+    capabilities = Capabilities(flush=True, keys="a subject token: <topic>.<key>, subscribed as <topic>.*")
 
     # Core NATS has no variants (nothing to confirm or persist, so at-most-once) and subjects need no
     # creating: no options, no admin().
@@ -42,7 +53,8 @@ class NatsDriver(BrokerDriver):
 
     def create_consumer(self, plan: Mapping[str, Any], role: Role) -> Consumer:
         group = QUEUE_GROUP if pattern(plan) is Pattern.QUEUE else ""
-        return _NatsConsumer(_Session(self.url), topic(plan, role), group)
+        wildcard = ".*" if topology_from_plan(plan).keys else ""
+        return _NatsConsumer(_Session(self.url), topic(plan, role) + wildcard, group)
 
     def create_requester(self, plan: Mapping[str, Any], role: Role) -> Requester:
         return _NatsRequester(_Session(self.url), topic(plan, role))
@@ -111,7 +123,7 @@ class _Session:
 class _NatsProducer(Producer):
     def __init__(self, session: _Session, subject: str) -> None:
         self.session, self.subject = session, subject
-        self.queue: collections.deque[bytes] = collections.deque()
+        self.queue: collections.deque[bytes | tuple[str, bytes]] = collections.deque()
         self.scheduled = False  # a drain is due in the loop and has not begun
         self.room = threading.Condition()
 
@@ -121,17 +133,24 @@ class _NatsProducer(Producer):
         queue, publish, subject = self.queue, self.session.nc.publish, self.subject
         try:
             for _ in range(len(queue)):
-                await publish(subject, queue.popleft())
+                item = queue.popleft()
+                if isinstance(item, tuple):  # a keyed message: (its subject, its body)
+                    await publish(*item)
+                else:
+                    await publish(subject, item)
         except Exception as exc:  # noqa: BLE001 - reported by the next send or flush
             self.session.errors.append(exc)
             queue.clear()
         with self.room:
             self.room.notify_all()
 
-    def send(self, payload: bytearray) -> None:
+    def send_keyed(self, payload: bytearray, key: bytes) -> None:
+        self.send(payload, f"{self.subject}.{key.decode()}")
+
+    def send(self, payload: bytearray, subject: str = "") -> None:
         self.session.check()
         queue = self.queue
-        queue.append(bytes(payload))
+        queue.append((subject, bytes(payload)) if subject else bytes(payload))
         if not self.scheduled:
             self.scheduled = True
             self.session.submit(self._drain())

@@ -50,10 +50,10 @@ class Workers:
     def __init__(self, n: int) -> None:
         self.ctx = WorkerContext(
             status=_CTX.Queue(), start=_CTX.Event(), stop=_CTX.Event(), start_ns=_CTX.Value("q", 0, lock=False),
-            progress=_CTX.Array("q", n, lock=False),
+            progress=_CTX.Array("q", n, lock=False), release_ns=_CTX.Value("q", 0, lock=False),
         )
         self.status, self.start, self.stop = self.ctx.status, self.ctx.start, self.ctx.stop
-        self.start_ns, self.progress = self.ctx.start_ns, self.ctx.progress
+        self.start_ns, self.progress, self.release_ns = self.ctx.start_ns, self.ctx.progress, self.ctx.release_ns
         self.procs: dict[str, Any] = {}
         self.specs: dict[str, WorkerSpec] = {}
         self.gone: list[Any] = []  # processes killed by a fault
@@ -239,6 +239,12 @@ def specs(case: Case, driver: Driver, plan: dict[str, Any], work_dir: Path) -> t
         duration_ns=duration_ns,
         resilient=resilient,
         kills=sc.kills,
+        payload_file=sc.payload_file,
+        compressible=sc.compressible,
+        keys=sc.keys,
+        key_count=sc.key_count,
+        backlog=sc.backlog is not None,
+        drain_rate=sc.backlog.drain_rate if sc.backlog is not None else 1.0,
     )
     consumers = []
     for c in range(sc.consumers):
@@ -270,6 +276,7 @@ def specs(case: Case, driver: Driver, plan: dict[str, Any], work_dir: Path) -> t
             capacity=send_cap,
             out=str(work_dir / f"producer-{p}"),
             probe=probing,
+            rate_profile=tuple((r / sc.producers, seconds) for r, seconds in sc.rate_profile),
             **common,  # type: ignore[arg-type]
         )
         for p in range(sc.producers)

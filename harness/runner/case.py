@@ -33,6 +33,7 @@ from harness.drivers.base import BrokerEndpoint, ClusterShape, Driver, DriverErr
 from harness.drivers.java import JVM_LIMITS
 from harness.network import Network
 from harness.runfolder import RunFolder
+from harness.runner._backlog import BacklogRelease
 from harness.runner._context import Case
 from harness.runner._final_read import final_read, missing, needs_final_read, stalls
 from harness.runner._netfaults import NetworkFaults
@@ -60,6 +61,20 @@ def scenario_reason(system: str, scenario: Scenario, client: str | None = None) 
         return f"the driver lacks the {scenario.pattern.value} pattern"
     if cls.runs_in_jvm and (scenario.kills or scenario.consumer_rate is not None):
         return JVM_LIMITS
+    return workload_reason(cls, scenario)
+
+
+def workload_reason(cls: type[Driver], scenario: Scenario) -> str | None:
+    """Why a driver cannot run a scenario's workload fields (harness.scenario._workload), or None."""
+    if not scenario.workload:
+        return None
+    if cls.runs_in_jvm:
+        return ("the JVM worker runs no workload fields yet (backlog, rate_profile, keys, file or compressible "
+                "payloads, topic sweeps)")
+    if scenario.keys != "none" and not cls.capabilities.keys:
+        return f"{cls.name} has no message keys to route by"
+    if scenario.keys != "none" and scenario.faults:
+        return "keys are not sent by the fault-tolerant producer of runs with faults"
     return None
 
 
@@ -158,6 +173,8 @@ def run_cases(
                 continue
             for p in result.problems:
                 console.print(f"[yellow]![/] {desc}: {p.splitlines()[0]}")
+            if result.backlog and result.backlog["note"]:
+                console.print(f"[yellow]·[/] {desc}: {result.backlog['note']}", highlight=False)
             for note in _final_read_notes(result):
                 console.print(f"[yellow]·[/] {desc}: {note}", highlight=False)
             problems.extend(f"{desc}: {p}" for p in result.problems)
@@ -181,6 +198,7 @@ def run_cases(
                 "raw": f"raw/{name}", "complete": result.complete, "scenario": sc.name, "system": variant.system,
                 "variant": variant.name, "size": size, "rate": rate, "repetition": rep,
                 **({"stalls": {str(c): round(v, 3) for c, v in result.stalls.items()}} if result.stalls else {}),
+                **({"backlog": result.backlog} if result.backlog else {}),
             })
             run.write_manifest()
             bar.remove_task(task)
@@ -251,12 +269,14 @@ class CaseResult:
     acks_tracked: bool = False  # the producers were told each send's outcome: unanswered sends are not accepted
     drained: pd.DataFrame | None = None  # the final read's receipts: producer, seq, consumer, t_ns (held, not lost)
     stalls: dict[int, float] = field(default_factory=dict)  # consumer -> seconds without a receipt at the end
+    backlog: dict[str, Any] | None = None  # a backlog case: target, built, release_ns, start_ns, note
 
 
 def run_case(case: Case, driver: Driver, work_dir: Path, on_progress: OnProgress | None = None) -> CaseResult:
     sc = case.scenario
     tag = f"{os.getpid()}-{int(time.time() * 1000) % 10**9}"
-    topology = Topology(sc.pattern, sc.topics, sc.producers, sc.consumers, case.size, tag)
+    topology = Topology(sc.pattern, sc.topics, sc.producers, sc.consumers, case.size, tag,
+                        keys=sc.key_count if sc.keys != "none" else 0)
     plan = driver.plan(topology)
     try:
         return _run(case, driver, plan, work_dir, on_progress)
@@ -275,9 +295,11 @@ def _run(
     problems: list[str] = []
     complete = True
     sc = case.scenario
-    evaluating = bool(sc.faults) or sc.consumer_rate is not None
+    evaluating = bool(sc.faults) or sc.consumer_rate is not None or sc.backlog is not None or bool(sc.rate_profile)
     injector: FaultInjector | None = None
     sampler: Sampler | None = None
+    backlog: BacklogRelease | None = None
+    backlog_record: dict[str, Any] | None = None
     fault_records: list[dict[str, Any]] = []
     samples: list[dict[str, Any]] = []
     cpu: list[CpuUse] = []
@@ -318,8 +340,13 @@ def _run(
             )
         nodes = [control.node_pids(n) for n in range(control.nodes)] if hasattr(control, "node_pids") else None
         w.measure_cpu(case.broker, control.pids() if control is not None else None, nodes)
+        if sc.backlog is not None:
+            names = [s.name for s in producers]
+            backlog = BacklogRelease(
+                w.progress, len(producers), max(1, sc.consumers // sc.topics) if sc.pattern is Pattern.PUBSUB else 1,
+                sc.backlog.target(case.size), w.release_ns, lambda: all(n in w.done for n in names))
         w.start.set()
-        for thread in (sampler, injector):
+        for thread in (sampler, injector, backlog):
             if thread is not None:
                 thread.start()
         complete = watch(case, w, producers, consumers, problems, on_progress, injector)
@@ -330,6 +357,8 @@ def _run(
             fault_records = injector.stop()
         if sampler is not None:
             samples = sampler.stop()
+        if backlog is not None:
+            backlog_record = {**backlog.stop(), "start_ns": int(w.start_ns.value)}
         forced = w.shutdown(grace=3.0)
         if injector is not None:
             try:
@@ -372,7 +401,7 @@ def _run(
     return CaseResult(
         rows=rows, complete=complete, problems=problems, start_ns=int(w.start_ns.value), faults=fault_records,
         timeseries=pd.DataFrame(samples) if evaluating else None, send_errors=send_errors, cpu=cpu,
-        acks_tracked=acks_tracked, drained=drained, stalls=stalled,
+        acks_tracked=acks_tracked, drained=drained, stalls=stalled, backlog=backlog_record,
     )
 
 

@@ -45,7 +45,7 @@ from harness.runner._records import (
     save,
 )
 from harness.runner._resilient import ReconnectingConsumer, ReconnectingSend, quiet_clients
-from harness.runner._send import Request, Send, Step, probe_until_start, send_messages
+from harness.runner._send import KeyedSend, Request, Send, Step, probe_until_start, send_messages
 
 __all__ = ["HOT_LOOPS", "Interrupted", "WorkerContext", "WorkerSpec", "worker_main"]
 
@@ -85,7 +85,7 @@ def receive_messages(spec: WorkerSpec, ctx: WorkerContext, consumer: Any, receip
         started = await_probes(pull, spec, ctx, receipts)
     else:
         started = ctx.wait_start()
-    if not started:
+    if not started or (spec.backlog and not hold_back(ctx)):
         return
     if pull is not None:
         _pull_batches(pull, spec, ctx, receipts)
@@ -97,6 +97,26 @@ def receive_messages(spec: WorkerSpec, ctx: WorkerContext, consumer: Any, receip
             progress[slot] = receipts.count()
     except Ended:
         pass
+
+
+def hold_back(ctx: WorkerContext) -> bool:
+    """A backlog case's consumer: receive nothing until the parent releases the consumers (the broker holds
+    the backlog meanwhile; a brokerless sender meets its high-water mark). False when stopped first."""
+    while not ctx.released():
+        if ctx.stop.wait(0.005):
+            return False
+    return True
+
+
+def gated(on_message: Callable[[bytes], None], ctx: WorkerContext) -> Callable[[bytes], None]:
+    """``on_message`` for a library that delivers on its own thread: until the release it blocks that
+    thread (the client stops reading, the broker holds the rest) and then passes the message on."""
+    def on_held_message(payload: bytes) -> None:
+        if not ctx.released():
+            hold_back(ctx)
+        on_message(payload)
+
+    return on_held_message
 
 
 def await_probes(pull: Pull, spec: WorkerSpec, ctx: WorkerContext, receipts: Receipts) -> bool:
@@ -205,7 +225,10 @@ def _producer(spec: WorkerSpec, ctx: WorkerContext, driver: Driver) -> None:
     else:
         producer = make()
         outcomes.watch(producer, 0)
-        step = Send(producer, caps.batch_send, caps.flush)
+        if spec.keys != "none":
+            step = KeyedSend(producer, caps.batch_send, caps.flush, spec.keys, spec.key_count, spec.role.index)
+        else:
+            step = Send(producer, caps.batch_send, caps.flush)
         probe = producer.send if spec.probe else None
     ctx.status.put(("ready", spec.name))
     started = probe_until_start(probe, spec, ctx) if probe is not None else ctx.wait_start()
@@ -245,6 +268,8 @@ def _consumer(spec: WorkerSpec, ctx: WorkerContext, driver: Driver) -> None:
         ctx.progress[spec.slot] = n
 
     on_message = receipts.callback(pace, report)
+    if spec.backlog:
+        on_message = gated(on_message, ctx)
 
     def make() -> Any:
         consumer = driver.create_consumer(spec.plan, spec.role)

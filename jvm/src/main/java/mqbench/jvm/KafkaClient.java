@@ -15,7 +15,7 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
 
 /** The Kafka Java client, in the layout of the kafka driver (harness/drivers/kafka.py): the plan's topics
  *  with {@code plan.partitions} partitions, producers round-robin over partitions with asynchronous sends
- *  (acks, linger_ms, batch_size from the options; a failed send is reported at the next send or the
+ *  (acks, linger_ms, batch_size, compression from the options; a failed send is reported at the next send or the
  *  flush), consumers assign() their partitions (all of them for pubsub, their share for queue) and start
  *  at the end offsets as of consume(). */
 final class KafkaClient implements Client {
@@ -45,6 +45,7 @@ final class KafkaClient implements Client {
                 p.put("acks", spec.option("acks", "1").equals("-1") ? "all" : spec.option("acks", "1"));
                 p.put("linger.ms", String.valueOf(spec.optionLong("linger_ms", 0)));
                 p.put("batch.size", String.valueOf(spec.optionLong("batch_size", 16384)));
+                p.put("compression.type", spec.option("compression", "none"));
                 p.put("enable.idempotence", "false");  // needs InitProducerId, which Tansu may lack
                 p.put("max.request.size", String.valueOf(8 * 1024 * 1024));
                 producer = new KafkaProducer<>(p, new ByteArraySerializer(), new ByteArraySerializer());
