@@ -39,7 +39,16 @@ from harness.runner._final_read import final_read, missing, needs_final_read, st
 from harness.runner._netfaults import NetworkFaults
 from harness.runner._placement import place
 from harness.runner._records import assemble_rows, finalize, read_errors, tracked
-from harness.runner._workers import SETTLE, SUBSCRIBE_TIMEOUT, CaseFailed, OnProgress, Workers, specs, watch
+from harness.runner._workers import (
+    SETTLE,
+    SUBSCRIBE_TIMEOUT,
+    CaseFailed,
+    OnProgress,
+    Workers,
+    launch_all,
+    specs,
+    watch,
+)
 from harness.runner.cpu import CpuTable
 from harness.runner.evaluation import EvaluationFiles
 from harness.runner.faults import FaultInjector, Sampler, WorkerHooks, depth_probe
@@ -306,8 +315,7 @@ def _run(
     ended_ns = 0
     try:
         # All at once: producers only send after the start event, by which time every consumer is ready.
-        for spec in [*consumers, *producers]:
-            w.launch(spec)
+        launch_all(w, producers, consumers)
         w.wait_ready([s.name for s in [*consumers, *producers]])
         if any(s.probe_from for s in consumers):
             # Brokerless pub/sub: a subscription reaches a publisher some time after the subscriber is

@@ -191,11 +191,35 @@ def worker_main(spec: WorkerSpec, ctx: WorkerContext) -> None:
     """Entry point of every worker process."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGUSR1, _interrupt)
-    try:
-        if spec.namespace is not None:
-            from harness.network import enter
+    if spec.namespace is not None:
+        from harness.network import enter
 
-            enter(spec.namespace)
+        enter(spec.namespace)
+    run_role(spec, ctx)
+
+
+def group_main(specs: list[WorkerSpec], ctx: WorkerContext) -> None:
+    """Entry point of a worker process that plays many roles, each in a thread of its own (cases with more
+    producers and consumers than ``harness.runner._workers.ONE_PROCESS_EACH``, as OMB's workers run many
+    producers and consumers in one JVM): every role runs the same loops and reports to the parent under
+    its own name. The roles share the process's interpreter, so they take turns at the GIL; a role blocked
+    in its client cannot be interrupted (SIGUSR1 is ignored here): the runner then kills the process and
+    names the roles whose records are lost. Not used with faults, network hosts or the JVM worker."""
+    import threading
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGUSR1, signal.SIG_IGN)
+    threading.stack_size(1 << 20)  # a thousand roles' stacks: 1 MiB each is plenty for the loops
+    threads = [threading.Thread(target=run_role, args=(spec, ctx), name=spec.name, daemon=True) for spec in specs]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+
+def run_role(spec: WorkerSpec, ctx: WorkerContext) -> None:
+    """One producer, consumer, requester or replier, from its driver to its report to the parent."""
+    try:
         driver = load_class(spec.driver)(spec.options, spec.broker)
         if driver.runs_in_jvm:  # Java clients: this process relays to the JVM worker
             from harness.runner.jvm import relay
