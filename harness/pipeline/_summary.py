@@ -35,6 +35,7 @@ from harness.pipeline._tables import (
     finish_series,
     sort_cases,
 )
+from harness.pipeline._workload import workload_tables
 from harness.runfolder import RunFolder, RunFolderError, RunInfo, count_raw_rows, is_uri, local_path
 from harness.runfolder import newest_run as _newest_run
 from harness.runfolder.schema import (
@@ -45,6 +46,7 @@ from harness.runfolder.schema import (
     SEARCH,
     SUMMARY_TABLES,
     VARIANT_LABELS,
+    WORKLOAD_TABLES,
     percentile_column,
 )
 
@@ -79,6 +81,8 @@ class Summary:
     engine: str
     recovery: pd.DataFrame = field(default_factory=pd.DataFrame)
     search: pd.DataFrame = field(default_factory=pd.DataFrame)
+    #: ``timeline``, ``backlog``, ``topics`` (``_workload``): empty unless the runs had workload scenarios
+    workload: dict[str, pd.DataFrame] = field(default_factory=dict)
 
     def tables(self) -> dict[str, pd.DataFrame]:
         """The tables as a run folder stores them (``SUMMARY_TABLES`` + ``recovery`` and ``search`` when
@@ -89,7 +93,7 @@ class Summary:
             "series": self.series,
             "distribution": self.distribution,
         }
-        optional = {RECOVERY: self.recovery, SEARCH: self.search}
+        optional = {RECOVERY: self.recovery, SEARCH: self.search, **self.workload}
         return {**tables, **{name: frame for name, frame in optional.items() if not frame.empty}}
 
 
@@ -231,6 +235,7 @@ def summarize(
         per_repetition = finish_per_repetition(cases, runs, pd.concat(cpu, ignore_index=True),
                                                pd.concat(clocks, ignore_index=True))
         recovery = [run_recovery(run) for run in folders]
+        workload = workload_tables(folders)
     return Summary(
         per_repetition=per_repetition,
         aggregate=aggregate(per_repetition),
@@ -240,6 +245,7 @@ def summarize(
         engine=engine,
         recovery=pd.concat(recovery, ignore_index=True),
         search=search_table(per_repetition, runs),
+        workload=workload,
     )
 
 
@@ -279,7 +285,7 @@ def load_summary(
     joined = {
         name: pd.concat([t[name] for _, t, _ in parts if not t[name].empty] or [parts[0][1][name]],
                         ignore_index=True)
-        for name in (*SUMMARY_TABLES, RECOVERY, SEARCH)
+        for name in (*SUMMARY_TABLES, RECOVERY, SEARCH, *WORKLOAD_TABLES)
     }
     order = {"summary": GROUP_KEYS, "aggregate": CASE_KEYS, "series": (*GROUP_KEYS, "second"),
              "distribution": (*CASE_KEYS, "latency_from", "percentile")}
@@ -295,6 +301,7 @@ def load_summary(
         engine=", ".join(dict.fromkeys(used for _, _, used in parts)),
         recovery=joined[RECOVERY],
         search=joined[SEARCH],
+        workload={name: joined[name] for name in WORKLOAD_TABLES},
     )
 
 

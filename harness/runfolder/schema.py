@@ -166,6 +166,16 @@ CPU = "cpu"
 CLOCKS = "clocks"
 #: The rate-search table (``rate: search`` scenarios only): max sustained rate and knee per system variant.
 SEARCH = "search"
+#: The workload tables (``harness/pipeline/_workload.py``; only runs with backlog, rate-profile or topic-sweep
+#: scenarios have rows): per second of those cases, per backlog case, per case of a topic sweep.
+TIMELINE, BACKLOG, TOPICS = "timeline", "backlog", "topics"
+WORKLOAD_TABLES = (TIMELINE, BACKLOG, TOPICS)
+TIMELINE_COLUMNS = (*CASE_KEYS, "repetition", "second", "offered", "sent", "received", "e2e_p99_us",
+                    "publish_p99_us", "backlog")
+BACKLOG_COLUMNS = (*CASE_KEYS, "repetition", "target", "built", "backlog_messages", "release_s", "drain_s",
+                   "catchup_msgs_per_s", "producer_msgs_per_s", "e2e_p99_us", "publish_p99_us", "note")
+TOPICS_COLUMNS = (*CASE_KEYS, "repetition", "topics", "topics_received", "topic_msgs_per_s_min",
+                  "topic_msgs_per_s_median", "topic_msgs_per_s_max")
 #: The pipeline's tables, each as ``<name>.parquet`` + ``<name>.csv``; ``summary`` is the one summary.
 SUMMARY_TABLES = ("summary", "aggregate", "series", "distribution")
 #: Results other tools read (``harness/pipeline/_export.py``), per case and repetition: HdrHistogram interval
