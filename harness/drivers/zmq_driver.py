@@ -41,9 +41,22 @@ _POLL_BURST = 4096
 
 
 def free_tcp_port(host: str = "127.0.0.1") -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        return int(s.getsockname()[1])
+    return free_tcp_ports(1, host)[0]
+
+
+def free_tcp_ports(n: int, host: str = "127.0.0.1") -> list[int]:
+    """``n`` distinct free ports: each probe socket stays bound until all are chosen (closed one by one, a
+    hundred probes would get the same port back now and then)."""
+    probes = []
+    try:
+        for _ in range(n):
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            probes.append(s)
+            s.bind((host, 0))
+        return [int(s.getsockname()[1]) for s in probes]
+    finally:
+        for s in probes:
+            s.close()
 
 
 @dataclass(frozen=True)
@@ -101,7 +114,7 @@ class ZmqDriver(Driver):
         plan = super().plan(topology)
         binders = topology.consumers if topology.pattern is Pattern.REQREP else topology.producers
         if self.opts.transport == "tcp":
-            plan["endpoints"] = [f"tcp://127.0.0.1:{free_tcp_port()}" for _ in range(binders)]
+            plan["endpoints"] = [f"tcp://127.0.0.1:{port}" for port in free_tcp_ports(binders)]
         else:
             folder = tempfile.mkdtemp(prefix=f"mqbench-{topology.run_tag}-")
             plan["ipc_dir"] = folder
