@@ -3,7 +3,7 @@ from their raw rows (pandas; the cases of other scenarios are not read). A secon
 three tables from the same raw columns; definitions here:
 
 * ``timeline`` (cases with a ``rate_profile`` or a ``backlog``): per case, repetition and second since the
-  case's first measured send: ``offered`` (intended sends in that second), ``sent`` (by ``t_send``),
+  case's first intended send (its first send when unscheduled): ``offered`` (intended sends in that second), ``sent`` (by ``t_send``),
   ``received`` (receipts by ``t_recv``), ``e2e_p99_us`` (of the receipts in that second), ``publish_p99_us``
   (of the acknowledgements in that second) and, for backlog cases, ``backlog`` (messages sent x subscribers
   per message - receipts, at the second's end);
@@ -91,7 +91,9 @@ def timeline(rows: pd.DataFrame, key: Mapping[str, Any], scenario: Mapping[str, 
     sent = rows[rows["t_send"].notna()].drop_duplicates(["producer", "seq"])
     got = rows[rows["t_recv"].notna() & rows["t_send"].notna()]
     acked = sent[sent["t_ack"].notna()]
-    t0 = int(sent["t_send"].min()) if len(sent) else 0
+    # seconds from the schedule's start (the first intended send) when there is one, else the first send
+    starts = _stamps(sent, "t_intended") if sent["t_intended"].notna().any() else _stamps(sent, "t_send")
+    t0 = int(starts.min()) if len(starts) else 0
     ends = [t0, *(int(x.max()) for x in (_stamps(got, "t_recv"), _stamps(sent, "t_send")) if len(x))]
     seconds = int((max(ends) - t0) // 1_000_000_000) + 1
     edges = t0 + np.arange(seconds + 1, dtype=np.int64) * 1_000_000_000
