@@ -184,6 +184,10 @@ def _pull_batches(pull: Pull, spec: WorkerSpec, ctx: WorkerContext, receipts: Re
 
 
 def _interrupt(signum: int, frame: Any) -> None:
+    """The first SIGUSR1 interrupts whatever the worker waits in; the runner repeats it until the worker
+    is gone (one signal can arrive while no Python code runs to see it), and a repeat must not cut short
+    the saving of records the first one started."""
+    signal.signal(signal.SIGUSR1, signal.SIG_IGN)
     raise Interrupted
 
 
@@ -224,7 +228,12 @@ def run_role(spec: WorkerSpec, ctx: WorkerContext) -> None:
         if driver.runs_in_jvm:  # Java clients: this process relays to the JVM worker
             from harness.runner.jvm import relay
 
-            relay(spec, ctx, driver)
+            outcomes = Outcomes(spec.out, mapped_files=spec.resilient) if spec.kind == "producer" else None
+            try:
+                relay(spec, ctx, driver, outcomes)
+            finally:
+                if outcomes is not None:
+                    outcomes.close()
             return
         body = {"producer": _producer, "consumer": _consumer, "requester": _requester, "replier": _replier}
         body[spec.kind](spec, ctx, driver)
@@ -308,7 +317,8 @@ def _consumer(spec: WorkerSpec, ctx: WorkerContext, driver: Driver) -> None:
         consumer = make()
         if driver.capabilities.pull_receive and pace is None:
             pull = consumer.receiver(POLL_TIMEOUT)
-    ctx.status.put(("ready", spec.name))
+    client_pid = (consumer.consumer if spec.resilient else consumer).client_pid  # its CPU is this worker's
+    ctx.status.put(("ready", spec.name, client_pid) if client_pid else ("ready", spec.name))
     try:
         receive_messages(spec, ctx, consumer, receipts, pull)
     except Interrupted:
