@@ -192,6 +192,11 @@ def compute(raw: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame
         DELAY_QUANTILES,
     )
 
+    # Publish latency: send to the system's acknowledgement, per sent message (OMB's publish latency,
+    # PerfTest's confirm latency), from the rows whose producer was told of it (``t_ack``).
+    acked = messages[messages["has_t_ack"]]
+    pub = _group_stats(acked["cid"].to_numpy(), (acked["t_ack"] - acked["t_send"]).to_numpy(), LAT_QUANTILES)
+
     rec = rec[rec["has_t_send"]]
     cases["t_recv_first"] = rec.groupby("cid")["t_recv"].min()
     cases["t_recv_last"] = rec.groupby("cid")["t_recv"].max()
@@ -206,6 +211,7 @@ def compute(raw: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame
             _prefixed(lat, "lat", cases.index),
             _prefixed(lat_int, "int", cases.index),
             _prefixed(delay, "delay", cases.index),
+            _prefixed(pub, "pub", cases.index),
         ],
         axis=1,
     )
@@ -218,22 +224,26 @@ def compute(raw: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame
     second = (rec["t_recv"] - rec["cid"].map(cases["t_recv_first"]).astype("int64")) // 1_000_000_000
     series = rec.assign(second=second).groupby(["cid", "second"]).size().rename("msgs").reset_index()
     series = series.join(cases[keys], on="cid").drop(columns="cid")
-    return cases.reset_index(drop=True), series, _distribution(rec, cases)
+    return cases.reset_index(drop=True), series, _distribution(rec, cases, acked)
 
 
-def _distribution(rec: pd.DataFrame, cases: pd.DataFrame) -> pd.DataFrame:
-    """Latency percentiles of each case pooled over its repetitions, from the raw rows."""
+def _distribution(rec: pd.DataFrame, cases: pd.DataFrame, acked: pd.DataFrame) -> pd.DataFrame:
+    """Latency percentiles of each case pooled over its repetitions, from the raw rows: end to end over the
+    receipts ``rec``, publish latency over the acknowledged messages ``acked``."""
     keys = list(CASE_KEYS)
     pooled_id = cases.groupby(keys, dropna=False, sort=False).ngroup()
     pid = pooled_id.loc[rec["cid"]].to_numpy()
-    pooled = cases[keys].groupby(pooled_id).first().loc[np.unique(pid)]
     lat = _group_stats(pid, (rec["t_recv"] - rec["t_send"]).to_numpy(), DISTRIBUTION_QUANTILES)
     timed = rec["has_t_intended"].to_numpy()
     lat_int = _group_stats(
         pid[timed], (rec["t_recv"] - rec["t_intended"]).to_numpy()[timed], DISTRIBUTION_QUANTILES
     )
+    acked_pid = pooled_id.loc[acked["cid"]].to_numpy()
+    pub = _group_stats(acked_pid, (acked["t_ack"] - acked["t_send"]).to_numpy(), DISTRIBUTION_QUANTILES)
+    pooled = cases[keys].groupby(pooled_id).first().loc[np.unique(np.r_[pid, acked_pid]).astype(np.int64)]
     pooled = pd.concat(
-        [pooled, _prefixed(lat, "lat", pooled.index), _prefixed(lat_int, "int", pooled.index)], axis=1
+        [pooled, _prefixed(lat, "lat", pooled.index), _prefixed(lat_int, "int", pooled.index),
+         _prefixed(pub, "pub", pooled.index)], axis=1
     )
     pooled["percentile_method"] = "exact"
     pooled["percentile_rank_error"] = 0.0

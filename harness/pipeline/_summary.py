@@ -25,6 +25,7 @@ from harness.pipeline import _pandas, _spark
 from harness.pipeline._aggregate import aggregate
 from harness.pipeline._cpu import clock_uncertainty_us, cpu_columns
 from harness.pipeline._errors import PipelineError
+from harness.pipeline._export import write_exports
 from harness.pipeline._recovery import run_recovery
 from harness.pipeline._search import search_table
 from harness.pipeline._tables import (
@@ -34,6 +35,7 @@ from harness.pipeline._tables import (
     finish_series,
     sort_cases,
 )
+from harness.pipeline._workload import workload_tables
 from harness.runfolder import RunFolder, RunFolderError, RunInfo, count_raw_rows, is_uri, local_path
 from harness.runfolder import newest_run as _newest_run
 from harness.runfolder.schema import (
@@ -44,6 +46,7 @@ from harness.runfolder.schema import (
     SEARCH,
     SUMMARY_TABLES,
     VARIANT_LABELS,
+    WORKLOAD_TABLES,
     percentile_column,
 )
 
@@ -78,6 +81,8 @@ class Summary:
     engine: str
     recovery: pd.DataFrame = field(default_factory=pd.DataFrame)
     search: pd.DataFrame = field(default_factory=pd.DataFrame)
+    #: ``timeline``, ``backlog``, ``topics`` (``_workload``): empty unless the runs had workload scenarios
+    workload: dict[str, pd.DataFrame] = field(default_factory=dict)
 
     def tables(self) -> dict[str, pd.DataFrame]:
         """The tables as a run folder stores them (``SUMMARY_TABLES`` + ``recovery`` and ``search`` when
@@ -88,7 +93,7 @@ class Summary:
             "series": self.series,
             "distribution": self.distribution,
         }
-        optional = {RECOVERY: self.recovery, SEARCH: self.search}
+        optional = {RECOVERY: self.recovery, SEARCH: self.search, **self.workload}
         return {**tables, **{name: frame for name, frame in optional.items() if not frame.empty}}
 
 
@@ -166,6 +171,14 @@ def finish_per_repetition(cases: pd.DataFrame, runs: Sequence[RunInfo], cpu: pd.
     out["clock"] = [i.clock if i else "CLOCK_MONOTONIC (time.monotonic_ns)" for i in info]
     out["clock_resolution_ns"] = [i.clock_resolution_ns if i else float("nan") for i in info]
     out["stamped_by"] = "client"
+    if "pub_count" not in c:  # tables of an engine from before publish latency existed
+        c = c.assign(pub_count=0, pub_q_ns=None, pub_max_ns=np.nan, pub_sum_ns=np.nan)
+    has_pub = c["pub_count"] > 0
+    pub = _quantile_columns(c, "pub_q_ns", [percentile_column(p, "publish") for p in PERCENTILES], "pub_count")
+    out = pd.concat([out, pub], axis=1)
+    out["publish_max_us"] = (c["pub_max_ns"].astype("float64") / 1e3).where(has_pub)
+    out["publish_mean_us"] = c["pub_sum_ns"].astype("float64") / c["pub_count"].where(has_pub) / 1e3
+    out["publish_count"] = c["pub_count"].fillna(0).astype("int64")
     out = out[list(PER_REPETITION_COLUMNS)]
     return sort_cases(out, GROUP_KEYS)
 
@@ -222,6 +235,7 @@ def summarize(
         per_repetition = finish_per_repetition(cases, runs, pd.concat(cpu, ignore_index=True),
                                                pd.concat(clocks, ignore_index=True))
         recovery = [run_recovery(run) for run in folders]
+        workload = workload_tables(folders)
     return Summary(
         per_repetition=per_repetition,
         aggregate=aggregate(per_repetition),
@@ -231,6 +245,7 @@ def summarize(
         engine=engine,
         recovery=pd.concat(recovery, ignore_index=True),
         search=search_table(per_repetition, runs),
+        workload=workload,
     )
 
 
@@ -241,9 +256,12 @@ def newest_run(results: Path) -> Path:
 
 
 def summarise_run(run_dir: Path | str, engine: Engine = "pandas") -> Summary:
-    """Compute the one summary of a run and store it in the run folder (``compare`` calls this)."""
+    """Compute the one summary of a run and store it in the run folder (``compare`` calls this), with the
+    files other tools read beside it: HdrHistogram logs and OMB results per case (``_export``)."""
     summary = summarize(run_dir, engine=engine)
     write_summary(summary, run_dir)
+    with _as_pipeline_error():
+        write_exports(RunFolder.open(run_dir))
     return summary
 
 
@@ -267,7 +285,7 @@ def load_summary(
     joined = {
         name: pd.concat([t[name] for _, t, _ in parts if not t[name].empty] or [parts[0][1][name]],
                         ignore_index=True)
-        for name in (*SUMMARY_TABLES, RECOVERY, SEARCH)
+        for name in (*SUMMARY_TABLES, RECOVERY, SEARCH, *WORKLOAD_TABLES)
     }
     order = {"summary": GROUP_KEYS, "aggregate": CASE_KEYS, "series": (*GROUP_KEYS, "second"),
              "distribution": (*CASE_KEYS, "latency_from", "percentile")}
@@ -283,6 +301,7 @@ def load_summary(
         engine=", ".join(dict.fromkeys(used for _, _, used in parts)),
         recovery=joined[RECOVERY],
         search=joined[SEARCH],
+        workload={name: joined[name] for name in WORKLOAD_TABLES},
     )
 
 

@@ -9,8 +9,11 @@ why the two paths agree to the last bit on everything except the order statistic
 Case aggregate columns (all stamps and latencies in ns):
 ``rows producers consumers sent t_send_first t_send_last expected received_unique received failed
 failed_received out_of_order lat_count t_recv_first t_recv_last lat_sum_ns lat_max_ns lat_q_ns int_count int_max_ns int_q_ns
-delay_count delay_max_ns delay_q_ns percentile_method percentile_rank_error``; the ``*_q_ns`` columns hold
-one value per entry of ``LAT_QUANTILES`` / ``DELAY_QUANTILES``.
+delay_count delay_max_ns delay_q_ns pub_count pub_sum_ns pub_max_ns pub_q_ns percentile_method
+percentile_rank_error``; the ``*_q_ns`` columns hold one value per entry of ``LAT_QUANTILES`` /
+``DELAY_QUANTILES``. ``pub_*`` is the publish latency ``t_ack - t_send`` over the sent messages whose
+acknowledgement was stamped (one row per (producer, seq)), with ``LAT_QUANTILES``: a second engine adds it as
+one more duration beside ``delay`` (same level: messages, not receipts).
 """
 
 from __future__ import annotations
@@ -49,6 +52,9 @@ DISTRIBUTION_PERCENTILES: tuple[float, ...] = (
     100.0,
 )
 DISTRIBUTION_QUANTILES: tuple[float, ...] = tuple(p / 100 for p in DISTRIBUTION_PERCENTILES)
+
+#: ``latency_from`` of the distribution table's publish-latency rows: send to the system's acknowledgement.
+PUBLISH_LATENCY_FROM = "publish (send to ack)"
 
 #: Columns beyond SUMMARY_COLUMNS: sample counts, how percentiles were computed, latency provenance.
 EXTRA_COLUMNS: tuple[str, ...] = (
@@ -136,10 +142,12 @@ def explode_distribution(cases: pd.DataFrame, source: str, count: str, latency_f
 
 
 def concat_distributions(pooled: pd.DataFrame) -> pd.DataFrame:
-    """Long rows for both latency origins ("actual send" and "intended") of the pooled per-case arrays."""
+    """Long rows for each latency of the pooled per-case arrays: end to end from the actual and from the
+    intended send time, and publish latency (``PUBLISH_LATENCY_FROM``)."""
     parts = [
         explode_distribution(pooled, "lat_q_ns", "lat_count", "actual send"),
         explode_distribution(pooled, "int_q_ns", "int_count", "intended"),
+        explode_distribution(pooled, "pub_q_ns", "pub_count", PUBLISH_LATENCY_FROM),
     ]
     parts = [part for part in parts if not part.empty] or parts[:1]
     return pd.concat(parts, ignore_index=True)

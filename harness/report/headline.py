@@ -25,7 +25,7 @@ from matplotlib.ticker import FuncFormatter
 from harness import units
 from harness.metrics.bound import MARK, RULE_SHORT, cpu_text
 from harness.pipeline import Summary, load_summary, write_summary
-from harness.report import crosscheck, evaluation, guarantees
+from harness.report import crosscheck, evaluation, guarantees, workloads
 from harness.report._context import row_name
 from harness.report._page import caption, figure_name, render_html, render_markdown
 from harness.report.figures import MinorLogLabels, panel_figure, png_bytes, render_figures
@@ -302,6 +302,14 @@ def write_report_from_summary(summary: Summary, out_dir: Path) -> Path:
         matrix = evaluation.load_evaluation(summary).matrix
         if not matrix.empty:
             out.write_file(FEATURE_MATRIX, matrix.to_csv(index=False).encode())
+    work = workloads.render(summary)
+    if work is not None:
+        work_figures, work_html, work_md = work
+        extra_html, extra_md = extra_html + work_html, extra_md + work_md
+        for name, fig in work_figures.items():
+            extra_pngs[name] = png_bytes(fig)
+            out.write_file(f"{FIGURES_DIR}/{name}.png", extra_pngs[name])
+            extra_captions[name] = fig.get_suptitle() or name
     cross = crosscheck.render(summary)
     if cross is not None:
         extra_html, extra_md = extra_html + cross[0], extra_md + cross[1]

@@ -327,7 +327,8 @@ class RunFolder:
                 "the summary"
             )
         read = {name: self._frame(f"{name}.parquet") for name in tables}
-        return {**read, **{name: self.read_table(name) for name in (schema.RECOVERY, schema.SEARCH)}}
+        optional = (schema.RECOVERY, schema.SEARCH, *schema.WORKLOAD_TABLES)
+        return {**read, **{name: self.read_table(name) for name in optional}}
 
     @property
     def summary_engine(self) -> str:

@@ -6,7 +6,8 @@ had it (pubsub). A duplicate delivery is a second row with the same (producer, s
 ``t_recv`` is when the reply reached the requester, so ``t_recv - t_send`` is a round trip, and ``consumer``
 is the requester's index. All stamps are ``time.monotonic_ns()`` (CLOCK_MONOTONIC, shared by the processes
 of one host), in ns. ``t_intended`` is the open-loop schedule's send time (null at rate ``max``); ``t_ack``
-is when a synchronously acknowledging producer's send returned (null otherwise); ``send_failed`` is true
+is when the system acknowledged the send: when a synchronously acknowledging producer's send returned, or when
+a producer that reports outcomes (``Producer.watch_outcomes``) heard of it (null without an acknowledgement); ``send_failed`` is true
 when the producer's send of that message raised (the producer was told; null in runs before it existed).
 ``send_host``/``send_executor`` and ``recv_host``/``recv_executor`` name the host and Spark executor of the
 worker that stamped ``t_send`` and ``t_recv`` in a run on a Spark cluster (``compare --spark-master``), whose
@@ -80,6 +81,17 @@ CPU_SUMMARY_COLUMNS = (
     "client_bound",
 )
 
+#: Publish latency (OMB's publish latency, PerfTest's confirm latency): send to the system's acknowledgement,
+#: ``t_ack - t_send`` over the sent messages whose producer was told of it (synchronous acks, or reported ones:
+#: ``Producer.watch_outcomes``); kept apart from the end-to-end ``lat_*`` columns; NaN when the variant has
+#: no acknowledgements. ``publish_count`` is the number of acknowledged messages they are taken over.
+PUBLISH_COLUMNS = (
+    *(percentile_column(p, "publish") for p in PERCENTILES),
+    "publish_max_us",
+    "publish_mean_us",
+    "publish_count",
+)
+
 #: Summary columns (``summary.parquet`` / ``summary.csv``), one row per case and repetition.
 SUMMARY_COLUMNS = (
     *CASE_KEYS,
@@ -115,6 +127,7 @@ SUMMARY_COLUMNS = (
     "send_delay_max_us",
     "complete",
     *CPU_SUMMARY_COLUMNS,
+    *PUBLISH_COLUMNS,
 )
 
 #: ``recovery.parquet`` / ``.csv``: one row per fault of a case (``harness.metrics.recovery``).
@@ -153,8 +166,22 @@ CPU = "cpu"
 CLOCKS = "clocks"
 #: The rate-search table (``rate: search`` scenarios only): max sustained rate and knee per system variant.
 SEARCH = "search"
+#: The workload tables (``harness/pipeline/_workload.py``; only runs with backlog, rate-profile or topic-sweep
+#: scenarios have rows): per second of those cases, per backlog case, per case of a topic sweep.
+TIMELINE, BACKLOG, TOPICS = "timeline", "backlog", "topics"
+WORKLOAD_TABLES = (TIMELINE, BACKLOG, TOPICS)
+TIMELINE_COLUMNS = (*CASE_KEYS, "repetition", "second", "offered", "sent", "received", "e2e_p99_us",
+                    "publish_p99_us", "backlog")
+BACKLOG_COLUMNS = (*CASE_KEYS, "repetition", "target", "built", "backlog_messages", "release_s", "drain_s",
+                   "catchup_msgs_per_s", "producer_msgs_per_s", "e2e_p99_us", "publish_p99_us", "note")
+TOPICS_COLUMNS = (*CASE_KEYS, "repetition", "topics", "topics_received", "topic_msgs_per_s_min",
+                  "topic_msgs_per_s_median", "topic_msgs_per_s_max")
 #: The pipeline's tables, each as ``<name>.parquet`` + ``<name>.csv``; ``summary`` is the one summary.
 SUMMARY_TABLES = ("summary", "aggregate", "series", "distribution")
+#: Results other tools read (``harness/pipeline/_export.py``), per case and repetition: HdrHistogram interval
+#: logs and percentile distributions ``hdr/<case>.<e2e|publish>.<hlog|hgrm>``; OMB-shaped ``omb/<case>.json``.
+HDR_DIR = "hdr"
+OMB_DIR = "omb"
 REPORT_HTML = "report.html"
 REPORT_MD = "summary.md"
 FEATURE_MATRIX = "feature_matrix.csv"

@@ -33,12 +33,22 @@ from harness.drivers.base import BrokerEndpoint, ClusterShape, Driver, DriverErr
 from harness.drivers.java import JVM_LIMITS
 from harness.network import Network
 from harness.runfolder import RunFolder
+from harness.runner._backlog import BacklogRelease
 from harness.runner._context import Case
 from harness.runner._final_read import final_read, missing, needs_final_read, stalls
 from harness.runner._netfaults import NetworkFaults
 from harness.runner._placement import place
 from harness.runner._records import assemble_rows, finalize, read_errors, tracked
-from harness.runner._workers import SETTLE, SUBSCRIBE_TIMEOUT, CaseFailed, OnProgress, Workers, specs, watch
+from harness.runner._workers import (
+    SETTLE,
+    SUBSCRIBE_TIMEOUT,
+    CaseFailed,
+    OnProgress,
+    Workers,
+    launch_all,
+    specs,
+    watch,
+)
 from harness.runner.cpu import CpuTable
 from harness.runner.evaluation import EvaluationFiles
 from harness.runner.faults import FaultInjector, Sampler, WorkerHooks, depth_probe
@@ -62,6 +72,20 @@ def scenario_reason(system: str, scenario: Scenario, client: str | None = None) 
         return JVM_LIMITS
     if cls.runs_in_jvm and any(f.on_node for f in scenario.faults) and not getattr(cls, "rides_node_faults", False):
         return JVM_LIMITS
+    return workload_reason(cls, scenario)
+
+
+def workload_reason(cls: type[Driver], scenario: Scenario) -> str | None:
+    """Why a driver cannot run a scenario's workload fields (harness.scenario._workload), or None."""
+    if not scenario.workload:
+        return None
+    if cls.runs_in_jvm:
+        return ("the JVM worker runs no workload fields yet (backlog, rate_profile, keys, file or compressible "
+                "payloads, topic sweeps)")
+    if scenario.keys != "none" and not cls.capabilities.keys:
+        return f"{cls.name} has no message keys to route by"
+    if scenario.keys != "none" and scenario.faults:
+        return "keys are not sent by the fault-tolerant producer of runs with faults"
     return None
 
 
@@ -160,6 +184,8 @@ def run_cases(
                 continue
             for p in result.problems:
                 console.print(f"[yellow]![/] {desc}: {p.splitlines()[0]}")
+            if result.backlog and result.backlog["note"]:
+                console.print(f"[yellow]·[/] {desc}: {result.backlog['note']}", highlight=False)
             for note in _final_read_notes(result):
                 console.print(f"[yellow]·[/] {desc}: {note}", highlight=False)
             problems.extend(f"{desc}: {p}" for p in result.problems)
@@ -183,6 +209,7 @@ def run_cases(
                 "raw": f"raw/{name}", "complete": result.complete, "scenario": sc.name, "system": variant.system,
                 "variant": variant.name, "size": size, "rate": rate, "repetition": rep,
                 **({"stalls": {str(c): round(v, 3) for c, v in result.stalls.items()}} if result.stalls else {}),
+                **({"backlog": result.backlog} if result.backlog else {}),
             })
             run.write_manifest()
             bar.remove_task(task)
@@ -253,12 +280,14 @@ class CaseResult:
     acks_tracked: bool = False  # the producers were told each send's outcome: unanswered sends are not accepted
     drained: pd.DataFrame | None = None  # the final read's receipts: producer, seq, consumer, t_ns (held, not lost)
     stalls: dict[int, float] = field(default_factory=dict)  # consumer -> seconds without a receipt at the end
+    backlog: dict[str, Any] | None = None  # a backlog case: target, built, release_ns, start_ns, note
 
 
 def run_case(case: Case, driver: Driver, work_dir: Path, on_progress: OnProgress | None = None) -> CaseResult:
     sc = case.scenario
     tag = f"{os.getpid()}-{int(time.time() * 1000) % 10**9}"
-    topology = Topology(sc.pattern, sc.topics, sc.producers, sc.consumers, case.size, tag)
+    topology = Topology(sc.pattern, sc.topics, sc.producers, sc.consumers, case.size, tag,
+                        keys=sc.key_count if sc.keys != "none" else 0)
     plan = driver.plan(topology)
     try:
         return _run(case, driver, plan, work_dir, on_progress)
@@ -277,17 +306,18 @@ def _run(
     problems: list[str] = []
     complete = True
     sc = case.scenario
-    evaluating = bool(sc.faults) or sc.consumer_rate is not None
+    evaluating = bool(sc.faults) or sc.consumer_rate is not None or sc.backlog is not None or bool(sc.rate_profile)
     injector: FaultInjector | None = None
     sampler: Sampler | None = None
+    backlog: BacklogRelease | None = None
+    backlog_record: dict[str, Any] | None = None
     fault_records: list[dict[str, Any]] = []
     samples: list[dict[str, Any]] = []
     cpu: list[CpuUse] = []
     ended_ns = 0
     try:
         # All at once: producers only send after the start event, by which time every consumer is ready.
-        for spec in [*consumers, *producers]:
-            w.launch(spec)
+        launch_all(w, producers, consumers)
         w.wait_ready([s.name for s in [*consumers, *producers]])
         if any(s.probe_from for s in consumers):
             # Brokerless pub/sub: a subscription reaches a publisher some time after the subscriber is
@@ -320,8 +350,13 @@ def _run(
             )
         nodes = [control.node_pids(n) for n in range(control.nodes)] if hasattr(control, "node_pids") else None
         w.measure_cpu(case.broker, control.pids() if control is not None else None, nodes)
+        if sc.backlog is not None:
+            names = [s.name for s in producers]
+            backlog = BacklogRelease(
+                w.progress, len(producers), max(1, sc.consumers // sc.topics) if sc.pattern is Pattern.PUBSUB else 1,
+                sc.backlog.target(case.size), w.release_ns, lambda: all(n in w.done for n in names))
         w.start.set()
-        for thread in (sampler, injector):
+        for thread in (sampler, injector, backlog):
             if thread is not None:
                 thread.start()
         complete = watch(case, w, producers, consumers, problems, on_progress, injector)
@@ -332,6 +367,8 @@ def _run(
             fault_records = injector.stop()
         if sampler is not None:
             samples = sampler.stop()
+        if backlog is not None:
+            backlog_record = {**backlog.stop(), "start_ns": int(w.start_ns.value)}
         forced = w.shutdown(grace=3.0)
         if injector is not None:
             try:
@@ -374,7 +411,7 @@ def _run(
     return CaseResult(
         rows=rows, complete=complete, problems=problems, start_ns=int(w.start_ns.value), faults=fault_records,
         timeseries=pd.DataFrame(samples) if evaluating else None, send_errors=send_errors, cpu=cpu,
-        acks_tracked=acks_tracked, drained=drained, stalls=stalled,
+        acks_tracked=acks_tracked, drained=drained, stalls=stalled, backlog=backlog_record,
     )
 
 

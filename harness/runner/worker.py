@@ -46,7 +46,7 @@ from harness.runner._records import (
     save,
 )
 from harness.runner._resilient import ReconnectingConsumer, ReconnectingSend, quiet_clients
-from harness.runner._send import Request, Send, Step, probe_until_start, send_messages
+from harness.runner._send import KeyedSend, Request, Send, Step, probe_until_start, send_messages
 
 __all__ = ["HOT_LOOPS", "Interrupted", "WorkerContext", "WorkerSpec", "worker_main"]
 
@@ -86,7 +86,7 @@ def receive_messages(spec: WorkerSpec, ctx: WorkerContext, consumer: Any, receip
         started = await_probes(pull, spec, ctx, receipts)
     else:
         started = ctx.wait_start()
-    if not started:
+    if not started or (spec.backlog and not hold_back(ctx)):
         return
     if pull is not None:
         _pull_batches(pull, spec, ctx, receipts)
@@ -98,6 +98,26 @@ def receive_messages(spec: WorkerSpec, ctx: WorkerContext, consumer: Any, receip
             progress[slot] = receipts.count()
     except Ended:
         pass
+
+
+def hold_back(ctx: WorkerContext) -> bool:
+    """A backlog case's consumer: receive nothing until the parent releases the consumers (the broker holds
+    the backlog meanwhile; a brokerless sender meets its high-water mark). False when stopped first."""
+    while not ctx.released():
+        if ctx.stop.wait(0.005):
+            return False
+    return True
+
+
+def gated(on_message: Callable[[bytes], None], ctx: WorkerContext) -> Callable[[bytes], None]:
+    """``on_message`` for a library that delivers on its own thread: until the release it blocks that
+    thread (the client stops reading, the broker holds the rest) and then passes the message on."""
+    def on_held_message(payload: bytes) -> None:
+        if not ctx.released():
+            hold_back(ctx)
+        on_message(payload)
+
+    return on_held_message
 
 
 def await_probes(pull: Pull, spec: WorkerSpec, ctx: WorkerContext, receipts: Receipts) -> bool:
@@ -189,11 +209,35 @@ def worker_main(spec: WorkerSpec, ctx: WorkerContext) -> None:
     """Entry point of every worker process."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGUSR1, _interrupt)
-    try:
-        if spec.namespace is not None:
-            from harness.network import enter
+    if spec.namespace is not None:
+        from harness.network import enter
 
-            enter(spec.namespace)
+        enter(spec.namespace)
+    run_role(spec, ctx)
+
+
+def group_main(specs: list[WorkerSpec], ctx: WorkerContext) -> None:
+    """Entry point of a worker process that plays many roles, each in a thread of its own (cases with more
+    producers and consumers than ``harness.runner._workers.ONE_PROCESS_EACH``, as OMB's workers run many
+    producers and consumers in one JVM): every role runs the same loops and reports to the parent under
+    its own name. The roles share the process's interpreter, so they take turns at the GIL; a role blocked
+    in its client cannot be interrupted (SIGUSR1 is ignored here): the runner then kills the process and
+    names the roles whose records are lost. Not used with faults, network hosts or the JVM worker."""
+    import threading
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGUSR1, signal.SIG_IGN)
+    threading.stack_size(1 << 20)  # a thousand roles' stacks: 1 MiB each is plenty for the loops
+    threads = [threading.Thread(target=run_role, args=(spec, ctx), name=spec.name, daemon=True) for spec in specs]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+
+def run_role(spec: WorkerSpec, ctx: WorkerContext) -> None:
+    """One producer, consumer, requester or replier, from its driver to its report to the parent."""
+    try:
         driver = load_class(spec.driver)(spec.options, spec.broker)
         if driver.runs_in_jvm:  # Java clients: this process relays to the JVM worker
             from harness.runner.jvm import relay
@@ -228,7 +272,10 @@ def _producer(spec: WorkerSpec, ctx: WorkerContext, driver: Driver) -> None:
     else:
         producer = make()
         outcomes.watch(producer, 0)
-        step = Send(producer, caps.batch_send, caps.flush, caps.send_bytes)
+        if spec.keys != "none":
+            step = KeyedSend(producer, caps.batch_send, caps.flush, spec.keys, spec.key_count, spec.role.index)
+        else:
+            step = Send(producer, caps.batch_send, caps.flush, caps.send_bytes)
         probe = producer.send if spec.probe else None
     _ready(spec, ctx)
     started = probe_until_start(probe, spec, ctx) if probe is not None else ctx.wait_start()
@@ -268,6 +315,8 @@ def _consumer(spec: WorkerSpec, ctx: WorkerContext, driver: Driver) -> None:
         ctx.progress[spec.slot] = n
 
     on_message = receipts.callback(pace, report)
+    if spec.backlog:
+        on_message = gated(on_message, ctx)
 
     def make() -> Any:
         consumer = driver.create_consumer(spec.plan, spec.role)

@@ -25,6 +25,7 @@ from harness.brokers._process import _descendants, live_pids
 from harness.drivers import CLIENTS, SYSTEMS, driver_class
 from harness.drivers.base import BrokerEndpoint, Driver, Guarantee, Pattern
 from tests.harness.drivers.conformance import (
+    check_outcomes,
     check_pubsub,
     check_queue,
     os_threads,
@@ -91,6 +92,12 @@ VARIANTS: dict[str, list[Variant]] = {
         Variant("receipt-each", {"client_ack": True, "receipts": True, "tx_batch": 1}),
     ],
 }
+
+#: Variants whose producers report each send's outcome (``Producer.watch_outcomes``: acknowledgements that
+#: come after ``send`` returned); their outcomes are checked (every send accepted, once).
+REPORTS_OUTCOMES = {("rabbitmq", "reliable"), ("rabbitmq", "quorum"), ("mqtt", "qos1"), ("mqtt", "qos2"),
+                    ("mqtt", "qos1-window"), ("redis", "default"), ("redis", "pubsub-mode"), ("redis", "aof"),
+                    ("activemq", "reliable")}
 
 #: Clients that run in the JVM worker (system, client or None for the system's own): they run through the
 #: real runner (test_conformance_jvm), with these variants besides their defaults.
@@ -225,6 +232,9 @@ def test_conformance(
             check_pubsub(delivery, ordered, lossy)
         else:
             check_queue(delivery, ordered, lossy)
+        if (system, variant.name) in REPORTS_OUTCOMES:
+            assert delivery.outcomes is not None, "the producer reports no outcomes"
+        check_outcomes(delivery)
 
     leftover = _foreign_threads(threads_before, os_threads_before)
     assert not leftover, f"threads left running after close: {leftover}"

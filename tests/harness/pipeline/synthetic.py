@@ -169,6 +169,8 @@ def _case_rows(
             t_send = intended + rng.integers(0, 100_000, size=total)  # send delay < 100 us
             t_intended = [int(x) for x in intended]
         latency = np.clip(rng.lognormal(math.log(50_000), 0.8, size=(total, consumers)), 5_000, 400_000)
+        # queue producers are told of acknowledgements (publish latency), except of every 7th message
+        acks = np.clip(rng.lognormal(math.log(20_000), 0.5, size=total), 2_000, 200_000).astype(np.int64)
         for seq in range(total):
             for c in range(consumers):
                 consumer = producer if pattern == "reqrep" else c
@@ -188,7 +190,7 @@ def _case_rows(
                         "warmup": seq < WARMUP,
                         "t_intended": t_intended[seq],
                         "t_send": int(t_send[seq]),
-                        "t_ack": None,
+                        "t_ack": int(t_send[seq] + acks[seq]) if pattern == "queue" and seq % 7 else None,
                         "t_recv": int(t_send[seq] + int(latency[seq, c])),
                         "send_failed": False,
                         "unconfirmed": False,

@@ -34,7 +34,9 @@ def test_report_is_self_contained_with_figures(report_html: Path) -> None:
         "latency_nines.png",
         "latency_vs_rate.png",
         "throughput_vs_size.png",  # no receipts over time: every case lasts under a second
+        "workload_publish_latency.png",  # the queue scenario's producers were told of acknowledgements
     ]
+    assert "Publish latency beside end-to-end latency" in html
     assert all((report_html.parent / "figures" / f).read_bytes().startswith(PNG) for f in figures)
     for needle in ("run-report", "testhost", "0123456789abcdef", "queue-2to1", "pyzmq 26.2.0", "round-trip"):
         assert needle in html, needle
