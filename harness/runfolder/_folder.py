@@ -245,9 +245,8 @@ class RunFolder:
             failed = pd.Series(pd.MultiIndex.from_frame(rows[["producer", "seq"]].astype("int64")).isin(told),
                                index=rows.index)
         rows["send_failed"] = failed
-        for column in schema.HOST_COLUMNS:  # filled only on a Spark cluster
-            if column not in rows:
-                rows[column] = None
+        for column in schema.HOST_COLUMNS:  # filled only on a Spark cluster: names, or None
+            rows[column] = rows[column].astype(object) if column in rows else None
         table = pa.Table.from_pandas(rows, schema=schema.RAW_SCHEMA, preserve_index=False)
         buffer = pa.BufferOutputStream()
         pq.write_table(table, buffer, compression="zstd")
