@@ -270,6 +270,9 @@ def _provision(
         if ready[system].backend == "embedded":
             out[system] = System(None, "embedded")
             continue
+        note = choose_backend(system, backend=backend, url=brokers.get(system)).note
+        if note:
+            console.print(note, highlight=False)
         with console.status(f"starting {system} ({ready[system].backend})…"):
             try:
                 endpoint = stack.enter_context(

@@ -1,5 +1,5 @@
 """Apache Kafka 4.x in KRaft mode: one combined broker+controller node from the Maven Central jars that
-`make brokers` fetches, or the pinned apache/kafka image.
+`make brokers` fetches, here or in an image (the pinned apache/kafka, or one built with the same jars).
 
 The Kafka-protocol readiness probe (ApiVersions) lives here and is shared with Tansu (``tansu.py``).
 """
@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from harness.brokers import _jars
 from harness.brokers._base import ProbeError, Provisioner, host_port
 from harness.brokers._ports import LOOPBACK, free_ports
-from harness.brokers._spec import Command, ContainerSpec, Launch
+from harness.brokers._spec import Command, Launch, PinnedImage
 from harness.brokers._wire import connect, recv_exact
 
 if TYPE_CHECKING:
@@ -75,35 +75,7 @@ class KafkaProvisioner(_jars.JarsBroker, KafkaProtocolProbe):
     ports = 2  # clients, controller
     ready_timeout = 120.0
     stop_grace = 20.0
-
-    def container_spec(self, host_port: int, advertised_host: str = "localhost") -> ContainerSpec:
-        # Kafka advertises host:port to clients, so the container listens on the very port bound on the host.
-        env = {
-            "KAFKA_NODE_ID": "1",
-            "KAFKA_PROCESS_ROLES": "broker,controller",
-            "KAFKA_LISTENERS": f"PLAINTEXT://0.0.0.0:{host_port},CONTROLLER://0.0.0.0:9093",
-            "KAFKA_ADVERTISED_LISTENERS": f"PLAINTEXT://{advertised_host}:{host_port}",
-            "KAFKA_LISTENER_SECURITY_PROTOCOL_MAP": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
-            "KAFKA_CONTROLLER_LISTENER_NAMES": "CONTROLLER",
-            "KAFKA_CONTROLLER_QUORUM_VOTERS": "1@localhost:9093",
-            "KAFKA_INTER_BROKER_LISTENER_NAME": "PLAINTEXT",
-            "KAFKA_OFFSETS_TOPIC_REPLICATION_FACTOR": "1",
-            "KAFKA_TRANSACTION_STATE_LOG_REPLICATION_FACTOR": "1",
-            "KAFKA_TRANSACTION_STATE_LOG_MIN_ISR": "1",
-            "KAFKA_SHARE_COORDINATOR_STATE_TOPIC_REPLICATION_FACTOR": "1",
-            "KAFKA_SHARE_COORDINATOR_STATE_TOPIC_MIN_ISR": "1",
-            "KAFKA_GROUP_INITIAL_REBALANCE_DELAY_MS": "0",
-            "KAFKA_NUM_PARTITIONS": "1",
-            "KAFKA_HEAP_OPTS": "-Xms768m -Xmx768m",
-        }
-        return ContainerSpec(
-            image=IMAGE,
-            port=host_port,
-            url_template="kafka://{host}:{port}",
-            env=env,
-            host_port=host_port,
-            ready_timeout=90.0,
-        )
+    image = PinnedImage(IMAGE, {"binary": "java", "lib": "/opt/kafka/libs"})
 
     def commands(self, binary: str, workdir: Path, ports: list[int]) -> tuple[Command, ...]:
         port, controller_port = ports
@@ -111,7 +83,7 @@ class KafkaProvisioner(_jars.JarsBroker, KafkaProtocolProbe):
         props.write_text(server_properties(port, controller_port, workdir / "data"))
         log4j = workdir / "log4j2.properties"
         log4j.write_text(LOG4J2)
-        classpath = ("-Djava.awt.headless=true", f"-Dlog4j2.configurationFile={log4j}", "-cp", _jars.classpath("kafka"))
+        classpath = ("-Djava.awt.headless=true", f"-Dlog4j2.configurationFile={log4j}", "-cp", self.jar_path())
         cluster_id = new_cluster_id()
         # Storage is formatted by the same command that then becomes the broker (exec): one process group
         # to stop, and a restart (fault injection) re-runs it harmlessly thanks to --ignore-formatted.

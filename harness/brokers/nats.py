@@ -1,4 +1,4 @@
-"""NATS: nats-server (core NATS, no JetStream) on a loopback port, or the pinned container image."""
+"""NATS: nats-server (core NATS, no JetStream) on a loopback port, here or in an image."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 from harness.brokers._base import ProbeError, Provisioner, host_port
 from harness.brokers._ports import LOOPBACK
-from harness.brokers._spec import Command, ContainerSpec
+from harness.brokers._spec import Command, PinnedImage
 from harness.brokers._wire import connect, recv_until
 
 IMAGE = "nats:2.10.22"
@@ -15,7 +15,7 @@ MAX_PAYLOAD = 8 * 1024 * 1024  # the default 1 MiB would refuse the larger bench
 
 
 def server_config(listen: str) -> str:
-    """nats-server configuration shared by the local process and the container."""
+    """nats-server configuration."""
     return f"listen: {listen}\nmax_payload: {MAX_PAYLOAD}\n"
 
 
@@ -26,10 +26,7 @@ class NatsProvisioner(Provisioner):
     install_hint = "install the Debian package nats-server (`make brokers`)"
     binaries = ("nats-server",)
     url_template = "nats://{host}:{port}"
-    container = ContainerSpec(
-        IMAGE, 4222, url_template, command=("--config", "/etc/nats/mqbench.conf"),
-        files={"/etc/nats/mqbench.conf": server_config("0.0.0.0:4222")},
-    )
+    image = PinnedImage(IMAGE, {"binary": "/nats-server"})  # a scratch image: the binary at its root
 
     def commands(self, binary: str, workdir: Path, ports: list[int]) -> tuple[Command, ...]:
         config = workdir / "nats.conf"

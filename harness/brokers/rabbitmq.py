@@ -1,4 +1,4 @@
-"""RabbitMQ: a private node (own node name, ports, mnesia dir and epmd) or the pinned container image."""
+"""RabbitMQ: a private node (own node name, ports, mnesia dir and epmd), here or in an image."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 from harness.brokers._base import Provisioner, which
 from harness.brokers._ports import LOOPBACK
-from harness.brokers._spec import Command, ContainerSpec
+from harness.brokers._spec import Command, PinnedImage
 
 IMAGE = "rabbitmq:3.13.7"
 DEBIAN_SERVER = "/usr/lib/rabbitmq/bin/rabbitmq-server"  # the real script; /usr/sbin's wrapper redirects logs
@@ -26,11 +26,7 @@ class RabbitMQProvisioner(Provisioner):
     binaries = (DEBIAN_SERVER, "rabbitmq-server")
     url_template = "amqp://guest:guest@{host}:{port}/%2F"
     ports = 3  # node, Erlang distribution, our own epmd
-    # guest may only log in from loopback, and container traffic arrives from the Docker bridge.
-    container = ContainerSpec(
-        IMAGE, 5672, "amqp://mqbench:mqbench@{host}:{port}/%2F",
-        env={"RABBITMQ_DEFAULT_USER": "mqbench", "RABBITMQ_DEFAULT_PASS": "mqbench"}, ready_timeout=90.0,
-    )
+    image = PinnedImage(IMAGE, {"binary": "rabbitmq-server", "epmd": "epmd"})  # both on the image's PATH
     ready_timeout = 90.0
     stop_grace = 15.0
 
@@ -41,7 +37,7 @@ class RabbitMQProvisioner(Provisioner):
         return reason
 
     def commands(self, server: str, workdir: Path, ports: list[int]) -> tuple[Command, ...]:
-        epmd = which("epmd", "/usr/lib/erlang/bin/epmd")
+        epmd = self.path("epmd", lambda: which("epmd", "/usr/lib/erlang/bin/epmd"))
         if epmd is None:
             raise OSError(self.process_unavailable_reason())
         node_port, dist_port, epmd_port = ports
@@ -49,7 +45,7 @@ class RabbitMQProvisioner(Provisioner):
         (workdir / "logs" / "rabbit").mkdir(parents=True)
         (workdir / "enabled_plugins").write_text("[].\n")
         (workdir / "rabbitmq-env.conf").write_text("")  # keeps /etc/rabbitmq/rabbitmq-env.conf out
-        user = _service_user()
+        user = _service_user() if self.files is None else None  # in a container: the container's user
         if user is not None:
             # The node runs as the service user; its directories must be its own (BROKERS.md).
             for path in [workdir, *workdir.rglob("*")]:

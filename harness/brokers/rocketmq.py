@@ -1,5 +1,6 @@
 """Apache RocketMQ 5.x: a private NameServer and Broker from the Maven Central jars that `make brokers`
-fetches, or the pinned apache/rocketmq image (both in one container).
+fetches, here or in an image built with the same jars (`make images`). The official apache/rocketmq image
+runs Java 8, which refuses the Java 17 flags these settings need, so none is pinned.
 
 Clients are given the NameServer's address and learn the broker's from it, so the broker advertises
 127.0.0.1 (``brokerIP1``; the default is the first non-loopback address); across hosts each client host's
@@ -22,12 +23,11 @@ from typing import TYPE_CHECKING
 from harness.brokers import _jars
 from harness.brokers._base import ProbeError, Provisioner, host_port
 from harness.brokers._ports import LOOPBACK, free_port, free_ports
-from harness.brokers._spec import Command, ContainerSpec, Launch
+from harness.brokers._spec import Command, Launch
 
 if TYPE_CHECKING:
     from harness.brokers._provision import Placement
 
-IMAGE = f"apache/rocketmq:{_jars.pinned_version('rocketmq')}"  # the same release as the jars
 # The broker refuses writes once the disk holding its store is this full (diskSpaceWarningLevelRatio).
 DISK_FULL_RATIO = 0.90
 # Small heaps for a 2-core machine; RocketMQ's own scripts ask for 4-8 GiB and pre-touch them.
@@ -45,34 +45,7 @@ class RocketMQProvisioner(_jars.JarsBroker, Provisioner):
     stop_grace = 20.0  # its SIGTERM shutdown takes 10 s or more
     depth_note = "the consumer group's lag is not sampled (one admin request per sample); sent - received stands in"
 
-    def container_spec(self, host_port: int, advertised_host: str = "localhost") -> ContainerSpec:
-        # Both servers are reached on the host port numbers they listen on: the NameServer on host_port,
-        # the broker on a second port it advertises to clients through the NameServer.
-        broker_port = free_port()
-        broker_conf = broker_config(advertised_host, broker_port, f"127.0.0.1:{host_port}", Path("/home/rocketmq/store"))
-        script = (
-            'cd "$ROCKETMQ_HOME/bin" && (./mqnamesrv -c /home/rocketmq/namesrv.conf &) && '
-            f"exec ./mqbroker -n 127.0.0.1:{host_port} -c /home/rocketmq/broker.conf"
-        )
-        return ContainerSpec(
-            image=IMAGE,
-            port=host_port,
-            url_template="rocketmq://{host}:{port}",
-            env={"JAVA_OPT_EXT": " ".join(BROKER_HEAP)},
-            command=("sh", "-c", script),
-            files={
-                "/home/rocketmq/namesrv.conf": f"listenPort={host_port}\n",
-                "/home/rocketmq/broker.conf": broker_conf,
-            },
-            host_port=host_port,
-            more_ports=(broker_port,),
-            ready_timeout=120.0,
-        )
-
-    def prepare_process(self, workdir: Path) -> Launch:
-        java = self.find_binary()
-        if java is None:
-            raise OSError(self.process_unavailable_reason())
+    def launch(self, java: str, workdir: Path) -> Launch:
         full = disk_full_reason(workdir)
         if full:
             raise OSError(full)
@@ -85,8 +58,7 @@ class RocketMQProvisioner(_jars.JarsBroker, Provisioner):
         (workdir / "broker.conf").write_text(broker_config(LOOPBACK, broker_port, namesrv, store, bind=LOOPBACK))
         env = {"ROCKETMQ_HOME": str(home)}
         # user.home: RocketMQ logs under ${user.home}/logs/rocketmqlogs, copied into the run folder.
-        jvm = (java, *JVM_COMMON, f"-Duser.home={home}", f"-Drocketmq.home.dir={home}", "-cp",
-               _jars.classpath("rocketmq"))
+        jvm = (java, *JVM_COMMON, f"-Duser.home={home}", f"-Drocketmq.home.dir={home}", "-cp", self.jar_path())
         namesrv_argv = (*jvm[:1], *NAMESRV_HEAP, *jvm[1:], "org.apache.rocketmq.namesrv.NamesrvStartup",
                         "-c", str(workdir / "namesrv.conf"))
         broker_argv = (*jvm[:1], *BROKER_HEAP, *jvm[1:], "org.apache.rocketmq.broker.BrokerStartup",

@@ -183,6 +183,9 @@ def _record_variant(run: RunFolder, variant: Variant, driver: Driver, backend: s
             "backend": backend,
             "broker_url": driver.broker.url if driver.broker else None,
             "broker_startup_s": driver.broker.extra.get("startup_s") if driver.broker else None,
+            **({"broker_image": driver.broker.extra.get("image"), "broker_image_id": driver.broker.extra.get("image_id"),
+                "broker_image_origin": driver.broker.extra.get("image_origin")}
+               if driver.broker and driver.broker.backend == "containers" else {}),
         }
     labels = {
         "system": variant.system,
@@ -315,7 +318,7 @@ def _run(
 
 
 def _broker_control(case: Case) -> Any:
-    if case.broker is None or case.broker.backend != "process":
+    if case.broker is None or case.broker.backend not in ("process", "containers"):
         return None
     from harness.brokers import broker_control
 
