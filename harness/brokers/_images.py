@@ -144,7 +144,7 @@ def client(timeout: float = 60.0) -> Any:
     return docker.from_env(timeout=timeout)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def choose(system: str) -> ImageChoice:
     """The image ``system``'s broker runs in here (cached for the process)."""
     prov = provisioner(system)
