@@ -5,8 +5,9 @@ same private loopback ports, with the same settings, as a local process (``Provi
 The launch's workdir is bind-mounted at the same path and each container runs as the invoking user, so the
 broker's files (data, logs) are where, and whose, they would be; Docker's ``init`` is PID 1 (it passes SIGTERM
 on and reaps what the broker spawns). A broker placed on a host (``harness.network``) enters it the way a local
-process does (``ip netns exec``, which the images carry), from a privileged container that sees
-``/var/run/netns``.
+process does (``ip netns exec``, which the images built here carry), from a container that sees
+``/var/run/netns`` and may enter a namespace (CAP_SYS_ADMIN, no seccomp filter; not ``--privileged``, which asks
+for every capability and fails where the engine itself lacks one).
 
 Cleanup, on every way out: ``stop`` (SIGTERM, the grace, SIGKILL, remove) at the end of the provisioning block,
 also on Ctrl-C; an atexit hook for what is still live; and labels naming the owner (this process's pid and
@@ -128,10 +129,12 @@ class BrokerContainer:
             container.with_volume_mapping(NETNS_DIR, NETNS_DIR, "rw")
         for key, value in command.env.items():
             container.with_env(key, value)
+        rights: dict[str, Any] = {}
+        if host_netns:  # setns(2), and the mounts `ip netns exec` makes: not every right (--privileged)
+            rights = {"cap_add": ["SYS_ADMIN", "NET_ADMIN"], "security_opt": ["seccomp=unconfined"]}
         container.with_kwargs(
             entrypoint=[command.argv[0]], network_mode="host", user=f"{os.getuid()}:{os.getgid()}",
-            working_dir=str(workdir), init=True, privileged=host_netns,
-            labels=owner_labels(image.system))
+            working_dir=str(workdir), init=True, labels=owner_labels(image.system), **rights)
         self._container = container
         self._started = False
 
