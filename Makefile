@@ -149,7 +149,7 @@ toolchain:
 ## containers tests when none answers (tools/docker-engine; stopped at the end, every container removed)
 test: toolchain $(STAMP) brokers toxiproxy jvm docker
 	@set +e; mkdir -p .pytest_cache; engine=$$PWD/.pytest_cache/dockerd.pid; \
-	tools/docker-engine start $$engine || exit 1; trap "tools/docker-engine stop $$engine" EXIT; \
+	tools/docker-engine start $$engine || exit 1; trap "MQBENCH_PYTHON=$(PY) tools/docker-engine stop $$engine" EXIT; \
 	$(VENV)/bin/mqbench images --systems $(TEST_IMAGES) || [ "$$CI" != "true" ] || exit 1; \
 	now=.pytest_cache/current-test; err=.pytest_cache/stderr.log; rm -f $$now; \
 	MQBENCH_CURRENT_TEST=$$now $(PY) -m pytest $(PYTEST_ARGS) 2> >(trap "" INT; tee $$err >&2); rc=$$?; wait $$!; \
