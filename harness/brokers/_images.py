@@ -166,10 +166,13 @@ def choose(system: str) -> ImageChoice:
             why.append(f"{official.name} cannot be pulled ({problem})")
         except Exception as exc:  # noqa: BLE001 - an engine that stops answering: no image
             return ImageChoice(None, f"the Docker engine did not answer ({_short(exc)})")
-    built = built_image(recipe)
+    try:
+        built = built_image(recipe)
+        stale = _built(recipe, current=False) if built is None else []
+    except Exception as exc:  # noqa: BLE001 - an engine that stops answering: no image
+        return ImageChoice(None, f"the Docker engine did not answer ({_short(exc)})")
     if built is not None:
         return ImageChoice(built, f"{built.name} was built here by `make images`")
-    stale = _built(recipe, current=False)
     if stale:
         why.append(f"{stale[0].name} was built from an older recipe")
     else:
