@@ -185,9 +185,14 @@ class BrokerContainer:
                 wrapped.wait(timeout=30)
 
     def stop(self, grace: float) -> None:
-        """SIGTERM, up to ``grace`` s, SIGKILL; keep its output in the log file; remove it. Idempotent."""
+        """SIGTERM, up to ``grace`` s, SIGKILL; keep its output in the log file; remove it. Idempotent; also
+        when ``start`` was interrupted between the engine creating the container and handing it back."""
         try:
             wrapped = self._wrapped()
+            if wrapped is None:
+                with contextlib.suppress(Exception):  # not created, or created and not handed back yet
+                    wrapped = client().containers.get(self.name)
+                    self._container._container = wrapped
             if wrapped is not None:
                 with contextlib.suppress(Exception):
                     wrapped.stop(timeout=max(1, round(grace)))
