@@ -21,11 +21,12 @@ from pathlib import Path
 from harness.brokers import _images
 from harness.brokers._base import Provisioner, redact
 from harness.brokers._choice import choose_backend
+from harness.brokers._cluster import ClusterControl, process_cluster
 from harness.brokers._containers import BrokerNode, ContainerError, copy_out
 from harness.brokers._process import BrokerProcess, _descendants
 from harness.brokers._registry import provisioner
-from harness.brokers._spec import Command, Launch
-from harness.drivers.base import BrokerEndpoint, DriverError
+from harness.brokers._spec import Command, Launch, NodeHost
+from harness.drivers.base import SINGLE_NODE, BrokerEndpoint, ClusterShape, DriverError
 
 EXTERNAL_PROBE_TIMEOUT = 5.0
 
@@ -68,14 +69,15 @@ class StartFailed(Exception):
 @contextlib.contextmanager
 def provision(
     system: str, backend: str = "auto", url: str | None = None, logs_dir: Path | None = None,
-    placement: Placement | None = None,
+    placement: Placement | None = None, shape: ClusterShape = SINGLE_NODE, node_hosts: list[NodeHost] | None = None,
 ) -> Iterator[BrokerEndpoint]:
     """Yield the endpoint of a ready ``system`` broker; stop it (if started here) when the block ends.
 
     Raises DriverError (one sentence) when no backend can be used, an external broker does not answer, or
     a broker fails to start; in the last case its logs are in ``logs_dir/<system>/``. ``placement`` puts a
     provisioned broker (a local process, or the processes of its containers) on a host; an external broker
-    stays where it is.
+    stays where it is. ``shape`` with more than one node starts a cluster (process backend), node i on
+    ``node_hosts[i]`` (default: every node on loopback); an external URL is taken to be a broker of that shape.
     """
     choice = choose_backend(system, backend, url)
     prov = provisioner(system)
@@ -83,7 +85,13 @@ def provision(
         raise DriverError(choice.reason)
     if choice.backend == "external":
         assert url is not None
-        yield _external(prov, url)
+        yield replace(_external(prov, url), shape=shape)
+    elif shape.clustered:
+        if choice.backend != "process":
+            raise DriverError(f"a {shape.nodes}-node {system} cluster runs on the process backend only; "
+                              f"use --backend process")
+        with process_cluster(prov, shape, logs_dir, node_hosts, _copy_logs, _CONTROLS) as endpoint:
+            yield endpoint
     elif choice.backend == "process":
         with _process_broker(prov, logs_dir, placement) as endpoint:
             yield endpoint
@@ -192,11 +200,12 @@ class ContainerControl:
             raise DriverError(f"the {self.system} container did not come back after a restart: {exc}") from None
 
 
-_CONTROLS: dict[str, BrokerControl | ContainerControl] = {}
+_CONTROLS: dict[str, BrokerControl | ClusterControl | ContainerControl] = {}
 
 
-def broker_control(endpoint: BrokerEndpoint | None) -> BrokerControl | ContainerControl | None:
-    """The kill/restart handle of a broker provisioned here (a local process or containers), else None."""
+def broker_control(endpoint: BrokerEndpoint | None) -> BrokerControl | ClusterControl | ContainerControl | None:
+    """The kill/restart handle of a broker provisioned here (a local process, its containers, or a
+    ``ClusterControl`` for a cluster), else None."""
     if endpoint is None:
         return None
     return _CONTROLS.get(endpoint.url)
