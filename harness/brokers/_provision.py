@@ -357,6 +357,8 @@ def _copy_logs(workdir: Path, system: str, logs_dir: Path | None) -> Path:
     for path in workdir.rglob("*"):
         if {"kahadb", "rocksdbstore"} & set(path.parts):  # ActiveMQ's and RocketMQ's journals are *.log too
             continue
+        if path.suffix == ".log" and path.stem.isdigit():  # Kafka's log segments: the messages, not a log
+            continue
         if path.is_file() and (path.suffix in (".out", ".log") or ".log." in path.name):
             dest = target / path.relative_to(workdir)
             dest.parent.mkdir(parents=True, exist_ok=True)

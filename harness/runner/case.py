@@ -60,6 +60,8 @@ def scenario_reason(system: str, scenario: Scenario, client: str | None = None) 
         return f"the driver lacks the {scenario.pattern.value} pattern"
     if cls.runs_in_jvm and (scenario.kills or scenario.consumer_rate is not None):
         return JVM_LIMITS
+    if cls.runs_in_jvm and any(f.on_node for f in scenario.faults) and not getattr(cls, "rides_node_faults", False):
+        return JVM_LIMITS
     return None
 
 

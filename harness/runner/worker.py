@@ -180,7 +180,12 @@ def worker_main(spec: WorkerSpec, ctx: WorkerContext) -> None:
         if driver.runs_in_jvm:  # Java clients: this process relays to the JVM worker
             from harness.runner.jvm import relay
 
-            relay(spec, ctx, driver)
+            outcomes = Outcomes(spec.out, mapped_files=spec.resilient) if spec.kind == "producer" else None
+            try:
+                relay(spec, ctx, driver, outcomes)
+            finally:
+                if outcomes is not None:
+                    outcomes.close()
             return
         body = {"producer": _producer, "consumer": _consumer, "requester": _requester, "replier": _replier}
         body[spec.kind](spec, ctx, driver)

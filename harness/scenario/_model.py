@@ -153,8 +153,10 @@ class Scenario:
 
     @property
     def kills(self) -> bool:
-        """Whether a fault of this scenario kills or restarts a process (not only network actions)."""
-        return any(not f.network for f in self.faults)
+        """Whether a fault of this scenario kills or restarts a broker or a worker process: not network
+        actions, nor node faults (a node of a cluster dies, pauses or is cut off; the clients ride through
+        it by themselves, no worker is restarted)."""
+        return any(not f.network and not f.on_node for f in self.faults)
 
     @property
     def searches(self) -> bool:
