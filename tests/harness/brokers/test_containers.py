@@ -19,6 +19,7 @@ import pytest
 
 from harness.brokers import _containers, _images, broker_control, choose_backend, provision
 from harness.drivers.base import DriverError
+from harness.drivers.redis_streams import turn_aof_on
 from tests.harness.drivers.conformance import require_backend
 from tests.harness.network.support import assert_nothing_left, require_toxiproxy, snapshot
 
@@ -83,8 +84,7 @@ def test_a_broker_in_containers_is_killed_and_started_again_with_its_data() -> N
         before = set(control.pids())
         assert before, "the container's processes are this machine's pids (CPU and memory are sampled from them)"
         client = redis.Redis.from_url(endpoint.url, socket_timeout=5)
-        client.config_set("appendonly", "yes")
-        client.config_set("appendfsync", "always")
+        turn_aof_on(client)
         for i in range(100):
             client.xadd("kept", {"i": i})
         control.kill()
