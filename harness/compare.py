@@ -305,8 +305,7 @@ def _provision(
         single: BrokerEndpoint | None = None
         clusters: dict[ClusterShape, BrokerEndpoint] = {}
         for shape in (shapes or {}).get(system, [SINGLE_NODE]):
-            what = f"{system} ({shape.label()}, {ready[system].backend})" if shape.clustered else \
-                f"{system} ({ready[system].backend})"
+            what = f"{system} ({shape.label()})" if shape.clustered else f"{system} ({ready[system].backend})"
             with console.status(f"starting {what}…"):
                 try:
                     endpoint = stack.enter_context(

@@ -76,8 +76,9 @@ def provision(
     Raises DriverError (one sentence) when no backend can be used, an external broker does not answer, or
     a broker fails to start; in the last case its logs are in ``logs_dir/<system>/``. ``placement`` puts a
     provisioned broker (a local process, or the processes of its containers) on a host; an external broker
-    stays where it is. ``shape`` with more than one node starts a cluster (process backend), node i on
-    ``node_hosts[i]`` (default: every node on loopback); an external URL is taken to be a broker of that shape.
+    stays where it is. ``shape`` with more than one node starts a cluster (process backend: ``auto`` means it
+    for a cluster), node i on ``node_hosts[i]`` (default: every node on loopback); an external URL is taken
+    to be a broker of that shape.
     """
     choice = choose_backend(system, backend, url)
     prov = provisioner(system)
@@ -87,6 +88,11 @@ def provision(
         assert url is not None
         yield replace(_external(prov, url), shape=shape)
     elif shape.clustered:
+        if choice.backend == "containers" and backend == "auto":  # clusters run as local processes (for now)
+            choice = choose_backend(system, "process")
+            if choice.backend is None:
+                raise DriverError(f"a {shape.nodes}-node {system} cluster runs on the process backend only: "
+                                  f"{choice.reason}")
         if choice.backend != "process":
             raise DriverError(f"a {shape.nodes}-node {system} cluster runs on the process backend only; "
                               f"use --backend process")

@@ -148,7 +148,7 @@ def run_cases(
             case = Case(sc, variant, size, rate, rep, run.run_id, broker, network)
             try:
                 driver = driver_class(variant.system, variant.options.get("client"))(variant.options, broker)
-                labels = _record_variant(run, variant, driver, system.backend)
+                labels = _record_variant(run, variant, driver, broker.backend if broker else system.backend)
                 result = run_one(case, driver, run.work_dir / f"case-{i}", progress)
             except (DriverError, CaseFailed) as exc:
                 message = f"{desc}: {exc}"

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import socket
 import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -20,7 +22,7 @@ from harness.brokers._spec import Command, ImageFiles
 from harness.brokers.activemq import broker_xml
 from harness.brokers.mqtt import broker_config, connect_packet
 from harness.brokers.nats import NatsProvisioner
-from harness.drivers.base import DriverError
+from harness.drivers.base import ClusterShape, DriverError
 from tests.harness.drivers.conformance import require_backend
 
 # -- images: the official ones pinned, ours built from the Dockerfiles, the launch inside them ----------------
@@ -179,6 +181,25 @@ def test_auto_prefers_containers_when_docker_answers(docker: None, monkeypatch: 
     choice = choose_backend("nats")
     assert choice.backend == "containers" and "mqbench/nats:2.9.10-debian (built here, id abababababab)" in choice.reason
     assert choose_backend("nats", "process").backend == "process"
+
+
+def test_auto_runs_a_cluster_as_local_processes_even_when_containers_could_run_one_node(
+    docker: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _binary(monkeypatch, True)
+    asked: list[int] = []
+
+    @contextlib.contextmanager
+    def cluster(prov: Provisioner, shape: ClusterShape, *args: object) -> Iterator[str]:
+        asked.append(shape.nodes)
+        yield "the process cluster"
+
+    monkeypatch.setattr(_provision, "process_cluster", cluster)
+    three = ClusterShape(nodes=3, replicas=3, min_insync=2)
+    with provision("nats", "auto", shape=three) as endpoint:
+        assert endpoint == "the process cluster" and asked == [3]  # type: ignore[comparison-overlap]
+    with pytest.raises(DriverError, match="process backend only"), provision("nats", "containers", shape=three):
+        pass  # asked for: checked, never substituted
 
 
 def test_auto_uses_a_process_when_no_image_is_here_and_says_why_in_one_line(
