@@ -299,11 +299,13 @@ def _provision(
         if ready[system].backend == "embedded":
             out[system] = System(None, "embedded")
             continue
+        note = choose_backend(system, backend=backend, url=brokers.get(system)).note
+        if note:
+            console.print(note, highlight=False)
         single: BrokerEndpoint | None = None
         clusters: dict[ClusterShape, BrokerEndpoint] = {}
         for shape in (shapes or {}).get(system, [SINGLE_NODE]):
-            what = f"{system} ({shape.label()}, {ready[system].backend})" if shape.clustered else \
-                f"{system} ({ready[system].backend})"
+            what = f"{system} ({shape.label()})" if shape.clustered else f"{system} ({ready[system].backend})"
             with console.status(f"starting {what}…"):
                 try:
                     endpoint = stack.enter_context(

@@ -293,6 +293,8 @@ class ClusterCases:
         self._record_clocks(case, results, offsets)
         first = results[0].value
         problems = [*first["problems"], *(e for r in results for e in r.value["errors"])]
+        if rows.empty and not problems:
+            problems.append("the stage ended without a record from any worker (no message was sent or received)")
         return CaseResult(rows=rows, complete=bool(first["complete"]) and not problems, problems=problems)
 
     def _record_clocks(self, case: Case, results: Sequence[RoleResult], offsets: dict[str, Offset]) -> None:
@@ -344,9 +346,10 @@ def on_coordinator_clock(
     rows = rows.copy()
 
     def side(kind: str, index: pd.Series, prefix: str) -> pd.Series:
-        places = index.map(lambda i: where.get(f"{kind}-{i}", (None, None)))
-        rows[f"{prefix}_host"] = places.map(lambda p: p[0])
-        rows[f"{prefix}_executor"] = places.map(lambda p: p[1])
+        # object columns of names, also when there are no rows (mapping an empty int column keeps its dtype)
+        places = pd.Series([where.get(f"{kind}-{i}", (None, None)) for i in index], index=index.index, dtype=object)
+        rows[f"{prefix}_host"] = pd.Series([p[0] for p in places], index=index.index, dtype=object)
+        rows[f"{prefix}_executor"] = pd.Series([p[1] for p in places], index=index.index, dtype=object)
         return rows[f"{prefix}_host"].map(lambda h: 0 if h is None else offsets[h].offset_ns).astype("int64")
 
     shift = side(sender, rows["producer"], "send")

@@ -29,6 +29,7 @@ from harness.drivers.options import option
 GROUP = "mqbench"
 FIELD = b"d"
 SOCKET_TIMEOUT = 30.0
+AOF_ON_TIMEOUT = 60.0  # seconds the first rewrite of an AOF turned on at run time may take
 
 
 @dataclass(frozen=True)
@@ -91,8 +92,7 @@ class RedisDriver(BrokerDriver):
                 "redis option aof needs 'appendonly yes' and 'appendfsync always' on the external broker; "
                 "set them there or drop the option"
             )
-        client.config_set("appendfsync", "always")
-        client.config_set("appendonly", "yes")
+        turn_aof_on(client)
 
     # -- workers ---------------------------------------------------------------------------------
 
@@ -378,3 +378,22 @@ class _ChannelConsumer(Consumer):
     def close(self) -> None:
         self.pubsub.close()
         self.client.close()
+
+
+def turn_aof_on(client: Any, timeout: float = AOF_ON_TIMEOUT) -> None:
+    """``appendonly yes`` with ``appendfsync always`` on a running server, returning once the AOF holds every
+    write: Redis turns it on by rewriting the data set in a child first, and until that rewrite is done what
+    is written is kept in memory only (a crash meanwhile loses it). DriverError when the rewrite fails or
+    takes longer than ``timeout`` seconds."""
+    client.config_set("appendfsync", "always")
+    client.config_set("appendonly", "yes")
+    deadline = time.monotonic() + timeout
+    while True:
+        info = client.info("persistence")
+        if not info.get("aof_rewrite_in_progress") and not info.get("aof_rewrite_scheduled"):
+            if info.get("aof_last_bgrewrite_status", "ok") != "ok":
+                raise DriverError("redis could not turn its AOF on: the first rewrite failed (see its log)")
+            return
+        if time.monotonic() > deadline:
+            raise DriverError(f"redis's AOF was not on within {timeout:.0f} s (its first rewrite still runs)")
+        time.sleep(0.02)

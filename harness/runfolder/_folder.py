@@ -257,9 +257,8 @@ class RunFolder:
             found = pd.MultiIndex.from_frame(drained[cols].astype("int64"))
             held = pd.MultiIndex.from_frame(rows[cols].astype("int64")).isin(found) & rows["t_recv"].isna().to_numpy()
         rows["drained"] = held
-        for column in schema.HOST_COLUMNS:  # filled only on a Spark cluster
-            if column not in rows:
-                rows[column] = None
+        for column in schema.HOST_COLUMNS:  # filled only on a Spark cluster: names, or None
+            rows[column] = rows[column].astype(object) if column in rows else None
         table = pa.Table.from_pandas(rows, schema=schema.RAW_SCHEMA, preserve_index=False)
         buffer = pa.BufferOutputStream()
         pq.write_table(table, buffer, compression="zstd")

@@ -172,7 +172,7 @@ def run_cases(
             case = Case(sc, variant, size, rate, rep, run.run_id, broker, network)
             try:
                 driver = driver_class(variant.system, variant.options.get("client"))(variant.options, broker)
-                labels = _record_variant(run, variant, driver, system.backend)
+                labels = _record_variant(run, variant, driver, broker.backend if broker else system.backend)
                 result = run_one(case, driver, run.work_dir / f"case-{i}", progress)
             except (DriverError, CaseFailed) as exc:
                 message = f"{desc}: {exc}"
@@ -253,6 +253,9 @@ def _record_variant(run: RunFolder, variant: Variant, driver: Driver, backend: s
             "backend": backend,
             "broker_url": driver.broker.url if driver.broker else None,
             "broker_startup_s": driver.broker.extra.get("startup_s") if driver.broker else None,
+            **({"broker_image": driver.broker.extra.get("image"), "broker_image_id": driver.broker.extra.get("image_id"),
+                "broker_image_origin": driver.broker.extra.get("image_origin")}
+               if driver.broker and driver.broker.backend == "containers" else {}),
         }
     labels = {
         "system": variant.system,
@@ -416,7 +419,7 @@ def _run(
 
 
 def _broker_control(case: Case) -> Any:
-    if case.broker is None or case.broker.backend != "process":
+    if case.broker is None or case.broker.backend not in ("process", "containers"):
         return None
     from harness.brokers import broker_control
 
