@@ -299,15 +299,12 @@ class ClusterCases:
 
     def _record_clocks(self, case: Case, results: Sequence[RoleResult], offsets: dict[str, Offset]) -> None:
         sc = case.scenario
-        name = self.run.raw_name(sc.name, case.variant.system, case.variant.name, case.size, case.rate,
-                                 case.repetition)
+        key = case.key
         cross = cross_host_uncertainty_ns(results, offsets, sc.pattern)
         for r in results:
             self.clock_rows.append({
-                "run_id": case.run_id, "scenario": sc.name, "pattern": sc.pattern.value, "system": case.variant.system,
-                "variant": case.variant.name, "size": case.size,
-                "rate": float("nan") if case.rate is None else float(case.rate), "repetition": case.repetition,
-                "case": name.removesuffix(".parquet"), "role": r.role, "host": r.host, "executor": r.executor,
+                "run_id": case.run_id, **key.columns(), "pattern": sc.pattern.value,
+                "case": key.stem, "role": r.role, "host": r.host, "executor": r.executor,
                 "offset_ns": r.offset.offset_ns, "uncertainty_ns": r.offset.uncertainty_ns, "rtt_ns": r.offset.rtt_ns,
                 "applied_offset_ns": offsets[r.host].offset_ns, "latency_uncertainty_ns": cross,
             })

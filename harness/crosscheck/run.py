@@ -39,7 +39,8 @@ from harness.pipeline import PipelineError, summarise_run
 from harness.report import write_report_from_summary
 from harness.runfolder import RunFolder, RunFolderError
 from harness.runfolder.schema import CROSSCHECK, CROSSCHECK_COLUMNS
-from harness.runner.case import System, run_cases, supports, variant_reason
+from harness.runner.case import CaseSpec, System, run_cases
+from harness.runner.plan import RunPlan
 from harness.runner.proc import CpuMeter, CpuUse, cpu_seconds
 from harness.runner.worker import HOT_LOOPS
 from harness.scenario import Scenario, Variant
@@ -106,13 +107,15 @@ def crosscheck(
             console.print(f"not run, cannot run here: {st.system}: {st.reason}", highlight=False)
     pending: list[_Pending] = []
     problems: list[str] = []
+    plan = RunPlan.build(scenarios, order)
     try:
         for sc in scenarios:
-            for system in order:
-                if (sc.systems is None or system in sc.systems) and supports(system, sc):
-                    _system(sc, system, statuses[system].backend, brokers, run, console, problems, strict, pending)
+            for system in plan.systems_for(sc):
+                variants = [v for v in plan.variants(sc) if v.system == system]
+                _system(sc, system, variants, statuses[system].backend, brokers, run, console, problems, strict,
+                        pending)
             for st in statuses.values():
-                if not st.ready and st.system not in BROKERLESS and (sc.systems is None or st.system in sc.systems):
+                if not st.ready and st.system not in BROKERLESS and sc.lists(st.system):
                     pending += _not_measured(sc, st.system, {key: st.reason for key in tool_keys(st.system)})
                     if strict:
                         problems.append(f"{st.system} cannot run here: {st.reason}")
@@ -153,12 +156,12 @@ def _tools(system: str) -> tuple[dict[str, Tool], dict[str, str]]:
 
 
 def _system(
-    sc: Scenario, system: str, backend: str, brokers: Mapping[str, str], run: RunFolder, console: Console,
-    problems: list[str], strict: bool, out: list[_Pending],
+    sc: Scenario, system: str, variants: Sequence[Variant], backend: str, brokers: Mapping[str, str],
+    run: RunFolder, console: Console, problems: list[str], strict: bool, out: list[_Pending],
 ) -> None:
-    """Append the rows of ``system`` to ``out`` as each is measured (an interrupted run keeps them)."""
+    """Append the rows of ``system``'s ``variants`` (those the run plan runs) to ``out`` as each is measured
+    (an interrupted run keeps them)."""
     tools, missing = _tools(system)
-    variants = [v for v in sc.variants_for(system) if variant_reason(v) is None]
     for key, reason in missing.items():
         console.print(f"[yellow]![/] {system}: tool {key} missing: {reason}", highlight=False)
         if strict:
@@ -243,7 +246,7 @@ def _harness(
     before = _workers_cpu()
     t0 = time.monotonic()
     meter = CpuMeter({"broker": pids}).start()
-    run_cases([(sc, variant, size, None, rep)], {variant.system: System(endpoint, backend)}, run, console, problems)
+    run_cases([CaseSpec(sc, variant, size, None, rep)], {variant.system: System(endpoint, backend)}, run, console, problems)
     broker = [u for u in meter.stop() if pids]
     return [CpuUse("harness", _workers_cpu() - before, time.monotonic() - t0), *broker]
 

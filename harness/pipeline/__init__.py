@@ -14,6 +14,7 @@ percentiles from raw rows (never averaged), delivery accounting per case.
 
 from harness.pipeline._aggregate import CI_METRICS, confidence_interval
 from harness.pipeline._errors import PipelineError
+from harness.pipeline._search import SEARCH_KEYS
 from harness.pipeline._spark import JAVA_HINT, spark_session
 from harness.pipeline._summary import (
     PANDAS_MAX_ROWS,
@@ -33,6 +34,7 @@ from harness.pipeline._tables import (
 from harness.runfolder import RunInfo
 
 __all__ = [
+    "SEARCH_KEYS",
     "CI_METRICS",
     "DISTRIBUTION_COLUMNS",
     "EXTRA_COLUMNS",

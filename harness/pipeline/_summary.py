@@ -36,7 +36,7 @@ from harness.pipeline._tables import (
     sort_cases,
 )
 from harness.pipeline._workload import workload_tables
-from harness.runfolder import RunFolder, RunFolderError, RunInfo, count_raw_rows, is_uri, local_path
+from harness.runfolder import CaseKey, RunFolder, RunFolderError, RunInfo, count_raw_rows, is_uri, local_path
 from harness.runfolder import newest_run as _newest_run
 from harness.runfolder.schema import (
     CASE_KEYS,
@@ -160,8 +160,8 @@ def finish_per_repetition(cases: pd.DataFrame, runs: Sequence[RunInfo], cpu: pd.
     out["lat_intended_max_us"] = (c["int_max_ns"].astype("float64") / 1e3).where(c["int_count"] > 0)
     out = pd.concat([out, delay], axis=1)
     out["send_delay_max_us"] = (c["delay_max_ns"].astype("float64") / 1e3).where(c["delay_count"] > 0)
-    keys = c[["scenario", "system", "variant", "size", "rate", "repetition"]].itertuples(index=False)
-    out["complete"] = [bool(i.case_complete(*k)) if i else False for i, k in zip(info, keys, strict=True)]
+    keys = c[["scenario", "system", "variant", "size", "rate", "repetition"]].to_dict("records")
+    out["complete"] = [bool(i.case_complete(CaseKey.of(k))) if i else False for i, k in zip(info, keys, strict=True)]
     out = pd.concat([out, cpu_columns(out, pd.DataFrame() if cpu is None else cpu)], axis=1)
     out["lat_count"] = c["lat_count"].astype("int64")
     out["sender_span_s"] = (c["t_send_last"] - c["t_send_first"]).astype("float64") / 1e9

@@ -26,7 +26,7 @@ import numpy as np
 import pandas as pd
 
 from harness.metrics.compute import rate
-from harness.runfolder import RunFolder
+from harness.runfolder import CaseKey, RunFolder
 from harness.runfolder.schema import BACKLOG_COLUMNS, CASE_KEYS, TIMELINE_COLUMNS, TOPICS_COLUMNS
 
 _COLUMNS = ["scenario", "pattern", "system", "variant", "size", "rate", "repetition", "producer", "consumer", "seq",
@@ -42,9 +42,7 @@ def workload_tables(runs: Sequence[RunFolder]) -> dict[str, pd.DataFrame]:
                   if s.get("rate_profile") or s.get("backlog") or s.get("series")}
         if not wanted:
             continue
-        cases = {(c.get("scenario"), c.get("system"), c.get("variant"), c.get("size"), c.get("repetition"),
-                  None if c.get("rate") is None else float(c["rate"])): c
-                 for c in run.manifest.get("cases") or []}
+        cases = {CaseKey.of(c): c for c in run.manifest.get("cases") or []}
         for path in run.raw_files():
             name = str(path).rsplit("/", 1)[-1]
             if name.split("__", 1)[0] not in wanted:
@@ -56,9 +54,7 @@ def workload_tables(runs: Sequence[RunFolder]) -> dict[str, pd.DataFrame]:
             scenario = scenarios[str(first["scenario"])]
             key = {k: first[k] for k in CASE_KEYS if k != "run_id"} | {"run_id": run.run_id,
                                                                         "repetition": int(first["repetition"])}
-            rate_key = None if pd.isna(first["rate"]) else float(first["rate"])
-            case = cases.get((first["scenario"], first["system"], first["variant"], int(first["size"]),
-                              int(first["repetition"]), rate_key), {})
+            case = cases.get(CaseKey.of(first), {})
             rows = raw[~raw["warmup"].fillna(False).astype(bool)]
             if scenario.get("rate_profile") or scenario.get("backlog"):
                 parts["timeline"].append(timeline(rows, key, scenario, case.get("backlog")))

@@ -20,7 +20,7 @@ from matplotlib.ticker import FixedLocator, FuncFormatter, LogFormatter, NullFor
 
 from harness import units
 from harness.metrics.search import knee
-from harness.pipeline import Summary
+from harness.pipeline import SEARCH_KEYS, Summary
 from harness.report._context import case_text, footnote, size_text
 
 _NINES = {2.0: "50%", 10.0: "90%", 100.0: "99%", 1e3: "99.9%", 1e4: "99.99%", 1e5: "99.999%"}
@@ -50,7 +50,7 @@ def _with_labels(summary: Summary, frame: pd.DataFrame) -> pd.DataFrame:
     return frame.merge(labels, on=keys, how="left")
 
 
-_SEARCH_LINE = ["run_id", "scenario", "system", "variant", "size"]
+_SEARCH_LINE = list(SEARCH_KEYS)
 
 
 def _searched(summary: Summary) -> pd.DataFrame:

@@ -107,7 +107,7 @@ def _sizes(scenario: Mapping[str, Any]) -> str:
 
 def _rates(scenario: Mapping[str, Any]) -> str:
     rates = scenario.get("rates") or [None]
-    return ", ".join("max" if r in (None, "max") else units.count(float(r)) for r in rates)
+    return ", ".join(units.rate_text(r, units.count) for r in rates)
 
 
 def _length(scenario: Mapping[str, Any]) -> str:

@@ -41,7 +41,7 @@ def publish_table(summary: Summary) -> pd.DataFrame:
     rows = agg[agg["publish_p99_us_mean"].notna()]
     return pd.DataFrame({
         "scenario": rows["scenario"], "row": [case_text(r, omit=("rate",)) for _, r in rows.iterrows()],
-        "rate": [f"{units.count(r)}/s" if pd.notna(r) else "max" for r in rows["rate"]],
+        "rate": [units.rate_text(r, lambda v: f"{units.count(v)}/s") for r in rows["rate"]],
         "acks": rows.get("parity", pd.Series("", index=rows.index)).astype(str).str.extract(r"acks: ([^;]*)")[0],
         "publish p50": [units.duration_us(v) for v in rows["publish_p50_us_mean"]],
         "publish p99": [units.duration_us(v) for v in rows["publish_p99_us_mean"]],

@@ -25,6 +25,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from harness.runfolder import schema
+from harness.runfolder._case import CaseKey
 from harness.runfolder._host import git_revision, host_info, new_run_id, version
 from harness.runfolder._io import atomic_write, parquet_bytes, redact, write_frame
 from harness.runfolder._store import Store, StoreError, is_uri, local_path
@@ -51,15 +52,10 @@ class RunInfo:
     has_manifest: bool = True
     cases: tuple[Mapping[str, Any], ...] = ()
 
-    def case_complete(self, scenario: str, system: str, variant: str, size: int, rate: float | None,
-                      repetition: int) -> bool:
+    def case_complete(self, key: CaseKey) -> bool:
         """Whether one case ran to its end (the manifest's ``cases``); the run's state when not recorded."""
-        want = (scenario, system, variant, int(size), None if rate is None or rate != rate else float(rate),
-                int(repetition))
         for c in self.cases:
-            got = (c.get("scenario"), c.get("system"), c.get("variant"), c.get("size"),
-                   None if c.get("rate") is None else float(c["rate"]), c.get("repetition"))
-            if got == want:
+            if CaseKey.of(c) == key:
                 return bool(c.get("complete"))
         return self.complete
 
@@ -230,11 +226,6 @@ class RunFolder:
         self.write_manifest()
 
     # -- raw records ---------------------------------------------------------------------------------
-
-    @staticmethod
-    def raw_name(scenario: str, system: str, variant: str, size: int, rate: float | None, rep: int) -> str:
-        r = "max" if rate is None else f"{rate:g}"
-        return f"{scenario}__{system}__{variant}__{size}B__rate-{r}__rep{rep}.parquet"
 
     def write_raw(self, name: str, rows: pd.DataFrame, send_errors: pd.DataFrame | None = None,
                   drained: pd.DataFrame | None = None, acks_tracked: bool = False) -> Path:

@@ -18,8 +18,9 @@ from typing import TYPE_CHECKING, Any
 from harness.drivers.base import BrokerEndpoint, Role
 from harness.scenario import Scenario, Variant
 
-if TYPE_CHECKING:  # worker processes need no network code
+if TYPE_CHECKING:  # worker processes need no network code (nor the run folder's)
     from harness.network import Network
+    from harness.runfolder import CaseKey
 
 
 @dataclass(frozen=True)
@@ -116,3 +117,10 @@ class Case:
     run_id: str
     broker: BrokerEndpoint | None
     network: Network | None = None  # the run's hosts, when scenarios place parts on them
+
+    @property
+    def key(self) -> CaseKey:
+        from harness.runfolder import CaseKey
+
+        return CaseKey(self.scenario.name, self.variant.system, self.variant.name, self.size, self.rate,
+                       self.repetition)

@@ -19,7 +19,7 @@ from __future__ import annotations
 import functools
 import os
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,7 +32,7 @@ from harness.drivers import driver_class
 from harness.drivers.base import BrokerEndpoint, ClusterShape, Driver, DriverError, Pattern, Topology
 from harness.drivers.java import JVM_LIMITS
 from harness.network import Network
-from harness.runfolder import RunFolder
+from harness.runfolder import CaseKey, RunFolder
 from harness.runner._backlog import BacklogRelease
 from harness.runner._context import Case
 from harness.runner._final_read import final_read, missing, needs_final_read, stalls
@@ -55,10 +55,26 @@ from harness.runner.faults import FaultInjector, Sampler, WorkerHooks, depth_pro
 from harness.runner.proc import CpuUse
 from harness.scenario import Scenario, Variant
 
-__all__ = ["Case", "CaseFailed", "CaseResult", "CaseSpec", "RunOne", "System", "cases", "run_case", "run_cases",
+__all__ = ["Case", "CaseFailed", "CaseResult", "CaseSpec", "RunOne", "System", "run_case", "run_cases",
            "scenario_reason", "supports", "variant_reason"]
 
-CaseSpec = tuple[Scenario, Variant, int, float | None, int]
+
+
+@dataclass(frozen=True)
+class CaseSpec:
+    """One case to run: a scenario's variant at one message size, offered rate (None: unpaced) and
+    repetition; its identity in the run folder is ``key``."""
+
+    scenario: Scenario
+    variant: Variant
+    size: int
+    rate: float | None
+    repetition: int
+
+    @property
+    def key(self) -> CaseKey:
+        return CaseKey(self.scenario.name, self.variant.system, self.variant.name, self.size, self.rate,
+                       self.repetition)
 #: How one case runs: :func:`run_case` here, or ``harness.cluster.ClusterCases.run_case`` on a cluster.
 RunOne = Callable[["Case", Driver, Path, "OnProgress | None"], "CaseResult"]
 
@@ -107,26 +123,6 @@ def variant_reason(variant: Variant) -> str | None:
     return _client_reason(variant.system, None if client is None else str(client))
 
 
-def cases(scenarios: Sequence[Scenario], systems: Sequence[str]) -> Iterator[CaseSpec]:
-    """Every (scenario, variant, size, rate, repetition) to run, in the interleaved order above; variants
-    whose client cannot run here (``variant_reason``) or cannot run the scenario (``scenario_reason``) are
-    left out."""
-    for sc in scenarios:
-        runnable = [v for s in systems if (sc.systems is None or s in sc.systems) and supports(s, sc)
-                    for v in sc.variants_for(s) if variant_reason(v) is None and _runs(v, sc)]
-        for size in sc.message_sizes:
-            for rate in sc.rates:
-                for rep in range(sc.repetitions):
-                    for variant in runnable:
-                        yield sc, variant, size, rate, rep
-
-
-def _runs(variant: Variant, scenario: Scenario) -> bool:
-    """Whether the client ``variant`` chooses can run ``scenario`` (a Java client has the JVM's limits)."""
-    client = variant.options.get("client")
-    return scenario_reason(variant.system, scenario, None if client is None else str(client)) is None
-
-
 @dataclass(frozen=True)
 class System:
     """What the run stage needs to know about a ready system: its single-node broker (None when brokerless
@@ -159,9 +155,10 @@ def run_cases(
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     with Progress(*columns, console=console, transient=False) as bar:
         overall = bar.add_task("cases", total=len(specs))
-        for i, (sc, variant, size, rate, rep) in enumerate(specs):
-            rate_text = "max" if rate is None else f"{rate:g}/s"
-            desc = f"{sc.name} {variant.system}/{variant.name} {size} B @ {rate_text} rep {rep + 1}"
+        for i, spec in enumerate(specs):
+            sc, variant, size, rate, rep = spec.scenario, spec.variant, spec.size, spec.rate, spec.repetition
+            key = spec.key
+            desc = key.describe()
             task = bar.add_task(desc, total=None)
 
             def progress(done: int, total: int, task: Any = task) -> None:
@@ -190,24 +187,22 @@ def run_cases(
                 console.print(f"[yellow]·[/] {desc}: {note}", highlight=False)
             problems.extend(f"{desc}: {p}" for p in result.problems)
             complete = complete and result.complete
-            name = run.raw_name(sc.name, variant.system, variant.name, size, rate, rep)
+            name = key.raw_name
             run.write_raw(name, result.rows, result.send_errors, drained=result.drained,
                           acks_tracked=result.acks_tracked)
-            cpu.add(name, case, result.cpu)
+            cpu.add(case, result.cpu)
             if observe is not None:
                 observe(result)
             if (result.faults or result.timeseries is not None or result.send_errors is not None
                     or result.drained is not None):
-                evaluation.add(name, {
-                    "scenario": sc.name, "pattern": sc.pattern.value, "system": variant.system,
-                    "variant": variant.name, "label": labels["label"], "guarantee": labels["guarantee"],
-                    "size": size, "rate": float("nan") if rate is None else rate, "repetition": rep,
+                evaluation.add(key, {
+                    "pattern": sc.pattern.value, "label": labels["label"],
+                    "guarantee": labels["guarantee"],
                     "acks_tracked": result.acks_tracked,
                     "stall_s": max(result.stalls.values(), default=float("nan")),
                 }, result)
             run.manifest["cases"].append({
-                "raw": f"raw/{name}", "complete": result.complete, "scenario": sc.name, "system": variant.system,
-                "variant": variant.name, "size": size, "rate": rate, "repetition": rep,
+                "raw": f"raw/{name}", "complete": result.complete, **key.manifest_entry(),
                 **({"stalls": {str(c): round(v, 3) for c, v in result.stalls.items()}} if result.stalls else {}),
                 **({"backlog": result.backlog} if result.backlog else {}),
             })

@@ -177,6 +177,10 @@ class Scenario:
     def searches(self) -> bool:
         return self.p99_bound is not None and not self.rates
 
+    def lists(self, system: str) -> bool:
+        """Whether the scenario names ``system`` (no ``systems:`` names every one)."""
+        return self.systems is None or system in self.systems
+
     def variants_for(self, system: str) -> tuple[Variant, ...]:
         """The variants of ``system`` in this scenario: its own, or one default variant (shaped by the
         scenario's ``cluster:`` where the system's broker can be clustered)."""

@@ -31,6 +31,7 @@ from harness.scenario._workload import (
     parse_topics,
     profile_mean,
 )
+from harness.units import MAX_RATE
 
 if TYPE_CHECKING:
     from harness.drivers.base import ClusterShape
@@ -126,7 +127,7 @@ class _Checker:
         return n
 
     def rate(self, value: Any, fld: str = "rate") -> float | None:
-        if value == "max":
+        if value == MAX_RATE:
             return None
         if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
             raise self.fail(fld, f"must be 'max' or messages per second > 0 (or a list of those), got {value!r}")
