@@ -405,7 +405,7 @@ def _run(
                 drained = final_read(producers, consumers, absent, work_dir / "final-read")
             except CaseFailed as exc:
                 problems.append(f"the final read of what the broker still holds failed: {exc}")
-            stalled = stalls(rows, absent, ended_ns, int(w.start_ns.value))
+            stalled = stalls(rows, absent, ended_ns, int(w.start_ns.value), [s.role.index for s in consumers])
     return CaseResult(
         rows=rows, complete=complete, problems=problems, start_ns=int(w.start_ns.value), faults=fault_records,
         timeseries=pd.DataFrame(samples) if evaluating else None, send_errors=send_errors, cpu=cpu,
