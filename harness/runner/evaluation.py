@@ -35,7 +35,7 @@ class EvaluationFiles:
         cols = {**key.columns(), **case, "case": stem}
         if result.timeseries is not None and not result.timeseries.empty:
             ts = result.timeseries.assign(**cols)
-            ts["depth_note"] = "" if ts["queue_depth"].notna().any() else DEPTH_NOT_SAMPLED.get(case["system"], "")
+            ts["depth_note"] = "" if ts["queue_depth"].notna().any() else DEPTH_NOT_SAMPLED.get(key.system, "")
             self.run.write_table(f"{TIMESERIES_DIR}/{stem}", ts)
         if result.faults:
             rows = [{**cols, **f, "t_start_ns": result.start_ns} for f in result.faults]
