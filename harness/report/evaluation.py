@@ -214,7 +214,7 @@ def recovery_view(ev: Evaluation) -> pd.DataFrame:
     r = ev.recovery.copy()
 
     def secs(x: float) -> str:
-        return "—" if pd.isna(x) else f"{x:.3f}"
+        return "—" if pd.isna(x) else "never" if x == math.inf else f"{x:.3f}"
 
     def verdict(row: pd.Series) -> str:
         if pd.isna(row["lost"]):
