@@ -237,7 +237,9 @@ class Workers:
         for name, p in self.procs.items():  # a worker that died of a signal of its own (a crash in a client)
             code = p.exitcode
             roles = [r for r, g in self.group_of.items() if g == name] or [name]  # a group plays several
-            if name not in forced and code is not None and code < 0 and not all(r in self.done for r in roles):
+            killed_by_fault = any(g is p for g in self.gone)
+            if (name not in forced and not killed_by_fault and code is not None and code < 0
+                    and not all(r in self.done for r in roles)):
                 self.errors.append(f"{name}: ended by {_signal_name(-code)} before it reported; its records "
                                    "are missing")
         self.status.close()
