@@ -93,7 +93,7 @@ def test_a_ctrl_c_keeps_the_rows_measured_before_it(tmp_path: Path, monkeypatch)
     monkeypatch.setattr(run_module, "resolve_systems", lambda *a, **k: ready)
     side = HarnessSide("default", "redis-py", "redis (redis-py)", "at-least-once", 0, 30000.0)
 
-    def measure(sc, system, backend, brokers, run, console, problems, strict, out) -> None:
+    def measure(sc, system, variants, backend, brokers, run, console, problems, strict, out) -> None:
         if system == "redis":
             raise KeyboardInterrupt
         out.append(run_module._Pending(sc.name, CrossCase(system, 100, 10), side, "nats bench",
