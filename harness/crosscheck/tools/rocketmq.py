@@ -133,6 +133,10 @@ class RocketBenchmark(Tool):
             else:
                 raise ToolFailed(f"{tool}: the Producer sent nothing in {ATTEMPTS} attempts of {SENDING_S:.0f} s; "
                                  f"its last output: {producer.tail()}")
+            # The window counts from consumption's start: a Consumer's queue is assigned by its rebalance,
+            # which can come seconds after the first sends on a loaded machine.
+            tools.await_output(consumers, lambda out: any(line.tps > 0 for line in parse_consumer(out)), SENDING_S,
+                               "the Consumer received nothing of what the Producer sent")
             started = time.time()
             tools.hold([producer, *consumers], self.ramp + self.window + case.seconds + 2.0)
             stopped = time.time()
