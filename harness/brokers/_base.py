@@ -105,9 +105,19 @@ class Provisioner(ABC):
         """The launch ``prepare_process`` makes, for the broker inside an image whose files are at
         ``files.paths`` (``binary`` at least): the same ports on this machine's loopback, the same settings
         in ``workdir``, which the container sees at the same path."""
+        return self._in_image(files).launch(files.paths["binary"], workdir)
+
+    def prepare_cluster_in_image(self, workdir: Path, shape: ClusterShape, hosts: Sequence[NodeHost],
+                                 files: ImageFiles) -> ClusterLaunch:
+        """The cluster ``prepare_cluster`` makes, for nodes that run inside an image whose files are at
+        ``files.paths``: the same ports, addresses and per-node settings, each node's files under ``workdir``
+        (which the containers see at the same path)."""
+        return self._in_image(files).prepare_cluster(workdir, shape, hosts)
+
+    def _in_image(self, files: ImageFiles) -> Provisioner:
         inside = copy.copy(self)
         inside.files = files
-        return inside.launch(files.paths["binary"], workdir)
+        return inside
 
     def path(self, role: str, here: Callable[[], str | None]) -> str | None:
         """Where the file playing ``role`` is: in the image the launch is prepared for, else ``here()``."""
@@ -151,7 +161,8 @@ class Provisioner(ABC):
         """Configuration of ``shape.nodes`` nodes keeping ``shape.replicas`` copies, node i listening on and
         advertising ``hosts[i].address``; each node's files under ``workdir/node<i>/``, its ports from
         ``free_ports`` (distinct across nodes, which may share an address). Raises OSError saying what to
-        install when the broker is missing."""
+        install when the broker is missing. The broker's files are looked up through ``path`` (the binary:
+        ``path("binary", self.find_binary)``), so the same plan serves nodes in an image."""
         raise NotImplementedError(f"{self.system} is not run as a cluster: {self.cluster_note}")
 
     def cluster_ready(self, launch: ClusterLaunch, timeout: float) -> str:

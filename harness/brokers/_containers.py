@@ -112,19 +112,23 @@ def _prepare_engine() -> None:
 
 
 class BrokerContainer:
-    """One command of a launch in ``image``: ``start``, ``exit_status``, ``pid``, ``kill``, ``stop``. Its output
-    is appended to ``<workdir>/logs/<command name>.out`` when it stops, where a local process writes it."""
+    """One command of a launch in ``image``: ``start``, ``exit_status``, ``pids``, ``kill``, ``pause``, ``resume``,
+    ``stop``. It runs in ``workdir``, which is bind-mounted at the same path (or ``mount``, a folder holding it);
+    its output is appended to ``<workdir>/logs/<command name>.out`` when it stops, where a local process writes
+    it. ``node`` (a cluster's node name) goes into the container's name."""
 
-    def __init__(self, image: Image, command: Command, workdir: Path, host_netns: bool = False) -> None:
+    def __init__(self, image: Image, command: Command, workdir: Path, host_netns: bool = False,
+                 mount: Path | None = None, node: str = "") -> None:
         from testcontainers.core.container import DockerContainer
 
-        self.name = f"mqbench-{image.system}-{command.name}-{uuid.uuid4().hex[:8]}"
+        self.name = f"mqbench-{image.system}-{node + '-' if node else ''}{command.name}-{uuid.uuid4().hex[:8]}"
         self.command = command
         self.log_path = workdir / "logs" / f"{command.name}.out"
         container: Any = DockerContainer(image.name)
         container.with_command(list(command.argv[1:]))
         container.with_name(self.name)
-        container.with_volume_mapping(str(workdir), str(workdir), "rw")
+        shared = mount or workdir  # a cluster's nodes see the whole cluster's folder (shared files: code, cookie)
+        container.with_volume_mapping(str(shared), str(shared), "rw")
         if host_netns:  # ip netns exec: the host namespaces' bind mounts, and the rights to enter them
             container.with_volume_mapping(NETNS_DIR, NETNS_DIR, "rw")
         for key, value in command.env.items():
@@ -184,6 +188,20 @@ class BrokerContainer:
                 wrapped.kill()
                 wrapped.wait(timeout=30)
 
+    def pause(self) -> None:
+        """Freeze every process of the container at once (the engine's cgroup freezer): it holds its sockets
+        and answers nothing, as SIGSTOP does to a local process."""
+        wrapped = self._wrapped()
+        if wrapped is not None:
+            with contextlib.suppress(Exception):  # already stopped, or already paused
+                wrapped.pause()
+
+    def resume(self) -> None:
+        wrapped = self._wrapped()
+        if wrapped is not None:
+            with contextlib.suppress(Exception):  # not paused
+                wrapped.unpause()
+
     def stop(self, grace: float) -> None:
         """SIGTERM, up to ``grace`` s, SIGKILL; keep its output in the log file; remove it. Idempotent; also
         when ``start`` was interrupted between the engine creating the container and handing it back."""
@@ -194,6 +212,7 @@ class BrokerContainer:
                     wrapped = client().containers.get(self.name)
                     self._container._container = wrapped
             if wrapped is not None:
+                self.resume()  # a paused container must run to take its SIGTERM
                 with contextlib.suppress(Exception):
                     wrapped.stop(timeout=max(1, round(grace)))
                 self.save_logs()
@@ -217,11 +236,14 @@ class BrokerContainer:
 
 class BrokerNode:
     """The containers of one broker node: one per command (helpers first, the broker proper last), started in
-    order and stopped in reverse. The same shape as a local node, so a cluster's nodes can be made of these
-    from their ``NodeLaunch``es. Kill/restart act on the broker proper (``kill``, ``restart``), for faults."""
+    order and stopped in reverse. A single broker's faults act on the broker proper (``kill``, ``restart``); a
+    cluster node's on every container of the node (``kill_all``, ``pause``, ``resume``: the loss or freeze of
+    the machine it would run on). ``mount`` and ``node``: as for :class:`BrokerContainer`."""
 
-    def __init__(self, image: Image, commands: Sequence[Command], workdir: Path, host_netns: bool = False) -> None:
+    def __init__(self, image: Image, commands: Sequence[Command], workdir: Path, host_netns: bool = False,
+                 mount: Path | None = None, node: str = "") -> None:
         self.image, self.workdir, self.host_netns = image, workdir, host_netns
+        self.mount, self.node = mount, node
         self.containers: list[BrokerContainer] = []
         self._commands = list(commands)
         self._lock = threading.Lock()
@@ -232,7 +254,7 @@ class BrokerNode:
             self._start(command)
 
     def _start(self, command: Command) -> BrokerContainer:
-        container = BrokerContainer(self.image, command, self.workdir, self.host_netns)
+        container = BrokerContainer(self.image, command, self.workdir, self.host_netns, self.mount, self.node)
         self.containers.append(container)
         container.start()
         return container
@@ -259,6 +281,22 @@ class BrokerNode:
         with self._lock:
             if self.containers:
                 self.containers[-1].kill()
+
+    def kill_all(self) -> None:
+        """SIGKILL every container of the node, the broker proper first (it stops serving first)."""
+        with self._lock:
+            for container in reversed(self.containers):
+                container.kill()
+
+    def pause(self) -> None:
+        with self._lock:
+            for container in reversed(self.containers):
+                container.pause()
+
+    def resume(self) -> None:
+        with self._lock:
+            for container in self.containers:
+                container.resume()
 
     def restart(self, command: Command, wait: Callable[[], str]) -> str:
         """Start the broker proper again with ``command`` (same port and data directory) in a new container, the

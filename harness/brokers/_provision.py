@@ -21,7 +21,7 @@ from pathlib import Path
 from harness.brokers import _images
 from harness.brokers._base import Provisioner, redact
 from harness.brokers._choice import choose_backend
-from harness.brokers._cluster import ClusterControl, process_cluster
+from harness.brokers._cluster import ClusterControl, container_cluster, process_cluster
 from harness.brokers._containers import BrokerNode, ContainerError, copy_out
 from harness.brokers._process import BrokerProcess, _descendants
 from harness.brokers._registry import provisioner
@@ -76,9 +76,9 @@ def provision(
     Raises DriverError (one sentence) when no backend can be used, an external broker does not answer, or
     a broker fails to start; in the last case its logs are in ``logs_dir/<system>/``. ``placement`` puts a
     provisioned broker (a local process, or the processes of its containers) on a host; an external broker
-    stays where it is. ``shape`` with more than one node starts a cluster (process backend: ``auto`` means it
-    for a cluster), node i on ``node_hosts[i]`` (default: every node on loopback); an external URL is taken
-    to be a broker of that shape.
+    stays where it is. ``shape`` with more than one node starts a cluster, node i on ``node_hosts[i]``
+    (default: every node on loopback): its nodes are local processes (what ``auto`` means for a cluster) or,
+    with ``backend="containers"``, containers; an external URL is taken to be a broker of that shape.
     """
     choice = choose_backend(system, backend, url)
     prov = provisioner(system)
@@ -88,15 +88,13 @@ def provision(
         assert url is not None
         yield replace(_external(prov, url), shape=shape)
     elif shape.clustered:
-        if choice.backend == "containers" and backend == "auto":  # clusters run as local processes (for now)
+        if choice.backend == "containers" and backend == "auto":  # auto: a cluster's nodes are local processes
             choice = choose_backend(system, "process")
             if choice.backend is None:
-                raise DriverError(f"a {shape.nodes}-node {system} cluster runs on the process backend only: "
-                                  f"{choice.reason}")
-        if choice.backend != "process":
-            raise DriverError(f"a {shape.nodes}-node {system} cluster runs on the process backend only; "
-                              f"use --backend process")
-        with process_cluster(prov, shape, logs_dir, node_hosts, _copy_logs, _CONTROLS) as endpoint:
+                raise DriverError(f"a {shape.nodes}-node {system} cluster runs on the process backend unless "
+                                  f"--backend containers asks for containers: {choice.reason}")
+        cluster = process_cluster if choice.backend == "process" else container_cluster
+        with cluster(prov, shape, logs_dir, node_hosts, _copy_logs, _CONTROLS) as endpoint:
             yield endpoint
     elif choice.backend == "process":
         with _process_broker(prov, logs_dir, placement) as endpoint:

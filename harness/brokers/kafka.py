@@ -91,7 +91,7 @@ class KafkaProvisioner(_jars.JarsBroker, KafkaProtocolProbe):
         """``shape.nodes`` combined broker+controller nodes, node i with ``node.id`` i on ``hosts[i].address``,
         all formatted with one cluster id; topics default to ``shape.replicas`` replicas and
         ``min.insync.replicas`` ``shape.min_insync``, and no out-of-sync replica is ever elected leader."""
-        binary = self.find_binary()
+        binary = self.path("binary", self.find_binary)
         if binary is None:
             raise OSError(self.process_unavailable_reason())
         if not 1 <= shape.min_insync <= shape.replicas <= shape.nodes:
@@ -108,7 +108,8 @@ class KafkaProvisioner(_jars.JarsBroker, KafkaProtocolProbe):
             props, log4j = home / "server.properties", home / "log4j2.properties"
             props.write_text(cluster_properties(i, address, ports[2 * i], ports[2 * i + 1], voters, shape, home / "data"))
             log4j.write_text(LOG4J2)
-            nodes.append(NodeLaunch(f"node{i}", (node_command(binary, props, log4j, cluster_id, NODE_HEAP),),
+            nodes.append(NodeLaunch(f"node{i}", (node_command(binary, props, log4j, cluster_id, NODE_HEAP,
+                                                                 self.jar_path()),),
                                     f"kafka://{address}:{ports[2 * i]}", address))
         return ClusterLaunch(
             nodes=tuple(nodes),

@@ -104,7 +104,7 @@ class NatsProvisioner(Provisioner):
     # -- clusters ------------------------------------------------------------------------------------
 
     def prepare_cluster(self, workdir: Path, shape: ClusterShape, hosts: Sequence[NodeHost]) -> ClusterLaunch:
-        binary = self.find_binary()
+        binary = self.path("binary", self.find_binary)
         if binary is None:
             raise OSError(self.process_unavailable_reason())
         ports = free_ports(PORTS_PER_NODE * shape.nodes)

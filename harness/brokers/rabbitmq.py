@@ -112,7 +112,8 @@ class RabbitMQProvisioner(Provisioner):
     # -- clusters ------------------------------------------------------------------------------------
 
     def prepare_cluster(self, workdir: Path, shape: ClusterShape, hosts: Sequence[NodeHost]) -> ClusterLaunch:
-        server, erlc = self.find_binary(), which("erlc", "/usr/lib/erlang/bin/erlc")
+        # erlc compiles the node's epmd module here (also for nodes in an image: the .beam is in the workdir)
+        server, erlc = self.path("binary", self.find_binary), which("erlc", "/usr/lib/erlang/bin/erlc")
         if server is None or erlc is None:
             raise OSError(self.process_unavailable_reason() or f"Erlang's compiler erlc was not found; {self.install_hint}")
         hosts = list(hosts)[: shape.nodes]
@@ -124,6 +125,8 @@ class RabbitMQProvisioner(Provisioner):
         code.mkdir()
         _compile(erlc, code)
         cookie = secrets.token_hex(20).upper()
+        epmd = self.path("epmd", _epmd) or _epmd()
+        user = _service_user() if self.files is None else None  # in a container: the container's user
         dist_ports = " ".join(f"{name}={ports[CLUSTER_PORTS * i + 1]}" for i, name in enumerate(names))
         launches, management = [], []
         for i, host in enumerate(hosts):
@@ -153,13 +156,14 @@ class RabbitMQProvisioner(Provisioner):
             else:
                 argv = after_seed(server, hosts[0].address, ports[0])
             commands = (
-                Command("epmd", (_epmd(), "-port", str(epmd_port), "-address", host.address), env=env),
-                Command("rabbitmq-server", argv, env=env, user=_service_user()),
+                Command("epmd", (epmd, "-port", str(epmd_port), "-address", host.address), env=env),
+                Command("rabbitmq-server", argv, env=env, user=user),
             )
             url = self.url_template.format(host=host.address, port=node_port)
             launches.append(NodeLaunch(f"node{i}", commands, url, host.address))
             management.append(f"http://{host.address}:{http_port}")
-        _own(workdir)
+        if self.files is None:
+            _own(workdir)
         return ClusterLaunch(
             nodes=tuple(launches),
             url=",".join(n.url for n in launches),

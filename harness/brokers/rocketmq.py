@@ -65,7 +65,7 @@ class RocketMQProvisioner(_jars.JarsBroker, Provisioner):
     def _java(self, workdir: Path) -> str:
         """The ``java`` to run the servers with here; OSError saying what to install, or that the disk is too
         full."""
-        java = self.find_binary()
+        java = self.path("binary", self.find_binary)
         if java is None:
             raise OSError(self.process_unavailable_reason())
         full = disk_full_reason(workdir)
@@ -146,7 +146,7 @@ class RocketMQProvisioner(_jars.JarsBroker, Provisioner):
                 host.address, broker_ports[i], ";".join(namesrvs), store, bind=host.address,
                 more=replica_settings(host.address, ";".join(controllers), shape.min_insync)))
             namesrv_argv, broker_argv = jvm_commands(java, home, node / "namesrv.conf", node / "broker.conf",
-                                                     CLUSTER_NAMESRV_HEAP, CLUSTER_BROKER_HEAP)
+                                                     CLUSTER_NAMESRV_HEAP, CLUSTER_BROKER_HEAP, self.jar_path())
             env = {"ROCKETMQ_HOME": str(home)}
             nodes.append(NodeLaunch(
                 name=f"node{i}",
