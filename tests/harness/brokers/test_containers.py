@@ -12,15 +12,22 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import pytest
 
-from harness.brokers import _containers, _images, broker_control, choose_backend, provision
-from harness.drivers.base import DriverError
+from harness.brokers import ClusterControl, _containers, _images, broker_control, choose_backend, provision
+from harness.brokers._base import ProbeError
+from harness.brokers._spec import ImageFiles, NodeHost
+from harness.brokers.nats import NatsProvisioner
+from harness.drivers.base import ClusterShape, DriverError
 from harness.drivers.redis_streams import turn_aof_on
+from tests.harness.drivers import node_faults
 from tests.harness.drivers.conformance import require_backend
+from tests.harness.drivers.node_faults import check_no_acknowledged_loss, run_node_fault
 from tests.harness.network.support import assert_nothing_left, require_toxiproxy, snapshot
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -179,3 +186,93 @@ def test_no_registry_and_no_image_means_the_process_backend_with_one_line(monkey
             pass
     finally:
         _images.choose.cache_clear()
+
+
+R3 = ClusterShape(3, 3, 2)
+
+
+def test_a_three_node_cluster_in_containers_keeps_every_acknowledged_message_through_a_node_fault(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The process backend's cluster plan, each node a container: node faults act on the node's containers
+    (pause freezes them, kill leaves the node dead, start runs it again in a new container with its data),
+    a JetStream R3 stream keeps every acknowledged message through a kill and restart of its leader, and no
+    container is left."""
+    require_backend("nats", "containers")
+    monkeypatch.setattr(node_faults, "STALL", 20.0)  # a consumer's leader elected again: as test_nats_cluster
+    before = set(_ours())
+    seen: dict[str, Any] = {}
+
+    def kill_then_start(control: ClusterControl, node: int) -> None:
+        seen["killed"] = control.started[node].names()  # type: ignore[attr-defined]
+        control.kill(node)
+        seen["dead"] = not control.node_running(node) and not control.node_pids(node)
+        time.sleep(2.0)
+        control.start(node)
+        seen["again"] = control.started[node].names()  # type: ignore[attr-defined]
+
+    with provision("nats", "containers", shape=R3, logs_dir=tmp_path / "logs") as endpoint:
+        control = broker_control(endpoint)
+        assert isinstance(control, ClusterControl) and endpoint.backend == "containers"
+        names = list(endpoint.extra["containers"])
+        assert len(names) == 3 and set(names) <= set(_ours())
+        assert endpoint.extra["image"] == _images.choose("nats").image.name  # type: ignore[union-attr]
+        assert all(control.node_pids(n) for n in range(3)), "each node's processes are this machine's pids"
+        prov = NatsProvisioner()
+        control.pause(2)
+        with pytest.raises((OSError, ProbeError)):  # frozen: it holds its socket and answers nothing
+            prov.probe(endpoint.nodes[2], 1.0)
+        control.resume(2)
+        assert prov.probe(endpoint.nodes[2], 5.0)
+        history = run_node_fault("nats", {"jetstream": True}, R3, kill_then_start, tmp_path, cluster=endpoint)
+        assert control.running()
+        now = [name for n in range(3) for name in control.started[n].names()]  # type: ignore[attr-defined]
+    assert seen["dead"] and seen["killed"] and not set(seen["again"]) & set(seen["killed"])
+    assert history.leader in range(3)
+    told = len(history.accepted | history.refused)
+    assert told == 4000, f"{4000 - told} sends got no outcome ({history.notes})"
+    check_no_acknowledged_loss(history, "nats JetStream R3 in containers, kill and restart of the stream leader")
+    assert _gone(names + now) and set(_ours()) <= before and not _containers.live_names()
+    for node in range(3):  # each node's output, where a local node's goes
+        assert (tmp_path / "logs" / "nats-cluster" / f"node{node}" / "logs" / "nats-server.out").read_text()
+
+
+def test_a_cluster_in_containers_interrupted_while_it_forms_leaves_no_container(monkeypatch: pytest.MonkeyPatch) -> None:
+    require_backend("nats", "containers")
+    before = set(_ours())
+
+    def interrupted(self: NatsProvisioner, launch: Any, timeout: float) -> str:
+        seen.extend(_ours())
+        raise KeyboardInterrupt
+
+    seen: list[str] = []
+    monkeypatch.setattr(NatsProvisioner, "cluster_ready", interrupted)
+    with pytest.raises(KeyboardInterrupt), provision("nats", "containers", shape=R3):
+        pass
+    assert len(set(seen) - before) == 3  # every node's container had started
+    assert set(_ours()) <= before and not _containers.live_names()
+
+
+def test_the_cluster_plan_is_the_same_on_both_backends_but_for_the_brokers_files(tmp_path: Path) -> None:
+    """One plan: ``prepare_cluster_in_image`` gives the nodes the process backend would run, with the image's
+    binary (no Docker needed)."""
+    prov = NatsProvisioner()
+    if prov.find_binary() is None:
+        pytest.skip("nats-server is not installed here")  # only the process plan needs it
+    here = prov.prepare_cluster(tmp_path / "here", R3, [NodeHost()] * 3)
+    inside = prov.prepare_cluster_in_image(tmp_path / "inside", R3, [NodeHost()] * 3,
+                                           ImageFiles({"binary": "/usr/local/bin/nats-server"}))
+    for a, b in zip(here.nodes, inside.nodes, strict=True):
+        ((cmd_here,), (cmd_inside,)) = a.commands, b.commands
+        assert cmd_here.argv == (prov.find_binary(), "--config", str(tmp_path / "here" / a.name / "nats.conf"))
+        assert cmd_inside.argv == ("/usr/local/bin/nats-server", "--config", str(tmp_path / "inside" / b.name / "nats.conf"))
+        conf_here = (tmp_path / "here" / a.name / "nats.conf").read_text()
+        conf_inside = (tmp_path / "inside" / b.name / "nats.conf").read_text()
+        # the same settings; ports and the cluster's name are drawn for each cluster
+        assert _shape_of(conf_here.replace("/here/", "/")) == _shape_of(conf_inside.replace("/inside/", "/"))
+
+
+def _shape_of(config: str) -> str:
+    import re
+
+    return re.sub(r"mqbench-\w+", "NAME", re.sub(r":\d+", ":PORT", config))

@@ -8,7 +8,7 @@ import re
 import socket
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -183,23 +183,30 @@ def test_auto_prefers_containers_when_docker_answers(docker: None, monkeypatch: 
     assert choose_backend("nats", "process").backend == "process"
 
 
-def test_auto_runs_a_cluster_as_local_processes_even_when_containers_could_run_one_node(
+def test_auto_runs_a_cluster_as_local_processes_and_containers_when_asked(
     docker: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     _binary(monkeypatch, True)
-    asked: list[int] = []
+    asked: list[tuple[str, int]] = []
 
-    @contextlib.contextmanager
-    def cluster(prov: Provisioner, shape: ClusterShape, *args: object) -> Iterator[str]:
-        asked.append(shape.nodes)
-        yield "the process cluster"
+    def backend(name: str) -> Callable[..., contextlib.AbstractContextManager[str]]:
+        @contextlib.contextmanager
+        def cluster(prov: Provisioner, shape: ClusterShape, *args: object) -> Iterator[str]:
+            asked.append((name, shape.nodes))
+            yield f"the {name} cluster"
+        return cluster
 
-    monkeypatch.setattr(_provision, "process_cluster", cluster)
+    monkeypatch.setattr(_provision, "process_cluster", backend("process"))
+    monkeypatch.setattr(_provision, "container_cluster", backend("containers"))
     three = ClusterShape(nodes=3, replicas=3, min_insync=2)
     with provision("nats", "auto", shape=three) as endpoint:
-        assert endpoint == "the process cluster" and asked == [3]  # type: ignore[comparison-overlap]
-    with pytest.raises(DriverError, match="process backend only"), provision("nats", "containers", shape=three):
-        pass  # asked for: checked, never substituted
+        assert endpoint == "the process cluster"  # type: ignore[comparison-overlap]
+    with provision("nats", "containers", shape=three) as endpoint:
+        assert endpoint == "the containers cluster"  # type: ignore[comparison-overlap]
+    assert asked == [("process", 3), ("containers", 3)]
+    _binary(monkeypatch, False)  # auto never puts a cluster in containers: without a local broker, one sentence
+    with pytest.raises(DriverError, match="--backend containers asks for containers"), provision("nats", shape=three):
+        pass
 
 
 def test_auto_uses_a_process_when_no_image_is_here_and_says_why_in_one_line(

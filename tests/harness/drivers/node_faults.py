@@ -78,16 +78,18 @@ def pause(duration: float = 5.0) -> Fault:
 def run_node_fault(
     system: str, options: Mapping[str, Any], shape: ClusterShape, fault: Fault, tmp_path: Path,
     before: int = 2000, after: int = 2000, pattern: Pattern = Pattern.QUEUE, cluster: BrokerEndpoint | None = None,
+    backend: str = "process",
 ) -> History:
     """Start a ``shape`` cluster, send ``before`` messages, apply ``fault`` to the leader while sending goes on,
-    send ``after`` more, read until done; the cluster is torn down whatever happens. With ``cluster`` (a
+    send ``after`` more, read until done; the cluster (its nodes on ``backend``) is torn down whatever happens.
+    With ``cluster`` (a
     cluster of that shape the caller provisioned, to share its start among several faults) nothing is
     started or stopped: the cluster is left as the fault left it, for the caller to make whole again."""
     cls = driver_class(system, options.get("client"))
     history = History()
     started: contextlib.AbstractContextManager[BrokerEndpoint] = (
         contextlib.nullcontext(cluster) if cluster is not None
-        else provision(system, backend="process", shape=shape, logs_dir=tmp_path / "logs"))
+        else provision(system, backend=backend, shape=shape, logs_dir=tmp_path / "logs"))
     with started as endpoint:
         control = broker_control(endpoint)
         assert isinstance(control, ClusterControl), f"{system} {shape.label()} gave no cluster control"
