@@ -18,6 +18,7 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 BRIDGE_NF = Path("/proc/sys/net/bridge/bridge-nf-call-iptables")
@@ -82,10 +83,14 @@ def ours(prefix: str) -> list[str]:
     return found
 
 
-def sweep(prefix: str, exists: set[str]) -> list[str]:
-    """Delete the rules of ours (bridge names starting with ``prefix``) whose bridge is not in ``exists``
-    (left by a killed run); returns their bridges."""
-    stale = [bridge for bridge in ours(prefix) if bridge not in exists]
+def sweep(prefix: str, exists: Callable[[], set[str]]) -> list[str]:
+    """Delete the rules of ours (bridge names starting with ``prefix``) whose bridge is not among ``exists()``
+    (left by a killed run); returns their bridges. The rules are read before the bridges are listed: a run
+    makes its bridge before its rule, so a bridge listed first could miss that of a run starting meanwhile
+    and take its live rule, read next, for a stale one (its hosts would then not reach each other)."""
+    rules = ours(prefix)
+    present = exists() if rules else set()
+    stale = [bridge for bridge in rules if bridge not in present]
     for bridge in stale:
         remove(bridge)
     return stale

@@ -116,7 +116,7 @@ class Network:
         _ip("addr", "add", f"{self.address(None)}/24", "dev", self.bridge)
         _ip("link", "set", self.bridge, "up")
         if _firewall.needs_rule():
-            _firewall.sweep(PREFIX, set(_links(PREFIX)))  # rules of runs killed before their teardown
+            _firewall.sweep(PREFIX, lambda: set(_links(PREFIX)))  # rules of runs killed before their teardown
             self.firewall_note = _firewall.allow(self.bridge)
             self.firewall_rule = self.firewall_note is None
         for host in self.hosts:
