@@ -147,6 +147,21 @@ class Machine:
         return [n for n in done.stdout.splitlines() if n and n != self.name]
 
 
+def _engine_answers(socket_path: Path) -> bool:
+    import docker
+
+    try:
+        engine = docker.DockerClient(base_url=f"unix://{socket_path}", timeout=5)
+    except Exception:  # no socket yet
+        return False
+    try:
+        return bool(engine.ping())
+    except Exception:  # not serving yet
+        return False
+    finally:
+        engine.close()
+
+
 @contextlib.contextmanager
 def machine(tmp: Path, docker: bool = False) -> Iterator[Machine]:
     """A :class:`Machine` for the block, removed at its end with everything started in it. With ``docker``, a
@@ -168,10 +183,14 @@ def machine(tmp: Path, docker: bool = False) -> Iterator[Machine]:
                     ["nsenter", f"--net=/var/run/netns/{name}", "dockerd", "--data-root", str(state / "data"),
                      "--exec-root", str(state / "exec"), "--pidfile", str(state / "dockerd.pid"),
                      "-H", f"unix://{socket_path}"], stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+            # Ready once it answers on its socket: it serves only after its networks and their firewall rules
+            # are set up. Its DOCKER-USER rule alone comes before the rest of its chains (a test that took the
+            # rules then saw Docker's own rules come after, and differ from the ones it kept).
             deadline = time.monotonic() + 60
-            while "-A FORWARD -j DOCKER-USER" not in m.forward_rules():
+            while not _engine_answers(socket_path):
                 assert engine.poll() is None and time.monotonic() < deadline, (tmp / "dockerd.log").read_text()[-2000:]
                 time.sleep(0.2)
+            assert "-A FORWARD -j DOCKER-USER" in m.forward_rules(), m.forward_rules()
         yield m
     finally:
         if engine is not None:
