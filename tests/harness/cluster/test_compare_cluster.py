@@ -248,7 +248,8 @@ def _until(
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait(10)
-    assert _within(10, lambda: not _alive(proc.pid, group=True)), "a process of `mqbench compare` outlived it"
+    assert _within(10, lambda: not _alive(proc.pid, group=True)), (
+        f"a process of `mqbench compare` outlived it: {_group_listing(proc.pid)}")
     site.assert_clean()
     return proc.returncode, out.read_text()
 
@@ -268,6 +269,12 @@ def test_ctrl_c_while_the_session_starts_says_one_line_and_leaves_nothing(site: 
                             lambda proc: os.killpg(proc.pid, signal.SIGINT))
     assert status == 130, output[-3000:]
     assert output.count("interrupted") == 1 and "Traceback" not in output, output[-3000:]
+
+
+def _group_listing(pgid: int) -> str:
+    """pid, state, age and command line of every process of group ``pgid``."""
+    return subprocess.run(["ps", "-o", "pid=,stat=,etime=,args=", "-g", str(pgid)], capture_output=True,
+                          text=True).stdout.strip()
 
 
 def _group_names(pgid: int) -> list[str]:
