@@ -151,24 +151,39 @@ def interruptible(
     started from the main thread, installs no SIGINT handler of its own). On Ctrl-C: ``on_interrupt()``,
     up to ``grace`` seconds' wait for the call to end, ``cleanup(result)`` if it still returned one (a
     session that finished starting is stopped), then KeyboardInterrupt again. Errors of ``call`` are
-    raised in the calling thread."""
+    raised in the calling thread.
+
+    A Ctrl-C may come while ``start()`` has not returned yet, the call already running (on a loaded machine
+    its first subprocess can precede the return): it is handled like any other, and whether the call has begun
+    is decided under ``gate``: either it had (it is waited for and cleaned up) or it never will (nothing of
+    it outlives the command)."""
     got: dict[str, Any] = {}
+    gate = threading.Lock()
+    state = {"began": False, "cancelled": False}
 
     def run() -> None:
+        with gate:
+            if state["cancelled"]:
+                return
+            state["began"] = True
         try:
             got["value"] = call()
         except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread
             got["error"] = exc
 
     thread = threading.Thread(target=run, name="spark-call", daemon=True)
-    thread.start()
     try:
+        thread.start()
         while thread.is_alive():
             thread.join(0.2)
     except KeyboardInterrupt:
-        if on_interrupt is not None:
-            on_interrupt()
-        thread.join(grace)
+        with gate:
+            state["cancelled"] = True
+            began = state["began"]
+        if began:  # the thread runs (it had started when it took the gate): join() may wait for it
+            if on_interrupt is not None:
+                on_interrupt()
+            thread.join(grace)
         if cleanup is not None and "value" in got:
             cleanup(got["value"])
         raise
