@@ -55,7 +55,9 @@ class BrokerProcess:
         return self.popen.poll()
 
     def stop(self, grace: float) -> None:
-        """SIGTERM the process group, wait up to ``grace`` s, then SIGKILL the group and any descendants."""
+        """SIGTERM the process group, wait up to ``grace`` s, then SIGKILL the group and any descendants, and
+        return once they are gone (a SIGKILLed process ends only when it next runs: on a loaded machine, some
+        time after the signal), or after 5 s more."""
         try:
             descendants = _descendants(self.pid)
             _signal_group(self.pid, signal.SIGTERM)
@@ -69,6 +71,9 @@ class BrokerProcess:
                     os.kill(pid, signal.SIGKILL)
             with contextlib.suppress(subprocess.TimeoutExpired):
                 self.popen.wait(timeout=5)
+            deadline = time.monotonic() + 5
+            while time.monotonic() < deadline and (_group_alive(self.pid) or any(map(_running, descendants))):
+                time.sleep(0.02)
         finally:
             with _LIVE_LOCK:
                 _LIVE.discard(self)
@@ -92,6 +97,16 @@ def _group_alive(pgid: int) -> bool:
         if entry[2] == pgid and entry[1] != "Z":
             return True
     return False
+
+
+def _running(pid: int) -> bool:
+    """Whether process ``pid`` exists and is not a zombie."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read().decode(errors="replace")
+    except OSError:
+        return False
+    return stat[stat.rfind(")") + 2 :].split()[0] != "Z"
 
 
 def _proc_stats() -> list[tuple[int, str, int, int]]:
