@@ -250,6 +250,8 @@ class RunFolder:
         rows["drained"] = held
         for column in schema.HOST_COLUMNS:  # filled only on a Spark cluster: names, or None
             rows[column] = rows[column].astype(object) if column in rows else None
+        if "key" not in rows:  # filled only in a keyed run
+            rows["key"] = None
         table = pa.Table.from_pandas(rows, schema=schema.RAW_SCHEMA, preserve_index=False)
         buffer = pa.BufferOutputStream()
         pq.write_table(table, buffer, compression="zstd")
