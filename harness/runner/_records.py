@@ -36,6 +36,7 @@ import pandas as pd
 
 from harness.drivers.base import Pattern
 from harness.runfolder import atomic_write
+from harness.runfolder.schema import KEY_FIELD
 from harness.runner import _keys
 from harness.runner._context import WorkerSpec
 
@@ -406,7 +407,7 @@ def assemble_rows(
         }
     )
     if sc.keys != "none":
-        df["key"] = _key_names(sc.keys, sc.key_count, cols["producer"], cols["seq"])
+        df[KEY_FIELD.name] = _key_names(sc.keys, sc.key_count, cols["producer"], cols["seq"])
     return df
 
 
