@@ -1,7 +1,8 @@
 """Keyed sends end to end on real brokers, through ``compare``: Kafka record keys over 4 partitions, RabbitMQ
-routing keys (a direct exchange), NATS subjects on core NATS and on JetStream (the topic's stream captures
-``<topic>.*``). Each runs keys in turn and at random, pub/sub with two subscribers, a few thousand messages
-(seconds per broker). The raw records carry each message's key; every subscriber got every message once, and
+routing keys (a direct exchange), each through its Python and its Java client, and NATS subjects on core
+NATS and on JetStream (the topic's stream captures ``<topic>.*``). Each runs keys in turn and at random, pub/sub with two subscribers, a few thousand messages
+(seconds per broker). The raw records carry each message's key and, where the system acknowledges sends
+(all but core NATS; RabbitMQ with confirms, also through its Java client), its acknowledgement; every subscriber got every message once, and
 each key's messages in the order they were sent, which each of these systems promises here (Kafka per
 partition, and a key's messages share a partition; RabbitMQ per queue; NATS per connection and per stream).
 
@@ -24,9 +25,9 @@ from harness.scenario import parse_scenario
 from tests.harness.drivers.conformance import require_backend
 
 MESSAGES, KEYS, SUBSCRIBERS = 3000, 8, 2
-VARIANTS: dict[str, Any] = {
-    "kafka": {"partitions": 4},
-    "rabbitmq": {"confirms": True},
+VARIANTS: dict[str, Any] = {  # the Java clients run the same keys in the JVM worker
+    "kafka": [{"name": "python", "partitions": 4}, {"name": "java", "client": "java", "partitions": 4}],
+    "rabbitmq": [{"name": "python", "confirms": True}, {"name": "java", "client": "java", "confirms": True}],
     "nats": [{"name": "core"}, {"name": "jetstream", "jetstream": True, "storage": "memory"}],
 }
 
@@ -46,7 +47,7 @@ def test_keyed_sends_arrive_with_their_keys_all_and_in_order_per_key(tmp_path: P
                   write_report=False)
     assert out.complete, out.problems
     raw = pd.concat([pd.read_parquet(f) for f in sorted((out.run_dir / "raw").glob("*.parquet"))])
-    variants = [v["name"] for v in VARIANTS[system]] if isinstance(VARIANTS[system], list) else ["default"]
+    variants = [v["name"] for v in VARIANTS[system]]
     cases = raw.groupby(["scenario", "variant"])
     assert sorted(cases.groups) == sorted((f"keys-{d}", v) for d in ("random", "round-robin") for v in variants)
     for (scenario, variant), rows in cases:
@@ -62,6 +63,8 @@ def test_keyed_sends_arrive_with_their_keys_all_and_in_order_per_key(tmp_path: P
         assert len(counts) == KEYS, where  # every key was used ...
         if distribution == "round-robin":
             assert set(counts) == {MESSAGES // KEYS}, where  # ... in turn: evenly
+        if variant != "core":  # publish latency: every send acknowledged (core NATS has no acknowledgement)
+            assert rows["t_ack"].notna().all() and (rows["t_ack"] >= rows["t_send"]).all(), where
         for (consumer, key), per_key in rows.groupby(["consumer", "key"]):
             seqs = per_key.sort_values("t_recv", kind="stable")["seq"].to_numpy()
             assert (np.diff(seqs) > 0).all(), f"{where}: key {key} out of order at subscriber {consumer}"
