@@ -80,7 +80,8 @@ def create_streams(session: _Session, topology: Topology, storage: str, replicas
     per_topic = -(-topology.consumers // topology.topics)
     for t in range(topology.topics):
         name = topology.topic_name(t)
-        config = StreamConfig(name=name, subjects=[stream_subject(name, bool(topology.keys))], storage=StorageType(storage), num_replicas=replicas,
+        config = StreamConfig(name=name, subjects=[stream_subject(name, bool(topology.keys))],
+                              storage=StorageType(storage), num_replicas=replicas,
                               retention=RetentionPolicy.LIMITS, discard=DiscardPolicy.OLD)
         _retrying(session, functools.partial(js.add_stream, config), f"create the JetStream stream {name}")
         if topology.pattern is Pattern.QUEUE:

@@ -252,8 +252,9 @@ class RunFolder:
         for column in schema.HOST_COLUMNS:  # filled only on a Spark cluster: names, or None
             rows[column] = rows[column].astype(object) if column in rows else None
         table = pa.Table.from_pandas(rows, schema=schema.RAW_SCHEMA, preserve_index=False)
-        if schema.KEY_FIELD.name in rows:  # a keyed run's
-            table = table.append_column(schema.KEY_FIELD, pa.array(rows[schema.KEY_FIELD.name], schema.KEY_FIELD.type))
+        key = schema.KEY_FIELD
+        if key.name in rows:  # a keyed run's
+            table = table.append_column(key, pa.array(rows[key.name], key.type))
         buffer = pa.BufferOutputStream()
         pq.write_table(table, buffer, compression="zstd")
         return self._write(f"{schema.RAW_DIR}/{name}", buffer.getvalue().to_pybytes())

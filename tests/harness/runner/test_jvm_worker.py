@@ -309,7 +309,8 @@ def test_compressible_bodies_and_keys_reach_the_jvm_as_the_python_definitions(tm
     spec = replace(spec_for("producer", tmp_path / "p"), payload="compressible", compressible=0.75,
                    size=1024, keys="random", key_count=5, rate_profile=((100.0, 1.0), (0.0, 0.5)))
     sent = jvm.spec_json(spec, "jeromq")
-    assert sent["key_count"] == 5 and sent["key_picks"] == random_picks("random", 5, 0).tolist()  # type: ignore[union-attr]
+    picks = random_picks("random", 5, 0)
+    assert picks is not None and sent["key_count"] == 5 and sent["key_picks"] == picks.tolist()
     assert sent["rate_profile"] == [[100.0, 1.0], [0.0, 0.5]]
     pool = Path(sent["bodies"]).read_bytes()
     assert len(pool) == PAYLOAD_POOL * 1024 and len({pool[i:i + 1024] for i in range(0, len(pool), 1024)}) > 1

@@ -12,6 +12,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.concurrent.ArrayBlockingQueue;
 import java.util.concurrent.BlockingQueue;
+import java.util.concurrent.ConcurrentSkipListSet;
 import java.util.concurrent.Semaphore;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
@@ -96,7 +97,7 @@ final class RabbitClient implements Client {
         }
     }
 
-    private final java.util.concurrent.ConcurrentSkipListSet<Long> unconfirmed = new java.util.concurrent.ConcurrentSkipListSet<>();
+    private final ConcurrentSkipListSet<Long> unconfirmed = new ConcurrentSkipListSet<>();
 
     /** With confirms: each send's confirm (or nack) reported as its outcome; send n is the channel's
      *  publish sequence number n + 1 (numbered from 1 once confirms are selected). As the pika driver's. */
