@@ -1,7 +1,8 @@
 """JetStream through nats-py: the plan's streams and queue consumers, a producer that keeps a window of
 publishes awaiting their acks, and pull consumers with explicit acks.
 
-A stream per topic (named as the topic, capturing the subject of that name), with the endpoint's
+A stream per topic (named as the topic, capturing the subject of that name; in a keyed run the subjects
+``<topic>.<key>`` instead, as ``<topic>.*``, and every consumer reads the whole stream), with the endpoint's
 replicas and the variant's storage; the plan makes it and the queue pattern's durable consumer (one per
 topic, shared by the topic's consumers), and the teardown deletes the streams (and with them every
 consumer). Pub/sub consumers each make their own durable consumer (``mqbench-c<index>``) when they start;
@@ -64,6 +65,12 @@ def consumer_config(name: str, max_ack_pending: int) -> Any:
                           deliver_policy=DeliverPolicy.ALL, ack_wait=ACK_WAIT, max_ack_pending=max_ack_pending)
 
 
+def stream_subject(stream: str, keyed: bool) -> str:
+    """The subjects a topic's stream captures: the topic's name, or in a keyed run one subject per key
+    (``<topic>.<key>``, which the producers publish to)."""
+    return f"{stream}.*" if keyed else stream
+
+
 def create_streams(session: _Session, topology: Topology, storage: str, replicas: int, fetch: int) -> None:
     """A stream per topic, and for the queue pattern its shared durable consumer. Retries for CREATE_FOR s
     while JetStream is not ready (a cluster that has just formed may not place a stream at once)."""
@@ -73,7 +80,8 @@ def create_streams(session: _Session, topology: Topology, storage: str, replicas
     per_topic = -(-topology.consumers // topology.topics)
     for t in range(topology.topics):
         name = topology.topic_name(t)
-        config = StreamConfig(name=name, subjects=[name], storage=StorageType(storage), num_replicas=replicas,
+        config = StreamConfig(name=name, subjects=[stream_subject(name, bool(topology.keys))],
+                              storage=StorageType(storage), num_replicas=replicas,
                               retention=RetentionPolicy.LIMITS, discard=DiscardPolicy.OLD)
         _retrying(session, functools.partial(js.add_stream, config), f"create the JetStream stream {name}")
         if topology.pattern is Pattern.QUEUE:
@@ -106,6 +114,7 @@ def _retrying(session: _Session, request: Callable[[], Coroutine[Any, Any, Any]]
 class _Publish:
     """A publish awaiting its outcome (loop thread only)."""
 
+    subject: str
     data: bytes
     deadline: float  # time.monotonic() after which it is refused
     future: Any = None  # nats-py's future of its ack; None while it waits to be published again
@@ -118,7 +127,7 @@ class JetStreamProducer(Producer):
         self.js = session.nc.jetstream(publish_async_max_pending=1 << 30)
         self.low = window // 2  # a full window waits until this many are in flight
         self.acks_synchronously = window == 1
-        self.queue: collections.deque[tuple[int, bytes]] = collections.deque()
+        self.queue: collections.deque[tuple[int, str, bytes]] = collections.deque()
         self.scheduled = False  # a drain is due in the loop and has not begun
         self.handed = 0
         self.settled = 0
@@ -139,9 +148,12 @@ class JetStreamProducer(Producer):
 
     # -- the sending thread --------------------------------------------------------------------------
 
-    def send(self, payload: bytearray) -> None:
+    def send_keyed(self, payload: bytearray, key: bytes) -> None:
+        self.send(payload, f"{self.subject}.{key.decode()}")
+
+    def send(self, payload: bytearray, subject: str = "") -> None:
         self.session.check()
-        self.queue.append((self.handed, bytes(payload)))
+        self.queue.append((self.handed, subject or self.subject, bytes(payload)))
         self.handed += 1
         if not self.scheduled:
             self.scheduled = True
@@ -175,11 +187,11 @@ class JetStreamProducer(Producer):
 
     async def _drain(self) -> None:
         self.scheduled = False  # before counting: a message appended after this schedules its own drain
-        queue, pending, publish, subject = self.queue, self.pending, self.js.publish_async, self.subject
+        queue, pending, publish = self.queue, self.pending, self.js.publish_async
         deadline = time.monotonic() + self.ack_timeout  # one clock read per batch: they go out together
         for _ in range(len(queue)):
-            n, data = queue.popleft()
-            entry = pending[n] = _Publish(data, deadline)
+            n, subject, data = queue.popleft()
+            entry = pending[n] = _Publish(subject, data, deadline)
             try:
                 future = await publish(subject, data)
             except Exception as exc:  # noqa: BLE001 - the connection is gone: refused (closed_cb says why)
@@ -191,7 +203,7 @@ class JetStreamProducer(Producer):
     async def _publish(self, n: int, entry: _Publish) -> None:
         """Publish ``entry`` again (after "no responders")."""
         try:
-            future = await self.js.publish_async(self.subject, entry.data)
+            future = await self.js.publish_async(entry.subject, entry.data)
         except Exception as exc:  # noqa: BLE001 - the connection is gone: refused (closed_cb says why)
             self._settle(n, False, exc)
             return
@@ -264,9 +276,11 @@ class JetStreamProducer(Producer):
 
 
 class JetStreamConsumer(CallbackConsumer):
-    def __init__(self, session: _Session, stream: str, pattern: Pattern, role: Role, fetch: int) -> None:
+    def __init__(self, session: _Session, stream: str, pattern: Pattern, role: Role, fetch: int,
+                 keyed: bool = False) -> None:
         super().__init__(session)  # messages arrive in the loop thread
         self.session, self.stream, self.batch = session, stream, fetch
+        self.subject = stream_subject(stream, keyed)  # the whole stream: every key
         self.durable = durable(pattern, role)
         self.task: asyncio.Task[None] | None = None
 
@@ -274,7 +288,7 @@ class JetStreamConsumer(CallbackConsumer):
         async def subscribe() -> None:
             js = self.session.nc.jetstream(timeout=API_TIMEOUT)
             # Binds to the durable consumer, or makes it (pub/sub) with the settings the plan would use.
-            pull = await js.pull_subscribe(self.stream, durable=self.durable, stream=self.stream,
+            pull = await js.pull_subscribe(self.subject, durable=self.durable, stream=self.stream,
                                            config=consumer_config(self.durable, self.batch))
             task = asyncio.get_running_loop().create_task(self._pull(pull, on_message))
             self.task = task  # referenced, so that it is not collected while it runs

@@ -74,7 +74,7 @@ class NatsDriver(BrokerDriver):
     client = "nats-py"
     client_module = "nats"
     capabilities = Capabilities(flush=True, keys="a subject token: <topic>.<key>, subscribed as <topic>.* "
-                                             "(core NATS; JetStream streams take no keyed subjects yet)")
+                                             "(JetStream: the topic's stream captures <topic>.*)")
     options_type = NatsOptions
 
     def __init__(self, options: Mapping[str, Any], broker: Any = None) -> None:
@@ -132,13 +132,7 @@ class NatsDriver(BrokerDriver):
 
     # -- workers -------------------------------------------------------------------------------------
 
-    def _no_keys(self, plan: Mapping[str, Any]) -> None:
-        if self.opts.jetstream and topology_from_plan(plan).keys:
-            raise DriverError("nats JetStream streams take no keyed subjects yet; run keys on core NATS "
-                              "(jetstream: false)")
-
     def create_producer(self, plan: Mapping[str, Any], role: Role) -> Producer:
-        self._no_keys(plan)
         if self.opts.jetstream:
             from harness.drivers._nats_jetstream import JetStreamProducer
 
@@ -147,14 +141,14 @@ class NatsDriver(BrokerDriver):
         return _NatsProducer(_Session(self.url), topic(plan, role))
 
     def create_consumer(self, plan: Mapping[str, Any], role: Role) -> Consumer:
-        self._no_keys(plan)
+        keyed = bool(topology_from_plan(plan).keys)
         if self.opts.jetstream:
             from harness.drivers._nats_jetstream import JetStreamConsumer
 
             return JetStreamConsumer(_Session(self.url, reconnect=True), topic(plan, role), pattern(plan), role,
-                                     self.opts.fetch)
+                                     self.opts.fetch, keyed)
         group = QUEUE_GROUP if pattern(plan) is Pattern.QUEUE else ""
-        wildcard = ".*" if topology_from_plan(plan).keys else ""
+        wildcard = ".*" if keyed else ""
         return _NatsConsumer(_Session(self.url), topic(plan, role) + wildcard, group)
 
     def create_requester(self, plan: Mapping[str, Any], role: Role) -> Requester:

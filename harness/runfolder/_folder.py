@@ -229,10 +229,11 @@ class RunFolder:
 
     def write_raw(self, name: str, rows: pd.DataFrame, send_errors: pd.DataFrame | None = None,
                   drained: pd.DataFrame | None = None, acks_tracked: bool = False) -> Path:
-        """``raw/<name>`` in RAW_SCHEMA; rows of a message in ``send_errors`` (producer, seq) get
-        ``send_failed``; with ``acks_tracked`` (the producers were told each send's outcome) a row whose send
-        got neither an acknowledgement nor a refusal is ``unconfirmed``; a row that never arrived but whose
-        message the final read found (``drained``: producer, seq, consumer) is ``drained``."""
+        """``raw/<name>`` in RAW_SCHEMA (and ``KEY_FIELD`` when ``rows`` have it); rows of a message in
+        ``send_errors`` (producer, seq) get ``send_failed``; with ``acks_tracked`` (the producers were told
+        each send's outcome) a row whose send got neither an acknowledgement nor a refusal is ``unconfirmed``;
+        a row that never arrived but whose message the final read found (``drained``: producer, seq,
+        consumer) is ``drained``."""
         rows = rows.copy()
         keys = pd.MultiIndex.from_frame(rows[["producer", "seq"]].astype("int64"))
         failed = np.zeros(len(rows), dtype=bool)
@@ -251,6 +252,9 @@ class RunFolder:
         for column in schema.HOST_COLUMNS:  # filled only on a Spark cluster: names, or None
             rows[column] = rows[column].astype(object) if column in rows else None
         table = pa.Table.from_pandas(rows, schema=schema.RAW_SCHEMA, preserve_index=False)
+        key = schema.KEY_FIELD
+        if key.name in rows:  # a keyed run's
+            table = table.append_column(key, pa.array(rows[key.name], key.type))
         buffer = pa.BufferOutputStream()
         pq.write_table(table, buffer, compression="zstd")
         return self._write(f"{schema.RAW_DIR}/{name}", buffer.getvalue().to_pybytes())

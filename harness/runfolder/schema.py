@@ -12,6 +12,8 @@ when the producer's send of that message raised (the producer was told; null in 
 ``send_host``/``send_executor`` and ``recv_host``/``recv_executor`` name the host and Spark executor of the
 worker that stamped ``t_send`` and ``t_recv`` in a run on a Spark cluster (``compare --spark-master``), whose
 stamps are on the coordinator's clock (``clocks.parquet``); null in a run on one machine and in older runs.
+The raw files of a keyed run (``keys:``) have one more column, ``key`` (``KEY_FIELD``): the message key each
+message was sent with (``harness.runner._keys`` defines which message had which).
 """
 
 from __future__ import annotations
@@ -48,6 +50,9 @@ RAW_SCHEMA = pa.schema(
         ("recv_executor", pa.string()),
     ]
 )
+
+#: The raw column a keyed run's files have beside RAW_SCHEMA's: the message key each message was sent with.
+KEY_FIELD = pa.field("key", pa.string())
 
 #: Raw columns only a run on a Spark cluster fills (null otherwise).
 HOST_COLUMNS = ("send_host", "send_executor", "recv_host", "recv_executor")

@@ -36,6 +36,8 @@ import pandas as pd
 
 from harness.drivers.base import Pattern
 from harness.runfolder import atomic_write
+from harness.runfolder.schema import KEY_FIELD
+from harness.runner import _keys
 from harness.runner._context import WorkerSpec
 
 if TYPE_CHECKING:
@@ -404,7 +406,19 @@ def assemble_rows(
             "t_recv": _nullable(cols["t_recv"]),
         }
     )
+    if sc.keys != "none":
+        df[KEY_FIELD.name] = _key_names(sc.keys, sc.key_count, cols["producer"], cols["seq"])
     return df
+
+
+def _key_names(distribution: str, count: int, producer: np.ndarray, seq: np.ndarray) -> np.ndarray:
+    """The key each (producer, seq) was sent with (``harness.runner._keys``), as ``k<index>``."""
+    index = np.zeros(seq.size, dtype=np.int64)
+    for p in np.unique(producer).tolist():
+        mask = producer == p
+        index[mask] = _keys.key_indices(distribution, count, int(p), seq[mask])
+    names = np.array([f"k{i}" for i in range(count)], dtype=object)
+    return names[index]
 
 
 def _nullable(values: np.ndarray) -> Any:

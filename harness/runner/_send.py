@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from harness.drivers.base import DriverError
-from harness.runner import _hot
+from harness.runner import _hot, _keys
 from harness.runner._context import Ended, Interrupted, WorkerContext, WorkerSpec
 from harness.runner._records import (
     BLOCK_BYTES,
@@ -87,9 +87,8 @@ class Send(Step):
 
 
 class KeyedSend(Send):
-    """A producer's send with a message key (``Producer.send_keyed``), chosen per message from
-    ``Topology.key_names``: in turn (``round-robin``, each producer starting at its own index) or at random
-    (``random``, seeded by the producer's index so that a repetition sends the same keys)."""
+    """A producer's send with a message key (``Producer.send_keyed``), chosen per message as
+    ``harness.runner._keys`` defines: in turn or at random (the same keys in every repetition)."""
 
     def __init__(self, producer: Any, copies: bool, flushes: bool, distribution: str, count: int,
                  index: int) -> None:
@@ -98,13 +97,14 @@ class KeyedSend(Send):
         self.send_keyed = producer.send_keyed
         self.names = [b"k%d" % i for i in range(count)]
         self.offset = index
-        self.picks = np.random.default_rng(index).integers(0, count, 1 << 16) if distribution == "random" else None
+        self.picks = _keys.random_picks(distribution, count, index)
+        self.mask = _keys.PICKS - 1
 
     def __call__(self, buf: bytearray, seq: int, t: int) -> int:
         if self.picks is None:
             key = self.names[(seq + self.offset) % len(self.names)]
         else:
-            key = self.names[self.picks[seq & 0xFFFF]]
+            key = self.names[self.picks[seq & self.mask]]
         self.send_keyed(buf, key)
         return time.monotonic_ns() if self.keeps_second else 0
 

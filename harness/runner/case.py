@@ -40,6 +40,7 @@ from harness.runner._netfaults import NetworkFaults
 from harness.runner._placement import place
 from harness.runner._records import assemble_rows, finalize, read_errors, tracked
 from harness.runner._workers import (
+    ONE_PROCESS_EACH,
     SETTLE,
     SUBSCRIBE_TIMEOUT,
     CaseFailed,
@@ -95,13 +96,26 @@ def workload_reason(cls: type[Driver], scenario: Scenario) -> str | None:
     """Why a driver cannot run a scenario's workload fields (harness.scenario._workload), or None."""
     if not scenario.workload:
         return None
-    if cls.runs_in_jvm:
-        return ("the JVM worker runs no workload fields yet (backlog, rate_profile, keys, file or compressible "
-                "payloads, topic sweeps)")
     if scenario.keys != "none" and not cls.capabilities.keys:
         return f"{cls.name} has no message keys to route by"
     if scenario.keys != "none" and scenario.faults:
         return "keys are not sent by the fault-tolerant producer of runs with faults"
+    if cls.runs_in_jvm:
+        return _jvm_workload_reason(cls, scenario)
+    return None
+
+
+def _jvm_workload_reason(cls: type[Driver], scenario: Scenario) -> str | None:
+    """The workload fields the JVM worker cannot run (it runs keys, rate profiles, file and compressible
+    bodies), named with the client."""
+    who = f"{cls.name} (client {getattr(cls, 'client', 'java')})"
+    if scenario.backlog is not None:
+        return (f"backlog: the JVM worker does not hold its consumers back, so {who} cannot build a backlog; "
+                "run it with a Python client")
+    roles = scenario.producers + scenario.consumers
+    if scenario.series and roles > ONE_PROCESS_EACH:
+        return (f"topics: {roles} producers and consumers would be a JVM each for {who} (roles share processes "
+                f"only in Python workers); the JVM worker runs sweeps of up to {ONE_PROCESS_EACH}")
     return None
 
 

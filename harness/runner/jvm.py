@@ -36,9 +36,11 @@ import numpy as np
 
 from harness.drivers.base import DriverError
 from harness.drivers.java import JVM_LIMITS, MAIN, command, unavailable_reason
+from harness.runner import _keys
 from harness.runner._context import Interrupted, WorkerContext, WorkerSpec
 from harness.runner._outcomes import Outcomes
 from harness.runner._records import save
+from harness.runner._send import payloads
 
 HELLO_TIMEOUT = 30.0  # seconds for the JVM to start and answer
 STOP_GRACE = 5.0  # seconds the JVM gets to save its records after ``stop`` before it is killed
@@ -69,8 +71,26 @@ Report = Callable[[int, int, bool], None]  # report(first, count, accepted), as 
 
 
 def spec_json(spec: Any, client: str, watch_outcomes: bool = False) -> dict[str, Any]:
-    """The JSON the JVM reads (jvm/.../Spec.java): a WorkerSpec, flattened."""
+    """The JSON the JVM reads (jvm/.../Spec.java): a WorkerSpec, flattened. A producer's workload fields go
+    as data, so that the JVM follows the Python definitions: its keys (``_keys``: for random keys, the
+    draws themselves), its share of a rate profile, and its bodies (``_send.payloads``, written to
+    ``<out>.bodies``) when they come from a file or are compressible."""
+    workload: dict[str, Any] = {}
+    if spec.kind == "producer":
+        if spec.keys != "none":
+            picks = _keys.random_picks(spec.keys, spec.key_count, spec.role.index)
+            workload["key_count"] = spec.key_count
+            workload["key_picks"] = picks.tolist() if picks is not None else None
+        if spec.rate_profile:
+            workload["rate_profile"] = [list(step) for step in spec.rate_profile]
+        if spec.payload in ("file", "compressible"):
+            bodies = Path(f"{spec.out}.bodies")
+            bodies.write_bytes(b"".join(bytes(body) for body in payloads(spec)))
+            workload["bodies"] = str(bodies)
+    elif spec.kind == "consumer" and spec.keys != "none":
+        workload["key_count"] = spec.key_count  # a RabbitMQ subscriber binds its queue with every key
     return {
+        **workload,
         "watch_outcomes": watch_outcomes and spec.kind == "producer",
         "kind": spec.kind, "name": spec.name, "client": client, "system": spec.system,
         "broker_url": spec.broker.url if spec.broker is not None else None,

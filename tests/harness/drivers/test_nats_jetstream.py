@@ -62,10 +62,12 @@ class _FakeJetStream:
 
     def __init__(self) -> None:
         self.published: list[tuple[bytes, asyncio.Future[Any]]] = []
+        self.subjects: list[str] = []
 
     async def publish_async(self, subject: str, payload: bytes) -> asyncio.Future[Any]:
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self.published.append((payload, future))
+        self.subjects.append(subject)
         return future
 
 
@@ -152,6 +154,23 @@ def test_a_publish_nobody_serves_is_made_again_until_acked() -> None:
     producer.flush(5)
     assert reports == [(0, 1, True)]
     producer.close()
+
+
+def test_a_keyed_publish_goes_to_the_keys_subject_and_again_there_and_the_stream_captures_it() -> None:
+    from nats.js.errors import NoStreamResponseError
+
+    producer, session, reports = _producer()
+    producer.send_keyed(bytearray(b"a"), b"k3")
+    producer.send(bytearray(b"b"))
+    session.published(2)
+    session.resolve((0, NoStreamResponseError()), (1, None))
+    session.published(3)  # made again, to its key's subject
+    session.resolve((2, None))
+    producer.flush(5)
+    assert session.js.subjects == ["s.k3", "s", "s.k3"]
+    assert sorted(reports) == [(0, 1, True), (1, 1, True)]  # numbered with the unkeyed sends
+    producer.close()
+    assert jsmod.stream_subject("s", keyed=True) == "s.*" and jsmod.stream_subject("s", keyed=False) == "s"
 
 
 def test_a_publish_without_an_ack_is_refused_at_its_deadline() -> None:

@@ -125,6 +125,8 @@ class Machine:
 
     def __init__(self, name: str) -> None:
         self.name = name
+        # Namespace names are the real machine's (other runs' may be there): what existed before is theirs.
+        self.before = set(leftovers())
 
     def run(self, *argv: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
         """``argv`` inside the machine, from the repository's root."""
@@ -142,24 +144,26 @@ class Machine:
         return self.run("iptables", "-w", "-S", "FORWARD").stdout.splitlines()
 
     def leftovers(self) -> list[str]:
-        """What of ours (namespaces, links, rules) this machine still has, itself aside."""
+        """What of ours (namespaces, links, rules) this machine still has that it did not have when it was made,
+        itself aside."""
         done = self.python("from harness.network import leftovers; print('\\n'.join(leftovers()))")
-        return [n for n in done.stdout.splitlines() if n and n != self.name]
+        return [n for n in done.stdout.splitlines() if n and n != self.name and n not in self.before]
 
 
-def _engine_answers(socket_path: Path) -> bool:
+def _answers(socket_path: Path) -> bool:
+    """Whether the Docker engine on ``socket_path`` answers a ping."""
     import docker
 
     try:
-        engine = docker.DockerClient(base_url=f"unix://{socket_path}", timeout=5)
-    except Exception:  # no socket yet
+        client = docker.DockerClient(base_url=f"unix://{socket_path}", timeout=5)
+    except docker.errors.DockerException:  # its socket is not there yet
         return False
     try:
-        return bool(engine.ping())
-    except Exception:  # not serving yet
+        return bool(client.ping())
+    except (docker.errors.DockerException, OSError, ValueError):
         return False
     finally:
-        engine.close()
+        client.close()
 
 
 @contextlib.contextmanager
@@ -183,11 +187,10 @@ def machine(tmp: Path, docker: bool = False) -> Iterator[Machine]:
                     ["nsenter", f"--net=/var/run/netns/{name}", "dockerd", "--data-root", str(state / "data"),
                      "--exec-root", str(state / "exec"), "--pidfile", str(state / "dockerd.pid"),
                      "-H", f"unix://{socket_path}"], stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-            # Ready once it answers on its socket: it serves only after its networks and their firewall rules
-            # are set up. Its DOCKER-USER rule alone comes before the rest of its chains (a test that took the
-            # rules then saw Docker's own rules come after, and differ from the ones it kept).
+            # Ready once its API answers: the engine serves requests only after it set up its networks,
+            # whose firewall rules it adds one by one (a loaded machine caught it halfway through).
             deadline = time.monotonic() + 60
-            while not _engine_answers(socket_path):
+            while not _answers(socket_path):
                 assert engine.poll() is None and time.monotonic() < deadline, (tmp / "dockerd.log").read_text()[-2000:]
                 time.sleep(0.2)
             assert "-A FORWARD -j DOCKER-USER" in m.forward_rules(), m.forward_rules()

@@ -61,14 +61,22 @@ def test_a_host_that_cannot_reach_another_is_one_sentence_and_leaves_nothing(tmp
     require_root()
     code = """
 from harness.network import NetworkError, network, leftovers
-from harness.network import _firewall
+from harness.network import _firewall, hosts
 _firewall.allow = lambda bridge: "refused here"  # as when iptables cannot be changed
+prefixes = []  # the failed run's own (namespaces are machine-wide: other runs' may exist beside it)
+made = hosts.Network.__init__
+def recorded(self, names):
+    try:
+        made(self, names)
+    finally:
+        prefixes.append(self.prefix)
+hosts.Network.__init__ = recorded
 try:
     with network(["a", "b"]):
         print("made")
 except NetworkError as exc:
     print(exc)
-print([n for n in leftovers("mqn") if not n.endswith("-machine")], _firewall.forward_rules())
+print(leftovers(prefixes[0]), _firewall.forward_rules())
 """
     with machine(tmp_path) as m:
         m.iptables("-P", "FORWARD", "DROP")

@@ -10,6 +10,7 @@ import pandas as pd
 from rich.console import Console
 
 from harness.compare import compare
+from harness.runner.search import TRIES
 from harness.scenario import parse_scenario
 
 
@@ -22,9 +23,11 @@ def test_search_trials_become_cases_and_a_search_table(tmp_path: Path) -> None:
         out = compare([scenario], systems=["zmq"], out_root=tmp_path, console=Console(file=sink),
                       write_report=False)
     assert out.complete, out.problems
-    assert sorted(out.summary["rate"]) == [500.0, 1000.0, 2000.0]  # doubling up to the range's end
+    rates = list(out.summary["rate"])
+    # doubling up to the range's end; a trial a stall of the shared machine failed is tried once more
+    assert sorted(set(rates)) == [500.0, 1000.0, 2000.0] and len(rates) <= 3 * TRIES
     search = pd.read_parquet(out.run_dir / "search.parquet")
     assert len(search) == 1
     row = search.iloc[0]
-    assert row["system"] == "zmq" and row["trials"] == 3 and row["sustained_trials"] == 3
+    assert row["system"] == "zmq" and row["trials"] == len(rates) and row["sustained_trials"] == 3
     assert row["max_sustained_rate"] == 2000.0 and row["p99_bound_us"] == 10e6

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -18,9 +19,12 @@ from harness.drivers import driver_class
 from harness.drivers.base import BrokerEndpoint, DriverError
 from harness.drivers.java import JeromqDriver, unavailable_reason
 from harness.runner import jvm
-from harness.runner.case import Case, CaseFailed, run_case
+from harness.runner._keys import random_picks
+from harness.runner._send import Profile
+from harness.runner.case import Case, CaseFailed, run_case, scenario_reason
 from harness.runner.worker import WorkerSpec
-from harness.scenario import ScenarioError, Variant, parse_scenario
+from harness.scenario import ScenarioError, Variant, load_scenarios, parse_scenario
+from harness.scenario._workload import PAYLOAD_POOL
 
 
 def need_jvm() -> None:
@@ -280,3 +284,65 @@ def test_records_saved_after_the_runners_grace_carry_only_the_jvms_own_error(mon
         spec = SimpleNamespace(name="consumer-0")
         assert relay._finish(spec, Lines("progress 5", line), status)  # type: ignore[arg-type]
         assert status.get_nowait() == ("done", "consumer-0", int(line.split()[1]), error)
+
+
+# -- workload fields in the JVM worker -------------------------------------------------------------------
+
+
+def test_a_rate_profile_paces_the_jvm_as_it_paces_the_python_workers(tmp_path: Path) -> None:
+    need_jvm()
+    steps = [[400, "0.5s"], [2000, "0.25s"], [0, "0.25s"]]
+    result = run_jeromq(tmp_path, {"pattern": "queue", "duration": "2s", "rate_profile": steps})
+    assert result.complete, result.problems
+    rows = result.rows.sort_values("seq")
+    seq = rows["seq"].to_numpy(np.int64)
+    offsets = rows["t_intended"].to_numpy(np.int64) - int(rows["t_intended"].iloc[0])
+    expected = Profile(((400.0, 0.5), (2000.0, 0.25), (0.0, 0.25))).at(seq)
+    assert seq[0] == 0 and np.abs(offsets - expected).max() <= 1000  # the same schedule, to a microsecond
+    assert len(rows) == 2 * (400 * 0.5 + 2000 * 0.25)  # two rounds of the steps in 2 s (the pause sends none)
+    assert rows["t_recv"].notna().all()
+
+
+def test_compressible_bodies_and_keys_reach_the_jvm_as_the_python_definitions(tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    spec = replace(spec_for("producer", tmp_path / "p"), payload="compressible", compressible=0.75,
+                   size=1024, keys="random", key_count=5, rate_profile=((100.0, 1.0), (0.0, 0.5)))
+    sent = jvm.spec_json(spec, "jeromq")
+    picks = random_picks("random", 5, 0)
+    assert picks is not None and sent["key_count"] == 5 and sent["key_picks"] == picks.tolist()
+    assert sent["rate_profile"] == [[100.0, 1.0], [0.0, 0.5]]
+    pool = Path(sent["bodies"]).read_bytes()
+    assert len(pool) == PAYLOAD_POOL * 1024 and len({pool[i:i + 1024] for i in range(0, len(pool), 1024)}) > 1
+    assert len(zlib.compress(pool)) < 0.5 * len(pool)  # about a quarter of each body is random
+    turn = jvm.spec_json(replace(spec, keys="round-robin", payload="fixed"), "jeromq")
+    assert turn["key_picks"] is None and "bodies" not in turn  # in turn: the JVM computes (seq + index) % count
+    assert "key_count" not in jvm.spec_json(replace(spec, keys="none"), "jeromq")
+    need_jvm()  # and the JVM sends such a pool in turn
+    body = tmp_path / "orders.json"
+    body.write_text('{"order": 1, "items": ["a", "b"]}')
+    for payload in ({"compressible": 0.5}, {"file": str(body)}):
+        result = run_jeromq(tmp_path, {"pattern": "queue", "messages": 500, "payload": payload})
+        assert result.complete, result.problems
+        assert len(result.rows) == 500 and result.rows["t_recv"].notna().all()
+
+
+def test_workload_fields_the_jvm_cannot_run_are_refused_naming_field_and_client(tmp_path: Path) -> None:
+    def reason(system: str, client: str | None, **fields: Any) -> str | None:
+        sc = parse_scenario({"name": "w", "pattern": "queue", "message_sizes": [100], "messages": 100,
+                             **({} if "rate_profile" in fields else {"rate": 100}), **fields}, "t.yaml")
+        return scenario_reason(system, sc, client)
+
+    assert reason("kafka", "java", keys="random", key_count=4) is None
+    assert reason("rabbitmq", "java", rate_profile=[[100, "1s"]], payload={"compressible": 0.5}) is None
+    assert reason("jeromq", None, keys="round-robin") == "jeromq has no message keys to route by"
+    backlog = reason("kafka", "java", backlog={"messages": 50, "drain_rate": 0.5})
+    assert backlog is not None and backlog.startswith("backlog:") and "kafka (client java)" in backlog
+    assert reason("kafka", None, backlog={"messages": 50, "drain_rate": 0.5}) is None  # the Python client holds back
+    path = tmp_path / "sweep.yaml"
+    path.write_text("name: s\npattern: queue\nmessage_sizes: [100]\nmessages: 100\ntopics: [2, 40]\n"
+                    "producers_per_topic: 1\nconsumers_per_topic: 1\n")
+    few, many = load_scenarios(path)
+    assert scenario_reason("rabbitmq", few, "java") is None
+    refused = scenario_reason("rabbitmq", many, "java")
+    assert refused is not None and refused.startswith("topics: 80 producers and consumers")

@@ -21,6 +21,7 @@ from rich.console import Console
 from harness.compare import compare
 from harness.runner import _workers
 from harness.runner._backlog import BacklogRelease
+from harness.runner._keys import PICKS, key_indices
 from harness.runner._send import KeyedSend, Profile, Schedule, compressible_body
 from harness.scenario import load_scenarios, parse_scenario
 
@@ -70,6 +71,12 @@ def test_keyed_send_chooses_keys_in_turn_or_at_random() -> None:
         rand(bytearray(8), seq, 0)
     assert set(sent) == {b"k%d" % i for i in range(16)}
     assert turn.direct is None  # keys never go through the full-speed loops
+    # the raw records' keys are the ones sent: the same definition, for any seq (also past the random table)
+    seqs = np.arange(2000)
+    assert [b"k%d" % i for i in key_indices("random", 16, 3, seqs)] == sent
+    assert list(key_indices("round-robin", 4, 1, seqs[:6])) == [1, 2, 3, 0, 1, 2]
+    far = np.array([5, 5 + PICKS])
+    assert key_indices("random", 16, 3, far)[0] == key_indices("random", 16, 3, far)[1]
 
 
 def test_backlog_release_waits_for_the_backlog_or_a_blocked_producer() -> None:

@@ -43,6 +43,12 @@ interface Client extends AutoCloseable {
         throw new UnsupportedOperationException("this client has no producer");
     }
 
+    /** {@link #send} with a message key ({@code k0}, {@code k1}, ...), by which the system routes it (Kafka's
+     *  partition by the key's hash, RabbitMQ's routing key), for clients whose Python driver declares keys. */
+    default void sendKeyed(byte[] body, String key) throws Exception {
+        throw new UnsupportedOperationException("this client has no message keys");
+    }
+
     /** Wait until everything handed over has left or been confirmed, at most {@code timeoutMs}; throws
      *  when a send was refused meanwhile. */
     default void flush(long timeoutMs) throws Exception {

@@ -80,14 +80,24 @@ final class KafkaClient implements Client {
 
     @Override
     public void send(byte[] body) throws Exception {
-        Exception failed = failure.get();
-        if (failed != null) throw new IllegalStateException("kafka failed to deliver a message: " + failed);
         int partition = nextPartition;
         nextPartition = (partition + 1) % partitions;
+        send(new ProducerRecord<>(topic, partition, null, body));
+    }
+
+    /** The record's partition is the client's: murmur2 of the key, as the Python clients' partitioners. */
+    @Override
+    public void sendKeyed(byte[] body, String key) throws Exception {
+        send(new ProducerRecord<>(topic, null, key.getBytes(java.nio.charset.StandardCharsets.UTF_8), body));
+    }
+
+    private void send(ProducerRecord<byte[], byte[]> record) {
+        Exception failed = failure.get();
+        if (failed != null) throw new IllegalStateException("kafka failed to deliver a message: " + failed);
         long index = sent++;
         Outcomes told = outcomes;
         // send() appends a copy of the value to a batch before it returns, so the buffer may be reused.
-        producer.send(new ProducerRecord<>(topic, partition, null, body), (meta, exc) -> {
+        producer.send(record, (meta, exc) -> {
             if (told != null) {
                 told.report(index, 1, exc == null);  // a failure is this send's outcome; the producer goes on
             } else if (exc != null) {

@@ -12,6 +12,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.concurrent.ArrayBlockingQueue;
 import java.util.concurrent.BlockingQueue;
+import java.util.concurrent.ConcurrentSkipListSet;
 import java.util.concurrent.Semaphore;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
@@ -25,7 +26,8 @@ import java.util.concurrent.atomic.AtomicReference;
  *  plan's {@code queue_arguments}; a stream is read by every consumer from its start, with acks for its
  *  credit). A cluster's URL is its nodes' URLs joined by commas: the client tries them in order. With
  *  confirms, publishing keeps at most {@code CONFIRM_WINDOW} messages unconfirmed (as PerfTest's -c does);
- *  a nack fails the next send or the flush. */
+ *  each confirm is its send's outcome when outcomes are watched, else a nack fails the next send or the
+ *  flush. A keyed run publishes to the topic's direct exchange with the message's key. */
 final class RabbitClient implements Client {
     private static final String REPLY_TO = "amq.rabbitmq.reply-to";
     private static final int CONFIRM_WINDOW = 1000;
@@ -38,6 +40,7 @@ final class RabbitClient implements Client {
     private Channel channel;
     private AMQP.BasicProperties props;
     private Semaphore window;
+    private volatile Outcomes outcomes;  // told each send's confirm (watchOutcomes); null: a nack fails the producer
     private final AtomicReference<String> failure = new AtomicReference<>();
     private final AtomicLong answered = new AtomicLong();
     private final BlockingQueue<byte[]> replies = new ArrayBlockingQueue<>(16);
@@ -79,54 +82,107 @@ final class RabbitClient implements Client {
             declare(pubsub);  // again, as applications do: idempotent
         }
         if (kind.equals("producer")) {
-            exchange = pubsub ? name : "";
+            exchange = pubsub || keyed() ? name : "";  // a keyed run's topic exchange is direct, named as the topic
             routingKey = pubsub ? "" : name;
             props = new AMQP.BasicProperties.Builder().deliveryMode(durable ? 2 : 1).build();
             if (spec.optionBool("confirms", false)) {
                 window = new Semaphore(CONFIRM_WINDOW);
                 channel.confirmSelect();
-                channel.addConfirmListener((tag, multiple) -> release(tag, multiple),
+                channel.addConfirmListener((tag, multiple) -> release(tag, multiple, true),
                     (tag, multiple) -> {
-                        failure.compareAndSet(null, "rabbitmq nacked message " + tag);
-                        release(tag, multiple);
+                        if (outcomes == null) failure.compareAndSet(null, "rabbitmq nacked message " + tag);
+                        release(tag, multiple, false);
                     });
             }
         }
     }
 
-    private final java.util.concurrent.ConcurrentSkipListSet<Long> unconfirmed = new java.util.concurrent.ConcurrentSkipListSet<>();
+    private final ConcurrentSkipListSet<Long> unconfirmed = new ConcurrentSkipListSet<>();
 
-    private void release(long tag, boolean multiple) {
+    /** With confirms: each send's confirm (or nack) reported as its outcome; send n is the channel's
+     *  publish sequence number n + 1 (numbered from 1 once confirms are selected). As the pika driver's. */
+    @Override
+    public boolean watchOutcomes(Outcomes watcher) {
+        if (window == null) return false;  // no confirms: the broker tells nothing
+        outcomes = watcher;
+        return true;
+    }
+
+    /** Settles one tag, or every unconfirmed tag up to it ({@code multiple}), telling their outcomes as runs
+     *  of consecutive sends. Called on the connection's thread. */
+    private void release(long tag, boolean multiple, boolean accepted) {
+        Outcomes told = outcomes;
         if (multiple) {
-            var head = unconfirmed.headSet(tag, true);
-            int n = head.size();
+            var head = unconfirmed.headSet(tag, true);  // published already: later tags are all greater
+            int n = 0;
+            long first = 0, count = 0;
+            for (long t : head) {
+                n++;
+                if (told == null) continue;
+                if (count > 0 && t == first + count) {
+                    count++;
+                    continue;
+                }
+                if (count > 0) told.report(first - 1, (int) count, accepted);
+                first = t;
+                count = 1;
+            }
+            if (count > 0) told.report(first - 1, (int) count, accepted);
             head.clear();
             window.release(n);
         } else if (unconfirmed.remove(tag)) {
+            if (told != null) told.report(tag - 1, 1, accepted);
             window.release();
         }
     }
 
+    /** The run's message keys: a direct exchange of the topic's name routes by them (harness/drivers/rabbitmq.py). */
+    private boolean keyed() {
+        return spec.keyCount > 0;
+    }
+
+    /** As the Python driver: pubsub's exchange is fanout, or direct in a keyed run; a queue of a keyed run is
+     *  bound to a direct exchange of its name with every key. */
     private void declare(boolean pubsub) throws Exception {
-        if (pubsub) channel.exchangeDeclare(name, "fanout", durable);
-        else channel.queueDeclare(name, durable, false, false, queueArguments);
+        if (pubsub) {
+            channel.exchangeDeclare(name, keyed() ? "direct" : "fanout", durable);
+            return;
+        }
+        channel.queueDeclare(name, durable, false, false, queueArguments);
+        if (keyed()) {
+            channel.exchangeDeclare(name, "direct", durable);
+            bindEveryKey(name);
+        }
+    }
+
+    private void bindEveryKey(String queue) throws Exception {
+        for (int k = 0; k < spec.keyCount; k++) channel.queueBind(queue, name, "k" + k);
     }
 
     @Override
     public void send(byte[] body) throws Exception {
+        publish(routingKey, body);
+    }
+
+    @Override
+    public void sendKeyed(byte[] body, String key) throws Exception {
+        publish(key, body);
+    }
+
+    private void publish(String key, byte[] body) throws Exception {
         String failed = failure.get();
         if (failed != null) throw new IllegalStateException(failed);
         if (window != null) {
             window.acquire();
             unconfirmed.add(channel.getNextPublishSeqNo());
         }
-        channel.basicPublish(exchange, routingKey, props, body);  // written out before it returns
+        channel.basicPublish(exchange, key, props, body);  // written out before it returns
     }
 
     @Override
     public void flush(long timeoutMs) throws Exception {
-        if (window != null && !channel.waitForConfirms(timeoutMs)) {
-            failure.compareAndSet(null, "rabbitmq nacked a message");
+        if (window != null && !channel.waitForConfirms(timeoutMs) && outcomes == null) {
+            failure.compareAndSet(null, "rabbitmq nacked a message");  // watched: each nack was its send's outcome
         }
         String failed = failure.get();
         if (failed != null) throw new IllegalStateException(failed);
@@ -142,7 +198,8 @@ final class RabbitClient implements Client {
             } else {
                 queue = channel.queueDeclare("", false, true, true, null).getQueue();
             }
-            channel.queueBind(queue, name, "");
+            if (keyed()) bindEveryKey(queue);
+            else channel.queueBind(queue, name, "");
         }
         boolean manual = spec.optionBool("manual_ack", false) || stream;  // a stream's credit comes with acks
         if (manual) channel.basicQos((int) spec.optionLong("prefetch", 100));

@@ -27,6 +27,11 @@ final class Spec {
     final boolean probe;
     final boolean watchOutcomes; // the relay wants each send's outcome (Client#watchOutcomes)
     final List<Integer> probeFrom = new ArrayList<>();
+    // Workloads (harness/runner/jvm.py spec_json): a key per message, a rate profile, a pool of bodies.
+    final int keyCount;    // 0: no keys
+    final int[] keyPicks;  // random keys: the key index of seq by seq % length (harness/runner/_keys.py); null: in turn
+    final double[][] rateProfile; // this producer's (msgs/s, seconds) steps in turn; null: none
+    final String bodies;   // a file of bodies of spec.size bytes each, sent in turn; null: zero or random bodies
 
     @SuppressWarnings("unchecked")
     Spec(Map<String, Object> m) {
@@ -51,6 +56,21 @@ final class Spec {
         for (Object p : (List<Object>) m.get("probe_from")) {
             probeFrom.add(((Number) p).intValue());
         }
+        keyCount = m.get("key_count") == null ? 0 : ((Number) m.get("key_count")).intValue();
+        List<Object> picks = (List<Object>) m.get("key_picks");
+        keyPicks = picks == null ? null : picks.stream().mapToInt(p -> ((Number) p).intValue()).toArray();
+        List<Object> steps = (List<Object>) m.get("rate_profile");
+        rateProfile = steps == null || steps.isEmpty() ? null : steps.stream()
+            .map(s -> ((List<Object>) s).stream().mapToDouble(v -> ((Number) v).doubleValue()).toArray())
+            .toArray(double[][]::new);
+        bodies = (String) m.get("bodies");
+    }
+
+    /** The name of the key sent with message {@code seq} (harness/runner/_keys.py: in turn from this
+     *  producer's index, or the random picks). */
+    String keyOf(long seq) {
+        int i = keyPicks == null ? (int) ((seq + index) % keyCount) : keyPicks[(int) (seq % keyPicks.length)];
+        return "k" + i;
     }
 
     @SuppressWarnings("unchecked")

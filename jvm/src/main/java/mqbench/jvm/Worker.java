@@ -109,6 +109,53 @@ final class Worker {
         return buf;
     }
 
+    /** The bodies a producer sends in turn: the relay's pool (a file body, or distinct compressible ones), or
+     *  the one zero or random body. */
+    private byte[][] bodies() throws Exception {
+        if (spec.bodies == null) return new byte[][] {payload()};
+        byte[] all = java.nio.file.Files.readAllBytes(java.nio.file.Path.of(spec.bodies));
+        int n = Math.max(1, all.length / Math.max(1, spec.size));
+        byte[][] pool = new byte[n][];
+        for (int i = 0; i < n; i++) pool[i] = java.util.Arrays.copyOfRange(all, i * spec.size, (i + 1) * spec.size);
+        return pool;
+    }
+
+    /** A producer's share of a rate profile, as harness/runner/_send.py's Profile: (msgs/s, seconds) steps in
+     *  turn, repeated; {@link #at} is the intended send offset (ns) of message n (a step of rate 0 is a pause). */
+    static final class Profile {
+        private final double[] rates, msgsEnd, msgsStart, tStart;
+        private final double roundMsgs, roundS;
+
+        Profile(double[][] steps) {
+            int k = steps.length;
+            rates = new double[k];
+            msgsEnd = new double[k];
+            msgsStart = new double[k];
+            tStart = new double[k];
+            double msgs = 0, seconds = 0;
+            for (int i = 0; i < k; i++) {
+                rates[i] = steps[i][0];
+                msgsStart[i] = msgs;
+                tStart[i] = seconds;
+                msgs += steps[i][0] * steps[i][1];
+                seconds += steps[i][1];
+                msgsEnd[i] = msgs;
+            }
+            roundMsgs = msgs;
+            roundS = seconds;
+        }
+
+        long at(long n) {
+            double rounds = Math.floor(n / roundMsgs);
+            double within = n - rounds * roundMsgs;
+            int step = 0;  // the first step whose end lies beyond the message
+            while (step < msgsEnd.length - 1 && msgsEnd[step] <= within) step++;
+            double rate = rates[step];
+            double offset = tStart[step] + (within - msgsStart[step]) / (rate > 0 ? rate : 1.0);
+            return (long) ((rounds * roundS + offset) * 1e9);
+        }
+    }
+
     static void putHeader(byte[] buf, int pid, long seq, long stamp) {
         if (buf.length < SHORT_HEADER) return;
         buf[0] = (byte) pid;
@@ -157,13 +204,12 @@ final class Worker {
             client.close();
             return;
         }
-        boolean paced = spec.rate > 0;
+        boolean paced = spec.rate > 0 || spec.rateProfile != null;
         Records rec = paced ? new Records(spec.capacity, "t_send", "t_intended") : new Records(spec.capacity, "t_send");
-        byte[] buf = payload();
         String error = "";
         int seq = 0;
         try {
-            seq = sendLoop(rec, buf, paced);
+            seq = sendLoop(rec, bodies(), paced);
             if (seq < spec.total && ctl.stopped() && spec.durationNs == 0) {
                 error = "stopped by the runner before all messages were sent";
             }
@@ -181,10 +227,13 @@ final class Worker {
         outcomes.flush();  // what closing failed
     }
 
-    private int sendLoop(Records rec, byte[] buf, boolean paced) throws Exception {
+    private int sendLoop(Records rec, byte[][] pool, boolean paced) throws Exception {
         long t0 = ctl.t0();
         sleepUntil(t0);
-        double period = paced ? 1e9 / spec.rate : 0.0;
+        Profile profile = spec.rateProfile != null ? new Profile(spec.rateProfile) : null;
+        double period = paced && profile == null ? 1e9 / spec.rate : 0.0;
+        boolean keyed = spec.keyCount > 0;
+        byte[] buf = pool[0];
         long deadline = spec.durationNs > 0 ? t0 + spec.durationNs : Long.MAX_VALUE;
         boolean fresh = client.keepsBuffers();
         long[] tSend = rec.get("t_send");
@@ -197,14 +246,16 @@ final class Worker {
                 tIntended = rec.get("t_intended");
             }
             if (paced) {
-                long intended = t0 + (long) (seq * period);
+                long intended = t0 + (profile != null ? profile.at(seq) : (long) (seq * period));
                 sleepUntil(intended);
                 tIntended[seq] = intended;
             }
             long t = System.nanoTime();
             if (t >= deadline) break;
+            if (pool.length > 1) buf = pool[seq % pool.length];
             putHeader(buf, spec.index, seq, t);
-            client.send(fresh ? buf.clone() : buf);
+            if (keyed) client.sendKeyed(fresh ? buf.clone() : buf, spec.keyOf(seq));
+            else client.send(fresh ? buf.clone() : buf);
             tSend[seq] = t;
             seq++;
             rec.setCount(seq);
