@@ -31,17 +31,22 @@ def rss_bytes(pids: Sequence[int]) -> int:
 
 def cpu_seconds(pid: int) -> float:
     """User + system CPU seconds of ``pid`` so far, including its children that it has already waited for."""
+    return _cpu_seconds(pid) or 0.0
+
+
+def _cpu_seconds(pid: int) -> float | None:
+    """As :func:`cpu_seconds`; None when ``pid`` is gone."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
             raw = f.read()
     except OSError:
-        return 0.0
+        return None
     # The command name (field 2) may hold spaces and parentheses: split after its closing ")".
     fields = raw[raw.rfind(b")") + 2:].split()
     try:
         utime, stime, cutime, cstime = (int(x) for x in fields[11:15])
     except (ValueError, IndexError):
-        return 0.0
+        return None
     return (utime + stime + cutime + cstime) / _TICK
 
 
@@ -71,8 +76,9 @@ class CpuSample:
 class CpuMeter:
     """CPU seconds per role between ``start`` and ``stop``; a role is a list of pids summed together.
 
-    Pids that end between the two samples lose their share after their last read (the kernel keeps no
-    account of a process nobody waited for): sample a short-lived process's rusage at its exit instead.
+    A pid that ends counts what it had used at its last read (the kernel keeps no account of a process
+    nobody waited for, and a role's other pids still count in full): sample a short-lived process's rusage
+    at its exit instead.
     The pids of each role are fixed at construction: a process started later (a restarted broker or
     worker) is not counted. ``stop`` may be given an earlier :meth:`sample` as the end of the interval
     (the moment the work ended, when the caller noticed the end later).
@@ -81,9 +87,17 @@ class CpuMeter:
     def __init__(self, roles: Mapping[str, Sequence[int]]) -> None:
         self.roles = {role: list(pids) for role, pids in roles.items()}
         self._first = CpuSample(0.0, {})
+        self._last_read: dict[int, float] = {}
+
+    def _read(self, pid: int) -> float:
+        seconds = _cpu_seconds(pid)
+        if seconds is None:  # gone: what it had used when last seen
+            return self._last_read.get(pid, 0.0)
+        self._last_read[pid] = seconds
+        return seconds
 
     def sample(self) -> CpuSample:
-        return CpuSample(time.monotonic(), {role: sum(cpu_seconds(p) for p in pids) for role, pids in self.roles.items()})
+        return CpuSample(time.monotonic(), {role: sum(self._read(p) for p in pids) for role, pids in self.roles.items()})
 
     def start(self) -> CpuMeter:
         self._first = self.sample()

@@ -40,6 +40,25 @@ def test_a_role_whose_processes_are_gone_counts_nothing() -> None:
     assert use.cpu_s == 0.0
 
 
+def test_a_process_killed_mid_interval_keeps_what_it_used_and_its_role_still_counts(
+        busy_and_idle: tuple[int, int]) -> None:
+    """A cluster's node killed by a fault: the broker role (all nodes) must not drop to nothing."""
+    busy, _ = busy_and_idle
+    doomed = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        meter = CpuMeter({"broker": [busy, doomed.pid], "doomed": [doomed.pid]}).start()
+        time.sleep(0.5)
+        meter.sample()
+        before = meter.sample().seconds
+    finally:
+        doomed.kill()
+        doomed.wait()
+    time.sleep(0.5)
+    used = {u.role: u.cpu_s for u in meter.stop()}
+    assert used["doomed"] > 0  # what it had used when last seen
+    assert used["broker"] >= before["broker"] - meter._first.seconds["broker"] > used["doomed"]
+
+
 def test_the_interval_ends_when_the_count_last_moved(busy_and_idle: tuple[int, int]) -> None:
     busy, _ = busy_and_idle
     count = [0]
