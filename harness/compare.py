@@ -2,8 +2,8 @@
 
 This module sits above the stages and calls each in turn; no stage imports another one above it:
 ``harness.brokers`` provisions, ``harness.runner`` runs the cases and writes raw records and the manifest,
-``harness.pipeline`` computes the one summary (pandas engine) into the run folder, ``harness.report``
-renders it. Brokers are provisioned once per run and always torn down, also on Ctrl-C.
+``harness.pipeline`` computes the one summary (Spark SQL; pandas without Java) into the run folder and
+the results lake, ``harness.report`` renders it. Brokers are provisioned once per run and always torn down, also on Ctrl-C.
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
 
 import pandas as pd
 from rich.console import Console
@@ -30,7 +29,7 @@ from harness.network import (
     network,
     routes_for,
 )
-from harness.pipeline import PipelineError, summarise_run
+from harness.pipeline import PipelineError, add_run, summarise_run
 from harness.report import write_report_from_summary
 from harness.runfolder import RunFolder
 from harness.runner.case import RunOne, System, cases, run_cases, scenario_reason, variant_reason
@@ -175,7 +174,7 @@ def compare(
         finally:
             shutil.rmtree(run.work_dir, ignore_errors=True)
         run.finish(complete and not problems, problems)
-        summary = _summarise(run, console, write_report, "pandas" if spark_master is None else "spark")
+        summary = _summarise(run, console, write_report, spark_master)
     return CompareOutcome(run.path, complete and not problems, summary, problems)
 
 
@@ -196,14 +195,21 @@ def _cluster(stack: contextlib.ExitStack, spark_master: str | None, run: RunFold
     return ClusterCases(spark, run).run_case
 
 
-def _summarise(run: RunFolder, console: Console, write_report: bool, engine: Literal["pandas", "spark"]) -> pd.DataFrame:
-    """The pipeline's summary of the run (stored in it), then the report; an empty frame if nothing was
-    recorded."""
+def _summarise(run: RunFolder, console: Console, write_report: bool, spark_master: str | None) -> pd.DataFrame:
+    """The pipeline's summary of the run (stored in it and in the results lake), then the report; an empty
+    frame if nothing was recorded. The Spark session starts here, after the cases (its JVM would compete
+    with the workers), or is the cluster's (``--spark-master``)."""
     try:
-        summary = summarise_run(run.path, engine=engine)
+        with console.status("summarising (Spark)…"):
+            summary = summarise_run(run.path, spark_master=spark_master)
     except PipelineError as exc:
         console.print(f"[yellow]no summary: {exc}[/]")
         return pd.DataFrame()
+    console.print(f"computed by: {summary.computed_by}", highlight=False)
+    try:
+        add_run(run.path)
+    except PipelineError as exc:
+        console.print(f"[yellow]not added to the results lake: {exc}[/]")
     if write_report:
         try:
             console.print(f"report: {write_report_from_summary(summary, run.path)}")

@@ -5,9 +5,19 @@ Each module has ``NAME``, ``add_parser(subparsers) -> ArgumentParser`` and ``run
 one console, the one error printer (``mqbench: <sentence>`` on stderr, exit 2), the one table renderer.
 """
 
-from harness.commands import baseline, calibrate, compare, crosscheck, regress, report, systems, validate
+from harness.commands import (
+    baseline,
+    calibrate,
+    compare,
+    crosscheck,
+    history,
+    regress,
+    report,
+    systems,
+    validate,
+)
 
 #: In the order ``mqbench --help`` lists them.
-COMMANDS = (compare, crosscheck, systems, validate, calibrate, report, regress, baseline)
+COMMANDS = (compare, crosscheck, systems, validate, calibrate, report, history, regress, baseline)
 
 __all__ = ["COMMANDS"]

@@ -1,79 +1,352 @@
-"""The PySpark engine: the pandas engine's computation, one case per Spark task, for runs of any size.
+"""The Spark engine: Spark SQL over the raw records, read as one DataFrame (``spark.read.parquet``).
 
-Every output row belongs to one case (``CASE_KEYS``: a case's repetitions together), and a raw file holds
-one case and repetition. So the job needs no shuffle and no global sort: the driver groups the files by
-case (their first rows), Spark runs one task per case, and each task reads its files with pyarrow (one pass,
-Arrow columns straight into numpy) and computes :func:`harness.pipeline._pandas.compute_group` on them.
-Percentiles are therefore exact (numpy's linear interpolation) and both engines give the same tables by
-construction. Only the small tables come back to the driver.
+It reduces the raw rows to the same case aggregate, series and pooled distribution as the pandas engine
+(``_tables.py``) with aggregations only; only those small tables come back to the driver (as Arrow
+batches). No step needs a case in one task or in memory: every operator is a hash aggregation, a
+broadcast join or a sort of bounded blocks, and Spark spills what does not fit to disk.
 
-The executors must see the files: a shared file system or a URI pyarrow reads (``hdfs://``, ``s3://``).
-A case must fit in one Python worker's memory (about 150 bytes per raw row); cases run in parallel, one
-per executor core, largest first, so the job scales with executors while a run has more cases than cores.
+* **Rows.** Non-warmup rows, each tagged with a 64-bit case id (``xxhash64`` of the case and repetition
+  keys; the driver checks that no two cases share one) and a pooled id (of the case keys alone).
+* **Per case** (one aggregation): row count, first and last receipt, count, sum and max of every
+  receipt-level measure; producers and consumers from the distinct (case, producer, consumer) triples.
+* **Delivery units** (one shuffle): rows are partitioned by (case, producer, block of 65,536 seqs), so
+  every row of a delivery unit (producer, seq[, subscriber]) meets in one partition, and aggregated to one
+  row per unit: receipts, first receipt (``min`` of (t_recv, consumer, send_failed)), failed, stamps.
+  Expected, received, duplicated, failed counts are sums over units; a message (producer, seq) is a
+  group of units in the same partition, so sent counts and message-level measures need no second shuffle.
+* **Out of order** (same partitions): a first receipt is late iff a higher seq of its stream (producer,
+  consumer) arrived strictly earlier — the pandas engine's running-max rule restated. Within a block a
+  window ordered by seq gives the earliest receipt of the higher seqs; across blocks a small per-block
+  table of earliest receipts (one row per 65,536 seqs) gives the carry, broadcast back.
+* **Percentiles**: exact, by histogram and selection (``_exact.py``), for every entry of ``MEASURES``.
+* **Series**: receipts per (case, whole seconds since the case's first receipt), one aggregation.
+
+Paths are local files or URIs every executor can read (``hdfs://``, ``s3a://``): on a cluster the raw
+files must be on storage the executors share (docs/cluster.md).
 """
 
 from __future__ import annotations
 
-import os
-import shutil
-import sys
+import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import pandas as pd
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
 from harness.pipeline import _pandas
 from harness.pipeline._errors import PipelineError
+from harness.pipeline._exact import Wanted, exact_quantiles
+from harness.pipeline._tables import (
+    DISTRIBUTION_QUANTILES,
+    GROUP_KEYS,
+    MEASURES,
+    POOLED,
+    Measure,
+    concat_distributions,
+)
+from harness.runfolder import count_raw_rows
+from harness.runfolder.schema import CASE_KEYS, RAW_SCHEMA
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+    from pyspark.sql import Column, DataFrame, SparkSession
 
-JAVA_HINT = "PySpark needs Java 17: install openjdk-17-jre-headless"
+Tables = tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]
+
+#: Seqs per block of the delivery-unit shuffle: a block is the unit of the out-of-order scan.
+BLOCK = 1 << 16
+#: Raw rows per shuffle partition aimed at (adaptive execution merges smaller ones).
+ROWS_PER_PARTITION = 1_000_000
+
+_STAMPS = ("t_intended", "t_send", "t_ack", "t_recv")
+_COUNTS = ("rows", "producers", "consumers", "sent", "expected", "received_unique", "received", "failed",
+           "failed_received", "out_of_order")
 
 
-def _java_available() -> bool:
-    home = os.environ.get("JAVA_HOME")
-    if home and Path(home, "bin", "java").exists():
-        return True
-    return shutil.which("java") is not None
+def spark_schema() -> object:
+    """RAW_SCHEMA as a Spark schema: a column an older file lacks reads as null."""
+    from pyspark.sql import types as T
+
+    mapping = {"string": T.StringType(), "int32": T.IntegerType(), "int64": T.LongType(),
+               "double": T.DoubleType(), "bool": T.BooleanType()}
+    return T.StructType([T.StructField(f.name, mapping[str(f.type)], True) for f in RAW_SCHEMA])
 
 
-def spark_session(master: str | None = None, shuffle_partitions: int = 8) -> SparkSession:
-    """The active Spark session, or a new one on ``master`` (default ``local[*]``) with the UI off.
+def read_raw(spark: SparkSession, files: Sequence[Path | str]) -> DataFrame:
+    """The non-warmup raw rows of ``files`` (RAW_SCHEMA) with ``cid`` (case and repetition) and ``pid``
+    (case) ids."""
+    from pyspark.sql import functions as F
 
-    Spark's console progress bar is drawn only when stderr is a terminal (it floods logs otherwise).
-    Raises :class:`PipelineError` with :data:`JAVA_HINT` when no JVM can be started.
-    """
-    from pyspark.sql import SparkSession
+    raw = spark.read.schema(spark_schema()).parquet(*[str(f) for f in files])  # type: ignore[arg-type]
+    return raw.where(~F.coalesce(F.col("warmup"), F.lit(False))).select(
+        case_id(GROUP_KEYS).alias("cid"), case_id(CASE_KEYS).alias("pid"), *RAW_SCHEMA.names)
 
-    active = SparkSession.getActiveSession()
-    if active is not None:
-        return active
-    if not _java_available():
-        raise PipelineError(JAVA_HINT)
-    master = master or "local[*]"
-    builder = (
-        SparkSession.builder.appName("mqbench-pipeline")
-        .master(master)
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", str(sys.stderr.isatty()).lower())
-        .config("spark.sql.shuffle.partitions", str(shuffle_partitions))
-        .config("spark.sql.session.timeZone", "UTC")
-        # The JVM only schedules and collects small tables (the rows live in the Python workers).
-        .config("spark.driver.memory", os.environ.get("MQBENCH_SPARK_DRIVER_MEMORY", "1g"))
+
+def case_id(keys: Sequence[str]) -> Column:
+    """A 64-bit id of ``keys`` (``xxhash64``); rate "max" (NaN, or null once through pandas) hashed as -1."""
+    from pyspark.sql import functions as F
+
+    return F.xxhash64(*[F.coalesce(F.nanvl(F.col(k), F.lit(-1.0)), F.lit(-1.0)) if k == "rate" else F.col(k)
+                        for k in keys])
+
+
+def read_rows(spark: SparkSession, files: Sequence[Path | str]) -> DataFrame:
+    """:func:`read_raw` reduced to what the computation uses, numbers only: ``cid pid producer consumer seq``,
+    the stamps, ``send_failed`` (0/1) and ``dcons`` (the subscriber of a pubsub delivery unit, else 0)."""
+    from pyspark.sql import functions as F
+
+    return read_raw(spark, files).select(
+        "cid", "pid", "producer", "consumer", "seq", *_STAMPS,
+        F.coalesce(F.col("send_failed"), F.lit(False)).cast("int").alias("send_failed"),
+        F.when(F.col("pattern") == "pubsub", F.col("consumer")).otherwise(F.lit(0)).alias("dcons"),
     )
-    # The Python workers must import harness: by default they run this interpreter (SparkContext reads
-    # PYSPARK_PYTHON when it starts); a cluster whose hosts keep mqbench elsewhere sets it (docs/cluster.md).
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    try:
-        return builder.getOrCreate()
-    except Exception as exc:  # the JVM gateway failing to start surfaces as assorted exception types
-        raise PipelineError(f"{JAVA_HINT} (Spark did not start: {str(exc).splitlines()[0][:200]})") from exc
 
 
-def compute(spark: SparkSession, files: Sequence[Path | str]) -> _pandas.Tables:
+def _value(measure: Measure, where: Column | None = None) -> Column:
+    """``later - earlier`` where both are stamped (and ``where`` holds), else null."""
+    from pyspark.sql import functions as F
+
+    both = F.col(measure.later).isNotNull() & F.col(measure.earlier).isNotNull()
+    return F.when(both if where is None else both & where, F.col(measure.later) - F.col(measure.earlier))
+
+
+def _scalars(measure: Measure, where: Column | None = None) -> list[Column]:
+    from pyspark.sql import functions as F
+
+    v = _value(measure, where)
+    return [F.count(v).alias(f"{measure.prefix}_count"), F.sum(v).alias(f"{measure.prefix}_sum_ns"),
+            F.max(v).alias(f"{measure.prefix}_max_ns")]
+
+
+def _values(frame: DataFrame, measures: Sequence[tuple[int, Measure]], where: Column | None = None) -> DataFrame:
+    """Long (cid, m, v) rows of the given measures (index m in MEASURES) where they are defined."""
+    from pyspark.sql import functions as F
+
+    pairs = F.array(*[F.struct(F.lit(i).alias("m"), _value(m, where).alias("v")) for i, m in measures])
+    return (frame.select("cid", F.explode(pairs).alias("x"))
+            .select("cid", F.col("x.m").alias("m"), F.col("x.v").alias("v")).where(F.col("v").isNotNull()))
+
+
+def compute(spark: SparkSession, files: Sequence[Path | str]) -> Tables:
     """(case aggregates, per-second receipt counts, pooled latency distribution), as pandas frames."""
-    groups = [[str(f) for f in group] for group in _pandas.case_groups(files)]
-    if not groups:
-        return _pandas.concat_parts([])
-    tasks = spark.sparkContext.parallelize(groups, numSlices=len(groups))
-    return _pandas.concat_parts(tasks.map(_pandas.compute_group).collect())
+    from pyspark import StorageLevel
+    from pyspark.sql import functions as F
+
+    rows = read_rows(spark, files).persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        cases = _per_case(spark, files, rows)
+        if cases.empty:
+            return _pandas.concat_parts([])
+        pooled_of = dict(zip(cases["cid"], cases["pid"], strict=True))
+        receipt = F.col("t_recv").isNotNull() & F.col("t_send").isNotNull()
+        at_receipts = [(i, m) for i, m in enumerate(MEASURES) if m.level == "receipts"]
+        quantiles = _delivery(spark, rows, cases, pooled_of, files)
+        quantiles.update(_quantiles(_values(rows, at_receipts, receipt), cases, at_receipts, pooled_of))
+        first = spark.createDataFrame(cases.loc[cases["lat_count"] > 0, ["cid", "t_recv_first"]].astype("int64"))
+        series = (rows.where(receipt).select("cid", "t_recv").join(F.broadcast(first), "cid")
+                  .select("cid", F.expr("(t_recv - t_recv_first) div 1000000000").alias("second"))
+                  .groupBy("cid", "second").agg(F.count(F.lit(1)).alias("msgs")).toPandas())
+    finally:
+        rows.unpersist()
+    for i, m in enumerate(MEASURES):
+        cases[f"{m.prefix}_q_ns"] = [quantiles.get(("cid", int(c), i)) for c in cases["cid"]]
+    cases["percentile_method"] = "exact"
+    cases["percentile_rank_error"] = 0.0
+    keys = list(GROUP_KEYS)
+    series = series.astype({"second": "int64", "msgs": "int64"}).join(cases.set_index("cid")[keys], on="cid")
+    return (cases.drop(columns=["cid", "pid", "t_recv_base"]), series.drop(columns="cid"),
+            _distribution(cases, quantiles))
+
+
+def _per_case(spark: SparkSession, files: Sequence[Path | str], rows: DataFrame) -> pd.DataFrame:
+    """One row per case and repetition: its keys, ids, row count, producers and consumers, first and last
+    receipt and the receipt-level measures' count, sum and max. One aggregation by (case, producer,
+    consumer), summed up here (a case has a few producers and consumers)."""
+    from pyspark.sql import functions as F
+
+    receipt = F.col("t_recv").isNotNull() & F.col("t_send").isNotNull()
+    at_receipts = [m for m in MEASURES if m.level == "receipts"]
+    parts = rows.groupBy("cid", "pid", "producer", "consumer").agg(
+        F.count(F.lit(1)).alias("rows"),
+        F.min("t_recv").alias("t_recv_base"),
+        F.max("t_recv").alias("t_recv_max"),
+        F.min(F.when(receipt, F.col("t_recv"))).alias("t_recv_first"),
+        F.max(F.when(receipt, F.col("t_recv"))).alias("t_recv_last"),
+        *[c for m in at_receipts for c in _scalars(m, receipt)],
+    ).toPandas()
+    if parts.empty:
+        return parts
+    if parts["consumer"].max() >= 1 << 16:
+        raise PipelineError("a consumer index above 65535 in the raw rows; summarise this run with --engine pandas")
+    sums = ["rows", *(f"{m.prefix}_{x}" for m in at_receipts for x in ("count", "sum_ns"))]
+    by = parts.groupby("cid", sort=False)
+    cases = by[sums].sum()
+    cases = cases.join(by[["t_recv_base", "t_recv_first"]].min()).join(
+        by[["t_recv_max", "t_recv_last", *(f"{m.prefix}_max_ns" for m in at_receipts)]].max())
+    cases["pid"] = by["pid"].first()
+    cases["producers"] = by["producer"].nunique()
+    cases["consumers"] = parts[parts["consumer"] >= 0].groupby("cid")["consumer"].nunique()
+    span = (cases["t_recv_max"] - cases["t_recv_base"]).max()
+    if span == span and span >= 1 << 47:
+        raise PipelineError("a case whose receipts span more than 39 hours; summarise this run with --engine pandas")
+    keys = _case_keys(spark, files)
+    cases = cases.join(keys, how="left")
+    if cases[list(GROUP_KEYS)].isna().all(axis=1).any():
+        raise PipelineError("the case ids of the raw rows and of their keys disagree (a 64-bit hash collision); "
+                            "summarise this run with --engine pandas")
+    cases = cases.reset_index().drop(columns="t_recv_max")
+    for m in at_receipts:
+        cases[f"{m.prefix}_count"] = cases[f"{m.prefix}_count"].fillna(0).astype("int64")
+    return cases
+
+
+def _case_keys(spark: SparkSession, files: Sequence[Path | str]) -> pd.DataFrame:
+    """The case keys (GROUP_KEYS) indexed by case id. Read from the files' Parquet statistics when each
+    file holds one case (as a run folder's do), else by a Spark query over the rows."""
+    from pyspark.sql import functions as F
+
+    constant = [file_keys(f) for f in files]
+    if all(k is not None for k in constant):
+        keys = pd.DataFrame([k for k in constant if k is not None])[list(GROUP_KEYS)].drop_duplicates(ignore_index=True)
+        frame = spark.createDataFrame(keys.astype({"size": "int32", "repetition": "int32", "rate": "float64"}),
+                                      schema=",".join(f"{k} {_SQL[k]}" for k in GROUP_KEYS))
+        ids = frame.select(case_id(GROUP_KEYS).alias("cid"), *GROUP_KEYS)
+    else:
+        ids = read_raw(spark, files).select("cid", *GROUP_KEYS).distinct()
+    out = ids.toPandas()
+    if out["cid"].duplicated().any():
+        raise PipelineError("two cases of these runs share a 64-bit case id (a hash collision); summarise them "
+                            "with --engine pandas")
+    return out.set_index("cid")
+
+
+_SQL = {"run_id": "string", "scenario": "string", "pattern": "string", "system": "string", "variant": "string",
+        "size": "int", "rate": "double", "repetition": "int"}
+
+
+def file_keys(file: Path | str) -> dict[str, object] | None:
+    """The case keys of a raw file when its Parquet statistics show one value of each in every row group
+    (``rate`` "max" is NaN, which statistics leave out: then its column is read); else None."""
+    meta = pq.ParquetFile(file).metadata
+    found: dict[str, object] = {}
+    for g in range(meta.num_row_groups):
+        group = meta.row_group(g)
+        for c in range(group.num_columns):
+            column = group.column(c)
+            name = column.path_in_schema
+            if name not in GROUP_KEYS:
+                continue
+            stats = column.statistics
+            if stats is None or stats.null_count:
+                return None
+            if not stats.has_min_max:
+                if name != "rate" or not _all_nan(file):
+                    return None
+                value: object = math.nan
+            elif stats.min != stats.max:
+                return None
+            else:
+                value = stats.min
+            if name in found and not _same(found[name], value):
+                return None
+            found[name] = value
+    return found if set(found) == set(GROUP_KEYS) else None
+
+
+def _same(a: object, b: object) -> bool:
+    return a == b or (isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b))
+
+
+def _all_nan(file: Path | str) -> bool:
+    rate = pq.read_table(file, columns=["rate"])["rate"]
+    return bool(pc.all(pc.is_nan(rate)).as_py()) if len(rate) else False
+
+
+def _delivery(spark: SparkSession, rows: DataFrame, cases: pd.DataFrame, pooled_of: dict[int, int],
+              files: Sequence[Path | str]) -> dict[tuple[str, int, int], list[float]]:
+    """Delivery accounting, out of order, sender figures and message-level measures into ``cases`` (in
+    place); returns the message-level measures' quantiles. One shuffle by (case, producer, seq block)."""
+    from pyspark import StorageLevel
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    at_messages = [(i, m) for i, m in enumerate(MEASURES) if m.level == "messages"]
+    stamps = sorted({"t_send", *(s for _, m in at_messages for s in (m.later, m.earlier))} - {"t_recv"})
+    base = spark.createDataFrame(cases.loc[cases["t_recv_base"].notna(), ["cid", "t_recv_base"]].astype("int64"))
+    partitions = max(spark.sparkContext.defaultParallelism, count_raw_rows(files) // ROWS_PER_PARTITION)
+    # the first receipt of a unit: the smallest (t_recv, consumer), packed in one long so that the
+    # aggregation keeps fixed-width buffers (t_recv relative to the case's first receipt: < 2**47 ns)
+    first_key = (F.col("t_recv") - F.col("t_recv_base")) * (1 << 16) + F.col("consumer")
+    units = (
+        rows.join(F.broadcast(base), "cid", "left")
+        .select("cid", "producer", "seq", "dcons", "t_recv", "send_failed", *stamps,
+                F.expr(f"seq div {BLOCK}").alias("block"), first_key.alias("first_key"))
+        .repartition(partitions, "cid", "producer", "block")
+        .groupBy("cid", "producer", "block", "seq", "dcons")
+        .agg(F.count("t_recv").alias("receipts"), F.min("first_key").alias("first_key"),
+             F.max("send_failed").alias("failed"), *[F.min(s).alias(s) for s in stamps])
+        .persist(StorageLevel.MEMORY_AND_DISK)
+    )
+    try:
+        received = F.col("first_key").isNotNull()
+        delivery = units.groupBy("cid").agg(
+            F.count(F.lit(1)).alias("expected"), F.count("first_key").alias("received_unique"),
+            F.sum("receipts").alias("received"), F.sum("failed").alias("failed"),
+            F.count(F.when(received & (F.col("failed") > 0), F.lit(1))).alias("failed_received"),
+        ).toPandas()
+        # a first receipt is late iff a higher seq of its stream (producer, consumer) arrived earlier
+        firsts = units.where(received).select(
+            "cid", "producer", "block", "seq", (F.col("first_key") % (1 << 16)).alias("consumer"),
+            F.expr("first_key div 65536").alias("t"))
+        stream = ["cid", "producer", "consumer"]
+        higher = Window.partitionBy(*stream, "block").orderBy(F.desc("seq")).rowsBetween(Window.unboundedPreceding, -1)
+        blocks = firsts.groupBy(*stream, "block").agg(F.min("t").alias("earliest"))
+        after = Window.partitionBy(*stream).orderBy(F.desc("block")).rowsBetween(Window.unboundedPreceding, -1)
+        carry = blocks.select(*stream, "block", F.min("earliest").over(after).alias("carry"))
+        order = (firsts.withColumn("in_block", F.min("t").over(higher))
+                 .join(F.broadcast(carry), [*stream, "block"])
+                 .where(F.least("in_block", "carry") < F.col("t"))
+                 .groupBy("cid").agg(F.count(F.lit(1)).alias("out_of_order")).toPandas())
+        messages = (units.groupBy("cid", "producer", "block", "seq").agg(*[F.min(s).alias(s) for s in stamps])
+                    .where(F.col("t_send").isNotNull()))
+        sent = messages.groupBy("cid").agg(
+            F.count(F.lit(1)).alias("sent"), F.min("t_send").alias("t_send_first"),
+            F.max("t_send").alias("t_send_last"), *[c for _, m in at_messages for c in _scalars(m)],
+        ).toPandas()
+        for part in (delivery, order, sent):
+            merged = cases.merge(part, on="cid", how="left")
+            for column in part.columns.drop("cid"):
+                cases[column] = merged[column].to_numpy()
+        for column in _COUNTS:
+            cases[column] = cases[column].fillna(0).astype("int64")
+        for _, m in at_messages:
+            cases[f"{m.prefix}_count"] = cases[f"{m.prefix}_count"].fillna(0).astype("int64")
+        return _quantiles(_values(messages, at_messages), cases, at_messages, pooled_of) if at_messages else {}
+    finally:
+        units.unpersist()
+
+
+def _quantiles(values: DataFrame, cases: pd.DataFrame, measures: Sequence[tuple[int, Measure]],
+               pooled_of: dict[int, int]) -> dict[tuple[str, int, int], list[float]]:
+    """Exact quantiles of ``measures`` per case and, for the pooled ones, per case over its repetitions."""
+    wanted = [Wanted("cid", int(c), i, int(n), m.fractions)
+              for i, m in measures for c, n in zip(cases["cid"], cases[f"{m.prefix}_count"], strict=True)]
+    for i, m in measures:
+        if m in POOLED:
+            totals = cases.groupby("pid")[f"{m.prefix}_count"].sum()
+            wanted += [Wanted("pid", int(p), i, int(n), DISTRIBUTION_QUANTILES) for p, n in totals.items()]
+    return exact_quantiles(values, pooled_of, wanted)
+
+
+def _distribution(cases: pd.DataFrame, quantiles: dict[tuple[str, int, int], list[float]]) -> pd.DataFrame:
+    by = cases.groupby("pid", sort=False)
+    pooled = by[list(CASE_KEYS)].first()
+    for i, m in enumerate(MEASURES):
+        if m in POOLED:
+            pooled[f"{m.prefix}_count"] = by[f"{m.prefix}_count"].sum()
+            pooled[f"{m.prefix}_q_ns"] = [quantiles.get(("pid", int(p), i)) for p in pooled.index]
+    pooled["percentile_method"] = "exact"
+    pooled["percentile_rank_error"] = 0.0
+    return concat_distributions(pooled.reset_index(drop=True))

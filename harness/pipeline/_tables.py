@@ -8,14 +8,16 @@ why the two paths agree to the last bit on everything except the order statistic
 
 Case aggregate columns (all stamps and latencies in ns):
 ``rows producers consumers sent t_send_first t_send_last expected received_unique received failed
-failed_received out_of_order lat_count t_recv_first t_recv_last lat_sum_ns lat_max_ns lat_q_ns int_count int_max_ns int_q_ns
-delay_count delay_max_ns delay_q_ns percentile_method percentile_rank_error``; the ``*_q_ns`` columns hold
-one value per entry of ``LAT_QUANTILES`` / ``DELAY_QUANTILES``.
+failed_received out_of_order t_recv_first t_recv_last percentile_method percentile_rank_error`` and, for
+each of :data:`MEASURES` (``lat``, ``int``, ``delay``), ``<prefix>_count <prefix>_sum_ns <prefix>_max_ns
+<prefix>_q_ns``; the ``*_q_ns`` columns hold one value per entry of the measure's ``fractions``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
 
 import pandas as pd
 
@@ -49,6 +51,37 @@ DISTRIBUTION_PERCENTILES: tuple[float, ...] = (
     100.0,
 )
 DISTRIBUTION_QUANTILES: tuple[float, ...] = tuple(p / 100 for p in DISTRIBUTION_PERCENTILES)
+
+#: The two sets of rows a measure is taken over. ``receipts``: every row whose ``t_recv`` and ``t_send`` are
+#: stamped (duplicates included: each arrival has its latency); ``messages``: one row per sent message
+#: (producer, seq) with ``t_send`` stamped (a pubsub message's rows at each subscriber count once).
+Level = Literal["receipts", "messages"]
+
+
+@dataclass(frozen=True)
+class Measure:
+    """A per-message duration the case aggregate summarises: ``later - earlier`` (two raw stamps, ns), over
+    the rows of ``level`` where both are stamped: count, sum, max and the quantiles ``fractions``.
+
+    Both engines compute every entry of :data:`MEASURES` the same way, so a new duration (a publish latency
+    ``t_ack - t_send`` at the ``messages`` level) is one entry here plus its summary columns. With
+    ``latency_from`` the measure is also pooled over repetitions into the distribution table under that
+    label."""
+
+    prefix: str
+    later: str
+    earlier: str
+    level: Level
+    fractions: tuple[float, ...]
+    latency_from: str = ""
+
+
+MEASURES: tuple[Measure, ...] = (
+    Measure("lat", "t_recv", "t_send", "receipts", LAT_QUANTILES, "actual send"),
+    Measure("int", "t_recv", "t_intended", "receipts", LAT_QUANTILES, "intended"),
+    Measure("delay", "t_send", "t_intended", "messages", DELAY_QUANTILES),
+)
+POOLED: tuple[Measure, ...] = tuple(m for m in MEASURES if m.latency_from)
 
 #: Columns beyond SUMMARY_COLUMNS: sample counts, how percentiles were computed, latency provenance.
 EXTRA_COLUMNS: tuple[str, ...] = (
@@ -136,11 +169,8 @@ def explode_distribution(cases: pd.DataFrame, source: str, count: str, latency_f
 
 
 def concat_distributions(pooled: pd.DataFrame) -> pd.DataFrame:
-    """Long rows for both latency origins ("actual send" and "intended") of the pooled per-case arrays."""
-    parts = [
-        explode_distribution(pooled, "lat_q_ns", "lat_count", "actual send"),
-        explode_distribution(pooled, "int_q_ns", "int_count", "intended"),
-    ]
+    """Long rows for every pooled measure ("actual send", "intended") of the pooled per-case arrays."""
+    parts = [explode_distribution(pooled, f"{m.prefix}_q_ns", f"{m.prefix}_count", m.latency_from) for m in POOLED]
     parts = [part for part in parts if not part.empty] or parts[:1]
     return pd.concat(parts, ignore_index=True)
 
