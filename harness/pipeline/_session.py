@@ -85,6 +85,9 @@ def spark_session(master: str | None = None) -> SparkSession:
     except Exception as exc:  # the JVM gateway failing to start surfaces as assorted exception types
         raise PipelineError(f"{JAVA_HINT} (Spark did not start: {str(exc).splitlines()[0][:200]})") from exc
     session.sparkContext.setLogLevel("ERROR")
+    # Spark's default of 200 shuffle partitions makes every small aggregation 200 tasks; the summary's
+    # shuffles are of small tables but one (which sets its own count, by rows), so a few per core.
+    session.conf.set("spark.sql.shuffle.partitions", str(2 * session.sparkContext.defaultParallelism))
     _started[id(session)] = SessionInfo(master, time.perf_counter() - began)
     return session
 
