@@ -115,8 +115,9 @@ def _read_ranks(wanted: Sequence[Wanted], picked: pd.DataFrame, counted: pd.Data
     buckets: dict[tuple[str, int, int, int], tuple[np.ndarray, np.ndarray]] = {}
     for level in ("cid", "pid"):
         summed = counted.groupby([level, "m", "b", "v"], sort=True)["n"].sum().reset_index()
-        for (g, m, b), part in summed.groupby([level, "m", "b"], sort=False):
-            buckets[(level, int(g), int(m), int(b))] = (part["v"].to_numpy(np.int64),
+        for key, part in summed.groupby([level, "m", "b"], sort=False):
+            g, m, b = (int(x) for x in key)  # type: ignore[union-attr, call-overload]
+            buckets[(level, g, m, b)] = (part["v"].to_numpy(np.int64),
                                                         np.cumsum(part["n"].to_numpy(np.int64)))
     at: dict[tuple[str, int, int, int], int] = {}
     for level, g, m, b, start, rank in picked.itertuples(index=False):

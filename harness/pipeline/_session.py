@@ -95,4 +95,4 @@ def spark_session(master: str | None = None) -> SparkSession:
 def session_info(session: SparkSession) -> SessionInfo:
     """Where ``session`` runs, and its start time if this process started it (else 0)."""
     known = _started.get(id(session))
-    return known or SessionInfo(session.sparkContext.master, 0.0)
+    return known or SessionInfo(str(session.sparkContext.master), 0.0)

@@ -151,7 +151,8 @@ def compute(spark: SparkSession, files: Sequence[Path | str]) -> Tables:
     finally:
         rows.unpersist()
     for i, m in enumerate(MEASURES):
-        cases[f"{m.prefix}_q_ns"] = [quantiles.get(("cid", int(c), i)) for c in cases["cid"]]
+        cases[f"{m.prefix}_q_ns"] = pd.Series([quantiles.get(("cid", int(c), i)) for c in cases["cid"]],
+                                               index=cases.index, dtype=object)
     cases["percentile_method"] = "exact"
     cases["percentile_rank_error"] = 0.0
     keys = list(GROUP_KEYS)
@@ -205,7 +206,6 @@ def _per_case(spark: SparkSession, files: Sequence[Path | str], rows: DataFrame)
 def _case_keys(spark: SparkSession, files: Sequence[Path | str]) -> pd.DataFrame:
     """The case keys (GROUP_KEYS) indexed by case id. Read from the files' Parquet statistics when each
     file holds one case (as a run folder's do), else by a Spark query over the rows."""
-    from pyspark.sql import functions as F
 
     constant = [file_keys(f) for f in files]
     if all(k is not None for k in constant):
@@ -336,7 +336,8 @@ def _quantiles(values: DataFrame, cases: pd.DataFrame, measures: Sequence[tuple[
     for i, m in measures:
         if m in POOLED:
             totals = cases.groupby("pid")[f"{m.prefix}_count"].sum()
-            wanted += [Wanted("pid", int(p), i, int(n), DISTRIBUTION_QUANTILES) for p, n in totals.items()]
+            wanted += [Wanted("pid", int(p), i, int(n), DISTRIBUTION_QUANTILES)  # type: ignore[call-overload]
+                       for p, n in totals.items()]
     return exact_quantiles(values, pooled_of, wanted)
 
 
@@ -346,7 +347,8 @@ def _distribution(cases: pd.DataFrame, quantiles: dict[tuple[str, int, int], lis
     for i, m in enumerate(MEASURES):
         if m in POOLED:
             pooled[f"{m.prefix}_count"] = by[f"{m.prefix}_count"].sum()
-            pooled[f"{m.prefix}_q_ns"] = [quantiles.get(("pid", int(p), i)) for p in pooled.index]
+            pooled[f"{m.prefix}_q_ns"] = pd.Series([quantiles.get(("pid", int(p), i)) for p in pooled.index],
+                                                   index=pooled.index, dtype=object)
     pooled["percentile_method"] = "exact"
     pooled["percentile_rank_error"] = 0.0
     return concat_distributions(pooled.reset_index(drop=True))

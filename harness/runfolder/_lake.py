@@ -146,6 +146,7 @@ def run_row(manifest: Mapping[str, Any], engine: str) -> dict[str, Any]:
     scenarios = [str(s.get("name")) for s in manifest.get("scenarios") or [] if isinstance(s, Mapping)]
     systems = sorted(manifest.get("systems") or {})
     tool = manifest.get("tool") or {}
+    cpus = host.get("cpus")
     return {
         "run_id": str(manifest.get("run_id") or ""),
         "started": str(manifest.get("started") or ""),
@@ -153,7 +154,7 @@ def run_row(manifest: Mapping[str, Any], engine: str) -> dict[str, Any]:
         "complete": bool(manifest.get("complete", False)),
         "git_revision": str(manifest.get("git_revision") or ""),
         "hostname": str(host.get("hostname") or ""),
-        "cpus": float(host.get("cpus")) if isinstance(host.get("cpus"), int | float) else math.nan,
+        "cpus": float(cpus) if isinstance(cpus, int | float) else math.nan,
         "mqbench": str(tool.get("mqbench") or ""),
         "scenarios": ",".join(scenarios),
         "systems": ",".join(systems),
