@@ -2,8 +2,9 @@
 
 ``local[*]`` by default (every core of this machine), a cluster with ``master`` (``spark://HOST:PORT``,
 ``--spark-master``). Memory is sized for a shared two-core machine: the driver JVM (which in local mode
-also runs the tasks) gets ``MQBENCH_SPARK_DRIVER_MEMORY`` (2g), executors on a cluster
-``MQBENCH_SPARK_EXECUTOR_MEMORY`` (2g); what does not fit spills to ``spark.local.dir`` on disk.
+also runs the tasks) gets ``MQBENCH_SPARK_DRIVER_MEMORY`` (2g); executors on a cluster Spark's 1g unless
+``MQBENCH_SPARK_EXECUTOR_MEMORY`` says more (a worker offering less never starts one); what does not fit
+spills to ``spark.local.dir`` on disk.
 Spark's own console progress bar is drawn only when stderr is a terminal (it floods logs otherwise).
 """
 
@@ -68,7 +69,6 @@ def spark_session(master: str | None = None) -> SparkSession:
         .config("spark.ui.showConsoleProgress", str(sys.stderr.isatty()).lower())
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.driver.memory", memory)
-        .config("spark.executor.memory", os.environ.get("MQBENCH_SPARK_EXECUTOR_MEMORY", "2g"))
         # tables come back to the driver as Arrow batches, not pickled rows
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
         .config("spark.sql.adaptive.enabled", "true")
@@ -79,6 +79,8 @@ def spark_session(master: str | None = None) -> SparkSession:
     # Python tasks (the cluster's barrier stage) must import harness: by default they run this interpreter
     # (SparkContext reads PYSPARK_PYTHON when it starts); a cluster whose hosts keep mqbench elsewhere sets it.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    if os.environ.get("MQBENCH_SPARK_EXECUTOR_MEMORY"):  # else Spark's 1g, which a worker must be able to give
+        builder = builder.config("spark.executor.memory", os.environ["MQBENCH_SPARK_EXECUTOR_MEMORY"])
     began = time.perf_counter()
     try:
         session = builder.getOrCreate()
