@@ -18,8 +18,9 @@ import pandas as pd
 from rich.console import Console
 
 from harness.brokers import Placement, advertises_address, choose_backend, provision
+from harness.brokers._spec import NodeHost
 from harness.drivers import BROKERLESS, SYSTEMS, driver_class
-from harness.drivers.base import DriverError
+from harness.drivers.base import SINGLE_NODE, BrokerEndpoint, ClusterShape, DriverError
 from harness.network import (
     Network,
     NetworkError,
@@ -35,7 +36,7 @@ from harness.runfolder import RunFolder
 from harness.runner.case import RunOne, System, cases, run_cases, scenario_reason, variant_reason
 from harness.runner.search import run_searches, searches
 from harness.runner.worker import HOT_LOOPS
-from harness.scenario import Scenario
+from harness.scenario import Scenario, Variant
 
 
 class CompareError(Exception):
@@ -164,7 +165,9 @@ def compare(
             with contextlib.ExitStack() as stack:
                 net = None if spark_master else _network(stack, scenarios, run)
                 placement = _placement(scenarios, net)
-                provisioned = _provision(stack, order, ready, brokers, backend, run, console, placement)
+                shapes = _shapes([spec[1] for spec in specs] + [v for _, v, _ in searched])
+                provisioned = _provision(stack, order, ready, brokers, backend, run, console, placement, shapes,
+                                         _node_hosts(scenarios, net))
                 complete = run_cases(specs, provisioned, run, console, problems, network=net, run_one=run_one) and complete
                 complete = run_searches(scenarios, provisioned, run, console, problems) and complete
         except KeyboardInterrupt:
@@ -261,6 +264,29 @@ def _placement(scenarios: Sequence[Scenario], net: Network | None) -> Placement 
                      clients=clients, advertise=routes.advertise, mirror=routes.mirror)
 
 
+def _shapes(variants: Sequence[Variant]) -> dict[str, list[ClusterShape]]:
+    """The broker shapes each system's variants run on, single node first, in the order they first come."""
+    out: dict[str, list[ClusterShape]] = {}
+    for v in variants:
+        shapes = out.setdefault(v.system, [])
+        if v.cluster not in shapes:
+            shapes.append(v.cluster)
+    for shapes in out.values():
+        shapes.sort(key=lambda shape: shape.clustered)
+    return out
+
+
+def _node_hosts(scenarios: Sequence[Scenario], net: Network | None) -> list[NodeHost] | None:
+    """Where a cluster's nodes run: the scenarios' ``hosts: {nodes: [...]}`` (one list per run), else loopback."""
+    lists = sorted({sc.hosts.nodes for sc in scenarios if sc.hosts.nodes})
+    if net is None or not lists:
+        return None
+    if len(lists) > 1:
+        raise CompareError(f"the scenarios of one run give the nodes different hosts ({'; '.join(map(', '.join, lists))}); "
+                           "run them separately or give them the same nodes")
+    return [NodeHost(address=net.address(h), host=h, prefix=net.prefix_for(h)) for h in lists[0]]
+
+
 def _provision(
     stack: contextlib.ExitStack,
     order: Sequence[str],
@@ -270,21 +296,34 @@ def _provision(
     run: RunFolder,
     console: Console,
     placement: Placement | None = None,
+    shapes: Mapping[str, Sequence[ClusterShape]] | None = None,
+    node_hosts: list[NodeHost] | None = None,
 ) -> dict[str, System]:
+    """Start the brokers of every ready system, one per shape its variants run on (default: a single node)."""
     out: dict[str, System] = {}
     for system in order:
         if ready[system].backend == "embedded":
             out[system] = System(None, "embedded")
             continue
-        with console.status(f"starting {system} ({ready[system].backend})…"):
-            try:
-                endpoint = stack.enter_context(
-                    provision(system, backend=backend, url=brokers.get(system), logs_dir=run.logs_dir,
-                              placement=None if advertises_address(system) else placement)
-                )
-            except DriverError as exc:
-                raise CompareError(f"{system}: {exc}") from None
-        out[system] = System(endpoint, ready[system].backend)
+        single: BrokerEndpoint | None = None
+        clusters: dict[ClusterShape, BrokerEndpoint] = {}
+        for shape in (shapes or {}).get(system, [SINGLE_NODE]):
+            what = f"{system} ({shape.label()}, {ready[system].backend})" if shape.clustered else \
+                f"{system} ({ready[system].backend})"
+            with console.status(f"starting {what}…"):
+                try:
+                    endpoint = stack.enter_context(
+                        provision(system, backend=backend, url=brokers.get(system), logs_dir=run.logs_dir,
+                                  placement=None if advertises_address(system) or shape.clustered else placement,
+                                  shape=shape, node_hosts=node_hosts)
+                    )
+                except DriverError as exc:
+                    raise CompareError(f"{system}: {exc}") from None
+            if shape.clustered:
+                clusters[shape] = endpoint
+            else:
+                single = endpoint
+        out[system] = System(single, ready[system].backend, clusters)
     return out
 
 

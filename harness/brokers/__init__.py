@@ -10,12 +10,14 @@ ports with a private data directory). ``auto`` picks them in that order.
 """
 
 from harness.brokers._choice import BACKENDS, BackendChoice, choose_backend
+from harness.brokers._cluster import ClusterControl
 from harness.brokers._ports import free_port, free_ports
 from harness.brokers._provision import BrokerControl, Placement, advertises_address, broker_control, provision
 from harness.brokers._registry import PROVISIONERS, provisioner
 
 __all__ = [
     "BrokerControl",
+    "ClusterControl",
     "broker_control",
     "BACKENDS",
     "BackendChoice",

@@ -59,8 +59,9 @@ class Provisioner(ABC):
     # which the routes between hosts (harness.network) do not rewrite: it runs across hosts only when
     # ``place`` makes that address lead through them.
     advertises_address: ClassVar[bool] = False
-    #: The largest cluster ``prepare_cluster`` starts; 1 when the broker is run as one node only, and then
-    #: ``cluster_note`` says why in one clause for the row's label ("Mosquitto has no clustering").
+    #: The largest cluster ``prepare_cluster`` starts; 1 when the broker is run as one node only. ``cluster_note``
+    #: says in one clause how it runs as a cluster, or why it does not ("Mosquitto has no clustering"; shown
+    #: in the row's label when a scenario asked for a cluster it cannot be).
     max_nodes: ClassVar[int] = 1
     cluster_note: ClassVar[str] = "not run as a cluster by mqbench"
 

@@ -20,12 +20,13 @@ from pathlib import Path
 
 from harness.brokers._base import Provisioner, redact
 from harness.brokers._choice import choose_backend
+from harness.brokers._cluster import ClusterControl, process_cluster
 from harness.brokers._containers import BrokerContainer, docker_host
 from harness.brokers._ports import free_port
 from harness.brokers._process import BrokerProcess, _descendants
 from harness.brokers._registry import provisioner
-from harness.brokers._spec import Command, Launch
-from harness.drivers.base import BrokerEndpoint, DriverError
+from harness.brokers._spec import Command, Launch, NodeHost
+from harness.drivers.base import SINGLE_NODE, BrokerEndpoint, ClusterShape, DriverError
 
 EXTERNAL_PROBE_TIMEOUT = 5.0
 
@@ -68,13 +69,15 @@ class StartFailed(Exception):
 @contextlib.contextmanager
 def provision(
     system: str, backend: str = "auto", url: str | None = None, logs_dir: Path | None = None,
-    placement: Placement | None = None,
+    placement: Placement | None = None, shape: ClusterShape = SINGLE_NODE, node_hosts: list[NodeHost] | None = None,
 ) -> Iterator[BrokerEndpoint]:
     """Yield the endpoint of a ready ``system`` broker; stop it (if started here) when the block ends.
 
     Raises DriverError (one sentence) when no backend can be used, an external broker does not answer, or
     a broker fails to start; in the last case its logs are in ``logs_dir/<system>/``. ``placement`` puts a
     local process broker on a host (other backends ignore it: their broker stays where it is).
+    ``shape`` with more than one node starts a cluster (process backend), node i on ``node_hosts[i]``
+    (default: every node on loopback); an external URL is taken to be a broker of that shape.
     """
     choice = choose_backend(system, backend, url)
     prov = provisioner(system)
@@ -82,7 +85,13 @@ def provision(
         raise DriverError(choice.reason)
     if choice.backend == "external":
         assert url is not None
-        yield _external(prov, url)
+        yield replace(_external(prov, url), shape=shape)
+    elif shape.clustered:
+        if choice.backend != "process":
+            raise DriverError(f"a {shape.nodes}-node {system} cluster runs on the process backend only; "
+                              f"use --backend process")
+        with process_cluster(prov, shape, logs_dir, node_hosts, _copy_logs, _CONTROLS) as endpoint:
+            yield endpoint
     elif choice.backend == "process":
         with _process_broker(prov, logs_dir, placement) as endpoint:
             yield endpoint
@@ -159,11 +168,12 @@ class BrokerControl:
                 raise DriverError(f"the local {self.system} broker did not come back after a restart: {exc}") from None
 
 
-_CONTROLS: dict[str, BrokerControl] = {}
+_CONTROLS: dict[str, BrokerControl | ClusterControl] = {}
 
 
-def broker_control(endpoint: BrokerEndpoint | None) -> BrokerControl | None:
-    """The kill/restart handle of a broker provisioned here as a local process, else None."""
+def broker_control(endpoint: BrokerEndpoint | None) -> BrokerControl | ClusterControl | None:
+    """The kill/restart handle of a broker provisioned here as local processes (a ``ClusterControl`` for a
+    cluster), else None."""
     if endpoint is None:
         return None
     return _CONTROLS.get(endpoint.url)
@@ -282,6 +292,8 @@ def _copy_logs(workdir: Path, system: str, logs_dir: Path | None) -> Path:
     target = _kept_dir(system, logs_dir)
     for path in workdir.rglob("*"):
         if {"kahadb", "rocksdbstore"} & set(path.parts):  # ActiveMQ's and RocketMQ's journals are *.log too
+            continue
+        if path.suffix == ".log" and path.stem.isdigit():  # Kafka's log segments: the messages, not a log
             continue
         if path.is_file() and (path.suffix in (".out", ".log") or ".log." in path.name):
             dest = target / path.relative_to(workdir)

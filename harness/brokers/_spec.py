@@ -67,6 +67,7 @@ class NodeHost:
 
     address: str = "127.0.0.1"
     host: str | None = None  # the scenario's host name (None: the root namespace)
+    prefix: tuple[str, ...] = ()  # the argv prefix that runs a command on that host (``ip netns exec NS``)
 
 
 @dataclass(frozen=True)

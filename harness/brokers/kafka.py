@@ -1,33 +1,38 @@
-"""Apache Kafka 4.x in KRaft mode: one combined broker+controller node from the Maven Central jars that
-`make brokers` fetches, or the pinned apache/kafka image.
+"""Apache Kafka 4.x in KRaft mode from the Maven Central jars that `make brokers` fetches (or the pinned
+apache/kafka image): one combined broker+controller node, or a cluster of such nodes (``prepare_cluster``)
+whose controllers form one static Raft quorum (``controller.quorum.voters``).
 
-The Kafka-protocol readiness probe (ApiVersions) lives here and is shared with Tansu (``tansu.py``).
+The Kafka-protocol readiness probe (ApiVersions) lives here and is shared with Tansu (``tansu.py``); the
+cluster's readiness and the leader of a partition come from Metadata requests (``_kafka_wire.py``).
 """
 
 from __future__ import annotations
 
 import base64
 import shlex
-import struct
 import uuid
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from harness.brokers import _jars
+from harness.brokers import _jars, _kafka_wire
 from harness.brokers._base import ProbeError, Provisioner, host_port
 from harness.brokers._ports import LOOPBACK, free_ports
-from harness.brokers._spec import Command, ContainerSpec, Launch
-from harness.brokers._wire import connect, recv_exact
+from harness.brokers._spec import ClusterLaunch, Command, ContainerSpec, Launch, NodeHost, NodeLaunch
+from harness.drivers.base import BrokerEndpoint, ClusterShape, DriverError
 
 if TYPE_CHECKING:
     from harness.brokers._provision import Placement
 
 IMAGE = f"apache/kafka:{_jars.pinned_version('kafka')}"  # the same release as the jars
-API_VERSIONS = 18
-# Sized for a 2-core machine: a fixed 768 MiB heap (Kafka keeps data in the page cache, not the heap), G1
-# with short pauses as Kafka's own start script sets it.
-HEAP = ("-Xms768m", "-Xmx768m", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20", "-XX:+ExplicitGCInvokesConcurrent")
+# Sized for a 2-core machine: a fixed heap (Kafka keeps data in the page cache, not the heap), G1 with short
+# pauses as Kafka's own start script sets it. One node gets 768 MiB; each node of a cluster 512 MiB, so that
+# three of them, the clients and the harness share two cores and leave the page cache room.
+GC = ("-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20", "-XX:+ExplicitGCInvokesConcurrent")
+HEAP = ("-Xms768m", "-Xmx768m", *GC)
+NODE_HEAP = ("-Xms512m", "-Xmx512m", *GC)
 # Kafka logs through slf4j -> log4j2; everything to the console, which is our log file.
 LOG4J2 = """\
 rootLogger.level = INFO
@@ -50,16 +55,7 @@ class KafkaProtocolProbe(Provisioner):
 
     def probe(self, url: str, timeout: float) -> str:
         """ApiVersions v0 request; ready when the broker answers it without an error code."""
-        host, port = host_port(url.split(",")[0], 9092)
-        client_id = b"mqbench-probe"
-        body = struct.pack(">hhih", API_VERSIONS, 0, 1, len(client_id)) + client_id
-        with connect(host, port, timeout) as sock:
-            sock.sendall(struct.pack(">i", len(body)) + body)
-            (size,) = struct.unpack(">i", recv_exact(sock, 4))
-            answer = recv_exact(sock, size)
-        correlation, error = struct.unpack(">ih", answer[:6])
-        if correlation != 1 or error != 0:
-            raise ProbeError(f"ApiVersions answered with error code {error}")
+        _kafka_wire.api_versions(*host_port(url.split(",")[0], 9092), timeout)
         return ""  # the Kafka protocol does not tell the broker's version
 
 
@@ -75,6 +71,10 @@ class KafkaProvisioner(_jars.JarsBroker, KafkaProtocolProbe):
     ports = 2  # clients, controller
     ready_timeout = 120.0
     stop_grace = 20.0
+    max_nodes = 5  # a Raft quorum of 3 or 5 controllers; more would only load two cores
+    # Three nodes start together (six JVMs with the storage tool's): 20 s on a quiet machine, 80 s seen at a
+    # load average of 30.
+    cluster_ready_timeout = 240.0
 
     def container_spec(self, host_port: int, advertised_host: str = "localhost") -> ContainerSpec:
         # Kafka advertises host:port to clients, so the container listens on the very port bound on the host.
@@ -111,14 +111,72 @@ class KafkaProvisioner(_jars.JarsBroker, KafkaProtocolProbe):
         props.write_text(server_properties(port, controller_port, workdir / "data"))
         log4j = workdir / "log4j2.properties"
         log4j.write_text(LOG4J2)
-        classpath = ("-Djava.awt.headless=true", f"-Dlog4j2.configurationFile={log4j}", "-cp", _jars.classpath("kafka"))
+        return (node_command(binary, props, log4j, new_cluster_id(), HEAP),)
+
+    def prepare_cluster(self, workdir: Path, shape: ClusterShape, hosts: Sequence[NodeHost]) -> ClusterLaunch:
+        """``shape.nodes`` combined broker+controller nodes, node i with ``node.id`` i on ``hosts[i].address``,
+        all formatted with one cluster id; topics default to ``shape.replicas`` replicas and
+        ``min.insync.replicas`` ``shape.min_insync``, and no out-of-sync replica is ever elected leader."""
+        binary = self.find_binary()
+        if binary is None:
+            raise OSError(self.process_unavailable_reason())
+        if not 1 <= shape.min_insync <= shape.replicas <= shape.nodes:
+            raise DriverError(f"a kafka cluster of {shape.nodes} nodes cannot keep {shape.replicas} replicas with "
+                              f"min.insync.replicas {shape.min_insync}: it needs 1 <= min in-sync <= replicas <= nodes")
+        ports = free_ports(2 * shape.nodes)  # clients, controller: distinct even where nodes share an address
+        addresses = [hosts[i].address for i in range(shape.nodes)]
+        voters = ",".join(f"{i}@{addresses[i]}:{ports[2 * i + 1]}" for i in range(shape.nodes))
         cluster_id = new_cluster_id()
-        # Storage is formatted by the same command that then becomes the broker (exec): one process group
-        # to stop, and a restart (fault injection) re-runs it harmlessly thanks to --ignore-formatted.
-        fmt = (binary, "-Xmx256m", *classpath, "kafka.tools.StorageTool", "format", "--ignore-formatted",
-               "-t", cluster_id, "-c", str(props))
-        broker = (binary, *HEAP, *classpath, "kafka.Kafka", str(props))
-        return (Command("kafka", ("/bin/sh", "-c", f"{shlex.join(fmt)} && exec {shlex.join(broker)}")),)
+        nodes = []
+        for i, address in enumerate(addresses):
+            home = workdir / f"node{i}"
+            home.mkdir(parents=True, exist_ok=True)
+            props, log4j = home / "server.properties", home / "log4j2.properties"
+            props.write_text(cluster_properties(i, address, ports[2 * i], ports[2 * i + 1], voters, shape, home / "data"))
+            log4j.write_text(LOG4J2)
+            nodes.append(NodeLaunch(f"node{i}", (node_command(binary, props, log4j, cluster_id, NODE_HEAP),),
+                                    f"kafka://{address}:{ports[2 * i]}", address))
+        return ClusterLaunch(
+            nodes=tuple(nodes),
+            url="kafka://" + ",".join(n.url.removeprefix("kafka://") for n in nodes),  # the bootstrap list
+            workdir=workdir,
+            ready_timeout=self.cluster_ready_timeout,
+            stop_grace=self.stop_grace,
+            version=_jars.pinned_version("kafka"),
+        )
+
+    def cluster_ready(self, launch: ClusterLaunch, timeout: float) -> str:
+        """Every node answers Metadata and lists every node as a registered broker: a broker is listed only
+        once the active controller has unfenced it, so a controller is elected too."""
+        wanted = set(range(len(launch.nodes)))
+        for node in launch.nodes:
+            meta = _kafka_wire.metadata(*host_port(node.url, 9092), [], timeout)
+            missing = wanted - set(meta.brokers)
+            if missing:
+                raise ProbeError(f"{node.name} lists brokers {sorted(meta.brokers)}, not yet {sorted(missing)}")
+        return ""  # the protocol does not tell the version: ClusterLaunch.version (the jars') stands
+
+    def leader(self, endpoint: BrokerEndpoint, resource: str) -> int:
+        """The node leading partition 0 of topic ``resource``: every node is asked at once (a dead or paused
+        one just does not answer within ``LEADER_TIMEOUT``), and the answer with the highest leader epoch
+        wins, since a node may not have heard of the last election yet."""
+        nodes = list(endpoint.nodes)
+
+        def ask(url: str) -> _kafka_wire.Partition | None:
+            try:
+                meta = _kafka_wire.metadata(*host_port(url, 9092), [resource], LEADER_TIMEOUT)
+            except (OSError, ProbeError):
+                return None
+            return meta.partitions.get((resource, 0))
+
+        with ThreadPoolExecutor(max_workers=len(nodes)) as pool:
+            answers = [p for p in pool.map(ask, nodes) if p is not None and p.error == 0 and p.leader >= 0]
+        if not answers:
+            raise ProbeError(f"no kafka node names a leader of partition 0 of {resource!r} now")
+        leader = max(answers, key=lambda p: p.epoch).leader
+        if not 0 <= leader < len(nodes):
+            raise ProbeError(f"kafka names broker {leader} as the leader of {resource!r}, which is no node of ours")
+        return leader
 
     def place(self, launch: Launch, placement: Placement) -> Launch:
         """One more listener per client host, each advertising the address of that host's own route to it
@@ -145,30 +203,75 @@ class KafkaProvisioner(_jars.JarsBroker, KafkaProtocolProbe):
         return _jars.pinned_version("kafka")
 
 
-def server_properties(port: int, controller_port: int, data: Path) -> str:
-    """A single combined broker+controller node, every listener and advertised address on loopback."""
-    settings = {
+LEADER_TIMEOUT = 2.0  # seconds a node gets to answer ``leader``'s Metadata request
+
+
+def node_command(binary: str, props: Path, log4j: Path, cluster_id: str, heap: tuple[str, ...]) -> Command:
+    """One node: storage is formatted by the same command that then becomes the broker (exec): one process
+    group to stop, and a restart (fault injection, a node fault) re-runs it harmlessly thanks to
+    ``--ignore-formatted``, so the node comes back with its data and its cluster id."""
+    classpath = ("-Djava.awt.headless=true", f"-Dlog4j2.configurationFile={log4j}", "-cp", _jars.classpath("kafka"))
+    # The storage tool runs for a second: the client compiler only and the serial collector halve its CPU
+    # (1.7 -> 0.8 s here), which counts when three nodes start at once on two cores.
+    fmt = (binary, "-Xmx256m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", *classpath, "kafka.tools.StorageTool",
+           "format", "--ignore-formatted",
+           "-t", cluster_id, "-c", str(props))
+    broker = (binary, *heap, *classpath, "kafka.Kafka", str(props))
+    return Command("kafka", ("/bin/sh", "-c", f"{shlex.join(fmt)} && exec {shlex.join(broker)}"))
+
+
+def _node_settings(node_id: int, address: str, port: int, controller_port: int, voters: str, data: Path) -> dict[str, str]:
+    """What every combined broker+controller node sets: its listeners on ``address``, the quorum, few threads."""
+    return {
         "process.roles": "broker,controller",
-        "node.id": "1",
-        "controller.quorum.voters": f"1@{LOOPBACK}:{controller_port}",
-        "listeners": f"PLAINTEXT://{LOOPBACK}:{port},CONTROLLER://{LOOPBACK}:{controller_port}",
-        "advertised.listeners": f"PLAINTEXT://{LOOPBACK}:{port}",
+        "node.id": str(node_id),
+        "controller.quorum.voters": voters,
+        "listeners": f"PLAINTEXT://{address}:{port},CONTROLLER://{address}:{controller_port}",
+        "advertised.listeners": f"PLAINTEXT://{address}:{port}",
         "controller.listener.names": "CONTROLLER",
         "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
         "inter.broker.listener.name": "PLAINTEXT",
         "log.dirs": str(data),
         "num.partitions": "1",
-        # One node: every internal topic has one replica, or they are never created.
-        "offsets.topic.replication.factor": "1",
-        "transaction.state.log.replication.factor": "1",
-        "transaction.state.log.min.isr": "1",
-        "share.coordinator.state.topic.replication.factor": "1",
-        "share.coordinator.state.topic.min.isr": "1",
         "group.initial.rebalance.delay.ms": "0",
         # Few threads for 2 cores (defaults: 3 network, 8 I/O).
         "num.network.threads": "2",
         "num.io.threads": "2",
     }
+
+
+def server_properties(port: int, controller_port: int, data: Path) -> str:
+    """A single combined broker+controller node, every listener and advertised address on loopback."""
+    settings = _node_settings(1, LOOPBACK, port, controller_port, f"1@{LOOPBACK}:{controller_port}", data)
+    # One node: every internal topic has one replica, or they are never created.
+    settings.update({
+        "offsets.topic.replication.factor": "1",
+        "transaction.state.log.replication.factor": "1",
+        "transaction.state.log.min.isr": "1",
+        "share.coordinator.state.topic.replication.factor": "1",
+        "share.coordinator.state.topic.min.isr": "1",
+    })
+    return "".join(f"{k}={v}\n" for k, v in settings.items())
+
+
+def cluster_properties(node_id: int, address: str, port: int, controller_port: int, voters: str,
+                       shape: ClusterShape, data: Path) -> str:
+    """Node ``node_id`` of a ``shape`` cluster whose controllers are ``voters`` (``id@host:port,...``)."""
+    settings = _node_settings(node_id, address, port, controller_port, voters, data)
+    internal = min(3, shape.nodes)  # Kafka's defaults (3 replicas, min ISR 2), capped by the cluster's size
+    internal_isr = str(min(2, internal))
+    settings.update({
+        # The topics the run creates take these unless the driver says otherwise (it sets the same).
+        "default.replication.factor": str(shape.replicas),
+        "min.insync.replicas": str(shape.min_insync),
+        "unclean.leader.election.enable": "false",  # Kafka's default, stated: acknowledged writes come first
+        "offsets.topic.replication.factor": str(internal),
+        "transaction.state.log.replication.factor": str(internal),
+        "transaction.state.log.min.isr": internal_isr,
+        "share.coordinator.state.topic.replication.factor": str(internal),
+        "share.coordinator.state.topic.min.isr": internal_isr,
+        "num.replica.fetchers": "1",  # Kafka's default: one fetcher thread per source broker
+    })
     return "".join(f"{k}={v}\n" for k, v in settings.items())
 
 

@@ -35,6 +35,7 @@ def broker_config(listener: str) -> str:
 
 
 class MosquittoProvisioner(Provisioner):
+    cluster_note = "Mosquitto has no clustering"
     system = "mqtt"
     depth_note = "Mosquitto's $SYS topics report totals, not per-queue depth; sent - received stands in"
     schemes = ("mqtt", "tcp")

@@ -17,6 +17,7 @@ COMMON_ARGS = ("--save", "", "--appendonly", "no", "--protected-mode", "no")
 
 
 class RedisProvisioner(Provisioner):
+    cluster_note = "Redis replication (a primary, replicas and WAIT) is not run by mqbench yet"
     system = "redis"
     schemes = ("redis", "rediss")
     install_hint = "install the Debian package redis-server (`make brokers`)"

@@ -24,6 +24,7 @@ IMAGE = "ghcr.io/tansu-io/tansu:0.6.0"
 
 
 class TansuProvisioner(KafkaProtocolProbe):
+    cluster_note = "Tansu with memory storage runs as one node here"
     system = "tansu"
     depth_note = "consumer lag needs a group coordinator Tansu does not serve; sent - received stands in"
     schemes = ("kafka",)

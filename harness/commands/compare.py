@@ -8,7 +8,7 @@ Exit status: 0 complete, 1 the run finished incomplete, 2 unusable input, 130 in
 from __future__ import annotations
 
 import argparse
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pandas as pd
@@ -103,6 +103,8 @@ def end_of_run_tables(summary: pd.DataFrame) -> list[Table]:
     if "clock_uncertainty_us" not in frame:  # a summary from before runs on a cluster
         frame["clock_uncertainty_us"] = float("nan")
     frame["rate"] = frame["rate"].fillna(-1)  # "max" would otherwise drop out of the groupby
+    if "parity" not in frame:  # a summary from before parity labels
+        frame["parity"] = ""
     cases = frame.groupby(_CASE, sort=False).agg(
         reps=("repetition", "count"),
         snd=("sender_msgs_per_s", "median"),
@@ -117,6 +119,7 @@ def end_of_run_tables(summary: pd.DataFrame) -> list[Table]:
         kind=("latency_kind", "first"),
         bound=("client_bound", _mostly_bound),
         clock=("clock_uncertainty_us", "max"),
+        parity=("parity", "first"),
     ).reset_index()
     tables = []
     for scenario, rows in cases.groupby("scenario", sort=False):
@@ -142,9 +145,22 @@ def end_of_run_tables(summary: pd.DataFrame) -> list[Table]:
         notes = [f"{MARK} bound by its own client's CPU (summary.csv: client_bound)"] if rows["bound"].any() else []
         if rows["clock"].gt(0).any():
             notes.append("≤: a latency smaller than the clocks' offset uncertainty (summary.csv: clock_uncertainty_us)")
+        notes += parity_notes(records)
         caption = "\n".join(notes) or None
         tables.append(table(_COLUMNS, cells, title=title, caption=caption, width=TABLE_WIDTH))
     return tables
+
+
+def parity_notes(records: Sequence[Mapping[str, Any]]) -> list[str]:
+    """One line per broker row: its shape, what a send waits for and when messages reach the disk, so a reader
+    sees which rows are like for like (libraries have no broker: no line)."""
+    out = []
+    for r in records:
+        parity = str(r.get("parity") or "")
+        if parity and not parity.startswith("no broker"):
+            name = str(r["label"]) if r["variant"] in ("default", None) else f"{r['label']}/{r['variant']}"
+            out.append(f"{name}: {parity}")
+    return list(dict.fromkeys(out))
 
 
 def _mostly_bound(labels: pd.Series) -> bool:

@@ -61,6 +61,17 @@ class ActiveMQDriver(BrokerDriver):
         # Durable holds for queues; topic subscriptions here are non-durable.
         return guarantee(self.opts.client_ack and self.opts.receipts, self.opts.persistent)
 
+    def parity(self) -> dict[str, str]:
+        if not self.opts.receipts:
+            acks = "none"
+        elif self.opts.tx_batch > 1:
+            acks = f"a receipt per transaction of {self.opts.tx_batch} sends"
+        else:
+            acks = "a receipt per send"
+        fsync = ("KahaDB journal, synced at each commit or persistent send" if self.opts.persistent
+                 else "none (non-persistent messages: memory only)")
+        return {"acks": acks, "fsync": fsync}
+
     # Destinations are created on first use, and a throwaway broker takes them with it: no admin().
 
     def create_producer(self, plan: Mapping[str, Any], role: Role) -> Producer:

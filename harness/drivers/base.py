@@ -120,6 +120,17 @@ class Producer(ABC):
     def send(self, payload: bytearray) -> None:
         """Hand one message over. Blocks when the system applies back-pressure; raises DriverError on failure."""
 
+    def watch_outcomes(self, report: Callable[[int, int, bool], None]) -> bool:
+        """Ask to be told what became of each send when the system says so later (publisher confirms,
+        Kafka acks, JetStream publish acks, receipts): the producer calls ``report(first, count, accepted)``
+        from any thread, once for each send, as the system's answers arrive, numbering sends from 0 in the
+        order ``send`` was called on this producer (``first`` .. ``first + count - 1``; ``accepted`` False
+        for a send the system refused or failed to store, which ``send`` did not raise for). Returns False
+        when this producer is never told more than ``send`` returning (no acknowledgements, or they are
+        synchronous: ``acks_synchronously``); then a send that returned counts as accepted. Called by the
+        runner before the first send; a producer may raise for a failure later too, as before."""
+        return False
+
     def flush(self, timeout: float) -> None:  # noqa: B027 - does nothing unless Capabilities.flush
         """With ``Capabilities.flush``: wait until everything handed over has left (or been acknowledged), at
         most ``timeout`` seconds. The runner calls it only on drivers that declare that capability."""

@@ -95,15 +95,21 @@ def prepare_in_jvm(driver: Any, plan: Mapping[str, Any]) -> None:
 
 
 #: What the JVM worker does not run, and why, in one sentence: network faults need no worker restart (the
-#: client reconnects by itself, the JVM keeps its records); a killed or restarted process would need the
-#: mapped records the JVM worker does not keep, and a slow consumer the Python loop's pacing.
-JVM_LIMITS = "the JVM worker runs neither kill/restart faults nor slow consumers (network faults only)"
+#: client reconnects by itself, the JVM keeps its records), nor do node faults for a client that rides
+#: through a node's failure and reports each send's outcome (``rides_node_faults``); a killed or restarted
+#: process would need the mapped records the JVM worker does not keep, and a slow consumer the Python loop's
+#: pacing.
+JVM_LIMITS = ("the JVM worker runs neither kill/restart faults nor slow consumers (network faults only, and "
+              "node faults with the Kafka client)")
 
 
 class JavaClient:
     """What every JVM-driven driver adds to its Python base (put it first among the bases)."""
 
     runs_in_jvm: ClassVar[bool] = True
+    #: The client rides through the failure of a cluster's node by itself and reports every send's outcome:
+    #: its rows run node faults (``JVM_LIMITS``).
+    rides_node_faults: ClassVar[bool] = False
     client: ClassVar[str] = "java"
     jvm_client: ClassVar[str]  # the client's name in jvm/.../Main.client
     jvm_artifact: ClassVar[str]  # the Java library's Maven artifact, for the manifest's versions
@@ -177,11 +183,13 @@ class RabbitMQJavaDriver(JavaClient, RabbitMQDriver):
 
 
 class KafkaJavaDriver(JavaClient, KafkaDriver):
-    """kafka-clients with asynchronous sends; a failed send fails the producer (at-least-once with acks=all)."""
+    """kafka-clients with asynchronous sends; a failed send fails the producer, or, when the runner watches
+    outcomes, is that send's refusal (acks=all: durable, as the Python clients)."""
 
     options_type = _with_client(KafkaOptions)
     jvm_client = "kafka"
     jvm_artifact = "kafka-clients"
+    rides_node_faults = True  # kafka-clients follows a new leader itself; outcomes come through the JVM worker
 
 
 class TansuJavaDriver(KafkaJavaDriver):

@@ -10,7 +10,14 @@ on topic ``i % topics`` (the runner's round-robin). Pull-style: ``on_message`` r
 Two Python clients (option ``client``): kafka-python (pure Python; CRC32C through the ``crc32c`` package)
 and confluent-kafka (librdkafka), named in the label (``kafka (confluent-kafka)``). Producers batch as the
 Java client does by default (``linger_ms`` 5, ``batch_size`` 16384) and hear of each failed message only
-(kafka-python: an errback unless acks=0; librdkafka: ``delivery.report.only.error``).
+(kafka-python: an errback unless acks=0; librdkafka: ``delivery.report.only.error``), unless the runner
+watches outcomes (``Producer.watch_outcomes``): then each send's acknowledgement or failure is reported.
+
+On a cluster (``BrokerEndpoint.shape``) topics get ``shape.replicas`` replicas, ``min.insync.replicas``
+``shape.min_insync`` and no unclean leader election. Producers ride through a leader's death as Kafka's
+maintainers advise (KIP-91): retries without a count (every client's default) bounded by
+``delivery.timeout.ms`` (``DELIVERY_TIMEOUT_MS``), and, with acks=all on Apache Kafka, the idempotent
+producer, so that a retried batch is written once and in order.
 """
 
 from __future__ import annotations
@@ -23,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from harness.drivers.base import (
+    ClusterShape,
     Consumer,
     DriverError,
     Guarantee,
@@ -43,6 +51,9 @@ CONFLUENT_POLL_EVERY = 1000  # confluent-kafka producer: serve librdkafka's even
 # getting FENCED_LEADER_EPOCH until its next metadata refresh, up to ~36 s after the broker is back. The Java
 # client's default cap (reconnect.backoff.max.ms) is 1 s.
 RECONNECT_BACKOFF_MAX_MS = 1000
+# How long a message may take, retries included, before its send fails: the Java client's default, set for
+# every client (librdkafka's own is 300 s). A leader's failover (~10-20 s here) fits well within it.
+DELIVERY_TIMEOUT_MS = 120_000
 
 
 @dataclass(frozen=True)
@@ -91,6 +102,29 @@ class KafkaDriver(BrokerDriver):
         # Tansu's memory storage loses everything on restart, so nothing run on it is durable.
         return guarantee(acks != 0, durable=acks == "all" and self.name != "tansu")
 
+    def parity(self) -> dict[str, str]:
+        acks = ACKS[self.opts.acks]
+        shape = self.broker.shape if self.broker is not None else None
+        if acks == 0:
+            waits = "none (acks=0)"
+        elif acks == 1:
+            waits = "the leader's write (acks=1)"
+        elif shape is not None and shape.replicas > 1:
+            waits = f"every in-sync replica, at least {shape.min_insync} (acks=all, min.insync.replicas={shape.min_insync})"
+        else:
+            waits = "the leader's write, the only replica (acks=all)"
+        if self.name == "tansu":
+            return {"acks": waits, "fsync": "none (memory only)"}
+        # Kafka never forces a message to disk by default (log.flush.interval.messages is unbounded): it
+        # relies on replication and the OS page cache, which survives a crash of the broker but not of the
+        # machine.
+        return {"acks": waits, "fsync": "never (OS page cache; durability from replication)"}
+
+    def idempotent(self) -> bool:
+        """The idempotent producer (Kafka's default since 3.0): with acks=all on Apache Kafka only, since it
+        needs acks=all and InitProducerId, which Tansu may lack."""
+        return ACKS[self.opts.acks] == "all" and self.name == "kafka"
+
     # -- parent ----------------------------------------------------------------------------------
 
     def admin(self) -> Any:
@@ -105,12 +139,15 @@ class KafkaDriver(BrokerDriver):
 
         partitions = self.opts.partitions
         names = [topology.topic_name(i) for i in range(topology.topics)]
-        topics = [NewTopic(name, num_partitions=partitions, replication_factor=1) for name in names]
+        replicas, configs = topic_replication(self.broker.shape if self.broker is not None else None)
+        topics = [NewTopic(name, num_partitions=partitions, replication_factor=replicas, topic_configs=dict(configs))
+                  for name in names]
         try:
             admin.create_topics(topics, timeout_ms=30000)
         except Exception as exc:
             raise DriverError(f"kafka could not create the run's topics: {exc!r}") from None
-        return {"partitions": partitions}
+        # The Java client reads the plan, not the options' meaning: what it must set is decided here once.
+        return {"partitions": partitions, "idempotence": self.idempotent(), "delivery_timeout_ms": DELIVERY_TIMEOUT_MS}
 
     def delete_topics(self, admin: Any, topology: Topology) -> None:
         admin.delete_topics([topology.topic_name(i) for i in range(topology.topics)], timeout_ms=10000)
@@ -133,6 +170,15 @@ class KafkaDriver(BrokerDriver):
         return _KafkaConsumer(self, topic(plan, role), partitions)
 
 
+def topic_replication(shape: ClusterShape | None) -> tuple[int, dict[str, str]]:
+    """Replication factor and topic configs for the run's topics on a broker of ``shape``: one replica on one
+    node; on a cluster ``shape.replicas`` of them, ``min.insync.replicas`` and no unclean leader election
+    (an out-of-sync replica never becomes leader, so no acknowledged write is thrown away)."""
+    if shape is None or shape.replicas <= 1:
+        return 1, {}
+    return shape.replicas, {"min.insync.replicas": str(shape.min_insync), "unclean.leader.election.enable": "false"}
+
+
 class TansuDriver(KafkaDriver):
     """The same client against Tansu, a Kafka-compatible broker with memory-only storage."""
 
@@ -150,13 +196,17 @@ def consumer_partitions(topology: Topology, role: Role, partitions: int) -> list
 
 class RoundRobinProducer(Producer):
     """What both clients' producers share: partitions in turn, and the first failure a client reported
-    (possibly on its own thread), raised by the next send or flush."""
+    (possibly on its own thread), raised by the next send or flush. When outcomes are watched
+    (``report`` set), a failed message is reported as refused instead and the producer goes on: the
+    client retries (and, idempotent, re-establishes its sequence) by itself. ``sent`` numbers the sends."""
 
     def __init__(self, topic: str, partitions: int, index: int) -> None:
         self.topic, self.partitions = topic, partitions
         self.next_partition = index % partitions  # producers start on different partitions
         self.error: BaseException | None = None
         self.lock = threading.Lock()
+        self.report: Callable[[int, int, bool], None] | None = None
+        self.sent = 0
 
     def _failed(self, exc: BaseException) -> None:
         with self.lock:
@@ -183,20 +233,39 @@ class _KafkaProducer(RoundRobinProducer):
             acks=ACKS[opts.acks],
             linger_ms=opts.linger_ms,
             batch_size=opts.batch_size,
-            enable_idempotence=False,  # needs acks=all and InitProducerId, which Tansu may lack
+            enable_idempotence=driver.idempotent(),
+            delivery_timeout_ms=DELIVERY_TIMEOUT_MS,  # retries: unbounded (the default) within this time
             max_request_size=8 * 1024 * 1024,
             reconnect_backoff_max_ms=RECONNECT_BACKOFF_MAX_MS,
         ), what="a producer ")
         self.confirmed = ACKS[opts.acks] != 0  # with acks=0 there is no answer to hear a failure from
 
+    def watch_outcomes(self, report: Callable[[int, int, bool], None]) -> bool:
+        """Each send's future reports its outcome (callback or errback, on the client's IO thread); not
+        with acks=0, whose futures resolve without any answer from the broker."""
+        if not self.confirmed:
+            return False
+        self.report = report
+        return True
+
+    def _outcome(self, index: int, accepted: bool, _result: object) -> None:
+        report = self.report
+        assert report is not None
+        report(index, 1, accepted)
+
     def send(self, payload: bytearray) -> None:
         partition = self._partition()
+        index = self.sent
+        self.sent += 1
         try:
             # The client batches asynchronously, so it gets its own copy of the reused buffer.
             future = self.producer.send(self.topic, value=bytes(payload), partition=partition)
         except Exception as exc:  # buffer full for max_block_ms, message too large, ...
             raise DriverError(f"kafka refused a message: {exc!r}") from None
-        if self.confirmed:
+        if self.report is not None:
+            future.add_callback(self._outcome, index, True)
+            future.add_errback(self._outcome, index, False)
+        elif self.confirmed:
             future.add_errback(self._failed)
 
     def flush(self, timeout: float) -> None:

@@ -3,14 +3,17 @@
 (``harness.drivers.kafka``); librdkafka batches and sends on its own threads.
 
 The producer asks for delivery reports of failed messages only (``delivery.report.only.error``), served by
-``poll(0)`` every ``CONFLUENT_POLL_EVERY`` sends, when librdkafka's queue is full, and in ``flush``. The
-consumer takes up to ``FETCH_BATCH`` messages per ``consume`` call; it never joins its (unique, unused)
+``poll(0)`` every ``CONFLUENT_POLL_EVERY`` sends, when librdkafka's queue is full, and in ``flush``. When
+the runner watches outcomes, the handle is made again with a report for every message (each send its own
+callback, carrying its number), served by ``poll(0)`` after every send so that an acknowledgement is told
+when it comes, not a thousand sends later. The consumer takes up to ``FETCH_BATCH`` messages per ``consume`` call; it never joins its (unique, unused)
 group: partitions are assigned at their end offsets as of ``start()``.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import time
 import uuid
@@ -21,6 +24,7 @@ from harness.drivers.base import DriverError
 from harness.drivers.kafka import (
     ACKS,
     CONFLUENT_POLL_EVERY,
+    DELIVERY_TIMEOUT_MS,
     AssignedConsumer,
     KafkaDriver,
     RoundRobinProducer,
@@ -56,34 +60,62 @@ def _common(driver: KafkaDriver) -> dict[str, Any]:
 class ConfluentProducer(RoundRobinProducer):
     def __init__(self, driver: KafkaDriver, topic: str, partitions: int, index: int) -> None:
         super().__init__(topic, partitions, index)
-        ck = _module()
+        self.ck = _module()
         opts = driver.opts
         acks = ACKS[opts.acks]
-        config = {
+        self.confirmed = acks != 0
+        self.url = driver.url
+        self.config = {
             **_common(driver),
             "acks": str(acks) if acks != "all" else "all",
             "linger.ms": opts.linger_ms,
             "batch.size": opts.batch_size,
-            "enable.idempotence": False,  # needs InitProducerId, which Tansu may lack (as kafka-python)
+            # Idempotent with acks=all on Apache Kafka (KafkaDriver.idempotent); retries are unbounded
+            # (message.send.max.retries' default) within the delivery timeout.
+            "enable.idempotence": driver.idempotent(),
+            "delivery.timeout.ms": DELIVERY_TIMEOUT_MS,
             "message.max.bytes": 8 * 1024 * 1024,
             "delivery.report.only.error": True,
             "on_delivery": self._report,
             "error_cb": self._client_error,
         }
-        self.producer = ck.Producer(config)
-        self.kafka_error = ck.KafkaError
-        self.sent = 0
-        # librdkafka connects lazily: ask for the topic now, so that a broker that is not there says so here.
+        self.poll_every = CONFLUENT_POLL_EVERY
+        self.producer = self._connect()
+
+    def _connect(self) -> Any:
+        """A librdkafka handle with ``self.config``, connected: librdkafka connects lazily, so the topic is
+        asked for now, and a broker that is not there says so here."""
+        producer = self.ck.Producer(self.config)
         try:
-            self.producer.list_topics(topic, timeout=TIMEOUT)
-        except ck.KafkaException as exc:
-            self.close()  # else the handle would keep trying to connect until the garbage collector finds it
-            raise DriverError(f"cannot connect a producer to kafka at {driver.url} ({exc}); check that the "
+            producer.list_topics(self.topic, timeout=TIMEOUT)
+        except self.ck.KafkaException as exc:
+            _destroy(producer)  # else it would keep trying to connect until the garbage collector finds it
+            raise DriverError(f"cannot connect a producer to kafka at {self.url} ({exc}); check that the "
                               "broker runs") from None
+        return producer
+
+    def watch_outcomes(self, report: Callable[[int, int, bool], None]) -> bool:
+        """Reports of every message need another handle (``delivery.report.only.error`` is fixed when a
+        handle is made): this one is replaced before the first send. Not with acks=0, which has no answer."""
+        if not self.confirmed:
+            return False
+        assert self.sent == 0, "watch_outcomes comes before the first send"
+        self.report = report
+        self.config = {**self.config, "delivery.report.only.error": False}
+        old, self.producer = self.producer, self._connect()
+        _destroy(old)
+        self.poll_every = 1
+        return True
 
     def _report(self, err: Any, _msg: Any) -> None:
         if err is not None:
             self._failed(RuntimeError(str(err)))
+
+    def _outcome(self, index: int, err: Any, _msg: Any) -> None:
+        # A failure here is what librdkafka told the producer (a timeout may still have been stored): refused.
+        report = self.report
+        assert report is not None
+        report(index, 1, err is None)
 
     def _client_error(self, err: Any) -> None:
         if err.fatal():
@@ -91,16 +123,18 @@ class ConfluentProducer(RoundRobinProducer):
 
     def send(self, payload: bytearray) -> None:
         partition = self._partition()
+        index = self.sent
+        self.sent += 1
+        extra = {} if self.report is None else {"on_delivery": functools.partial(self._outcome, index)}
         while True:
             try:
-                self.producer.produce(self.topic, bytes(payload), partition=partition)
+                self.producer.produce(self.topic, bytes(payload), partition=partition, **extra)
                 break
             except BufferError:  # librdkafka's queue is full: let it send, then try again
                 self.producer.poll(0.05)
             except Exception as exc:  # message too large, unknown partition, ...
                 raise DriverError(f"kafka refused a message: {exc!r}") from None
-        self.sent += 1
-        if not self.sent % CONFLUENT_POLL_EVERY:
+        if not self.sent % self.poll_every:
             self.producer.poll(0)
 
     def flush(self, timeout: float) -> None:
@@ -122,10 +156,16 @@ class ConfluentProducer(RoundRobinProducer):
             if producer.flush(10):
                 producer.purge()  # Producer.close would otherwise wait for them with no end
                 producer.flush(0)
-        close = getattr(producer, "close", None)  # newer confluent-kafka; else dropping the last reference
-        if close is not None:
-            with contextlib.suppress(Exception):
-                close()
+        _destroy(producer)
+
+
+def _destroy(producer: Any) -> None:
+    """Destroy a librdkafka producer handle now (newer confluent-kafka has ``close``; else the last
+    reference going does it), whatever it still holds."""
+    close = getattr(producer, "close", None)
+    if close is not None:
+        with contextlib.suppress(Exception):
+            close()
 
 
 class ConfluentConsumer(AssignedConsumer):

@@ -52,6 +52,10 @@ class MqttDriver(BrokerDriver):
         # Clean sessions on a broker without persistence: nothing survives a restart.
         return guarantee(self.opts.qos > 0, durable=False)
 
+    def parity(self) -> dict[str, str]:
+        acks = {0: "none (QoS 0)", 1: "PUBACK (QoS 1)", 2: "PUBCOMP (QoS 2)"}[self.opts.qos]
+        return {"acks": acks, "fsync": "none (Mosquitto without persistence: memory only)"}
+
     # Topics exist as soon as someone publishes or subscribes: no admin().
 
     def create_producer(self, plan: Mapping[str, Any], role: Role) -> Producer:

@@ -10,6 +10,11 @@ queue: one queue per topic, producers publish to it through the default exchange
 pubsub: one fanout exchange per topic; each consumer binds its own queue (exclusive, or durable and named
 per consumer when ``persistent``). reqrep: requests on a queue per topic, replies through direct reply-to.
 Consumers are pull-style: ``on_message`` runs inside ``poll`` (pika dispatches in process_data_events).
+
+``queue_type`` chooses the queues: classic (one node's), quorum (Raft, replicated on ``shape.replicas`` nodes:
+the durable replicated variant) or stream (an append-only replicated log; pubsub only: every consumer reads
+the whole stream from its own offset). A cluster's URL is its nodes' URLs joined by commas; a client tries
+them in order, so it reaches another node when its own is gone (the runner makes the client again).
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from harness.drivers.base import (
+    SINGLE_NODE,
     Consumer,
     DriverError,
     Guarantee,
@@ -32,11 +38,15 @@ from harness.drivers.base import (
     Topology,
     topology_from_plan,
 )
-from harness.drivers.broker import BrokerDriver, SendBatch, close_quietly, connect, guarantee, topic
+from harness.drivers.broker import BrokerDriver, SendBatch, address, close_quietly, connect, guarantee, topic
 from harness.drivers.options import option
 
 REPLY_TO = "amq.rabbitmq.reply-to"  # direct reply-to: no reply queue to declare
 RECEIPT_TIMEOUT = 30.0  # seconds a producer waits for the broker's confirms before giving up
+QUEUE_TYPES = ("classic", "quorum", "stream")
+# A cluster's client gives up on one node after this long (a paused or cut-off node) and tries the next.
+NODE_CONNECT_TIMEOUT = 3.0
+NODE_HANDSHAKE_TIMEOUT = 6.0
 
 
 @dataclass(frozen=True)
@@ -49,6 +59,8 @@ class RabbitMQOptions:
     confirm_window: int = option(1000, minimum=1)
     ack_every: int = option(50, minimum=1)  # manual acks: one basic.ack (multiple) per this many deliveries
     write_batch: int = option(100, minimum=1)  # publishes queued in pika before one socket flush
+    # classic, quorum (durable, x-quorum-initial-group-size = the shape's replicas) or stream (pubsub only)
+    queue_type: str = option("classic", choices=QUEUE_TYPES)
 
 
 class RabbitMQDriver(BrokerDriver):
@@ -63,15 +75,63 @@ class RabbitMQDriver(BrokerDriver):
     def __init__(self, options: Mapping[str, Any], broker: Any = None) -> None:
         super().__init__(options, broker)
         self.carry: list[bytes] = []  # what a lost producer left unconfirmed (see _RabbitProducer)
+        self.offsets: dict[int, int] = {}  # stream consumers: the next offset each consumer index reads
         opts = self.opts
         if opts.manual_ack and opts.prefetch and opts.ack_every > opts.prefetch:
             # The broker stops delivering at prefetch unacked messages: an ack would never come.
             raise DriverError(
                 f"rabbitmq option ack_every ({opts.ack_every}) must not exceed prefetch ({opts.prefetch})"
             )
+        if opts.queue_type == "stream" and not opts.prefetch:
+            raise DriverError("rabbitmq stream consumers need a prefetch (option prefetch must be at least 1)")
+        shape = self.broker.shape if self.broker is not None else SINGLE_NODE
+        self.replicas = shape.replicas
+        if opts.queue_type == "classic" and shape.replicas > 1:
+            raise DriverError(f"rabbitmq classic queues keep one copy, on one node, and the cluster asks for "
+                              f"{shape.replicas} replicas; use queue_type quorum (or stream), or replicas 1")
+        majority = shape.replicas // 2 + 1
+        if opts.queue_type != "classic" and shape.replicas > 1 and shape.min_insync != majority:
+            raise DriverError(f"rabbitmq {opts.queue_type} queues confirm a message once a majority of their "
+                              f"{shape.replicas} replicas ({majority}) have it, and the cluster asks for "
+                              f"min_insync {shape.min_insync}; use min_insync {majority}")
+        # Quorum queues and streams are always durable and store every message.
+        self.durable = opts.persistent or opts.queue_type != "classic"
 
     def guarantee(self) -> Guarantee:
-        return guarantee(self.opts.manual_ack and self.opts.confirms, self.opts.persistent)
+        # A stream consumer resumes from its own offset, so its receipts need no acks to be at-least-once.
+        received = self.opts.manual_ack or self.opts.queue_type == "stream"
+        return guarantee(received and self.opts.confirms, self.durable)
+
+    def parity(self) -> dict[str, str]:
+        """What a send waits for and when RabbitMQ 3.10 forces messages to disk, per variant. Classic queues
+        fsync their journal and message store in batches: before the confirms when confirms wait, else after
+        200 ms idle; quorum queues fsync their Raft log (write-ahead log, in batches) on each replica and
+        confirm once a majority has; streams never fsync (the OS writes them back) and confirm once a majority
+        of replicas has written them."""
+        opts, majority = self.opts, self.replicas // 2 + 1
+        if not opts.confirms:
+            acks = "none"
+        elif opts.queue_type == "classic" or self.replicas == 1:
+            acks = "publisher confirms"
+        else:
+            acks = f"publisher confirms (a majority: {majority} of {self.replicas} replicas)"
+        if opts.queue_type == "quorum":
+            fsync = "every write, in batches (Raft log)" + (", before the confirm" if opts.confirms else "")
+        elif opts.queue_type == "stream":
+            fsync = "never (OS page cache; replicated)"
+        elif not opts.persistent:
+            fsync = "none (memory; paged to disk only under memory pressure)"
+        elif opts.confirms:
+            fsync = "every write, in batches, before the confirm"
+        else:
+            fsync = "in batches, when the queue is idle (not awaited)"
+        return {"acks": acks, "fsync": fsync}
+
+    def leader_resource(self, plan: Mapping[str, Any]) -> str:
+        topology = topology_from_plan(plan)
+        if self._kind(topology) is Pattern.PUBSUB and self.durable:
+            return _subscriber_queue(topology.topic_name(0), 0)  # consumer 0's own queue
+        return topology.topic_name(0)
 
     # -- parent ----------------------------------------------------------------------------------
 
@@ -79,16 +139,20 @@ class RabbitMQDriver(BrokerDriver):
         return self._connect()
 
     def create_topics(self, admin: Any, topology: Topology) -> dict[str, Any]:
+        if self.opts.queue_type == "stream" and topology.pattern is not Pattern.PUBSUB:
+            raise DriverError(f"rabbitmq streams serve the pubsub pattern only (every consumer reads the whole "
+                              f"stream), not {topology.pattern.value}; use queue_type quorum for it")
         ch = admin.channel()
         for i in range(topology.topics):
             self._declare(ch, topology, i)
-        return {}
+        arguments = self.queue_arguments()
+        return {"queue_arguments": arguments} if arguments else {}  # for the Java client (it has no shape)
 
     def delete_topics(self, admin: Any, topology: Topology) -> None:
         for i in range(topology.topics):
             name = topology.topic_name(i)
             ch = admin.channel()
-            if topology.pattern is Pattern.PUBSUB:
+            if self._kind(topology) is Pattern.PUBSUB:
                 ch.exchange_delete(name)
                 for c in range(topology.consumers):
                     ch.queue_delete(_subscriber_queue(name, c))
@@ -98,29 +162,44 @@ class RabbitMQDriver(BrokerDriver):
 
     # -- workers ---------------------------------------------------------------------------------
 
+    def _kind(self, topology: Topology) -> Pattern:
+        """How messages are routed: PUBSUB through a fanout exchange to each consumer's queue, QUEUE to the
+        topic's own queue (the queue and reqrep patterns, and a stream, which every consumer reads)."""
+        if topology.pattern is Pattern.PUBSUB and self.opts.queue_type != "stream":
+            return Pattern.PUBSUB
+        return Pattern.QUEUE
+
+    def queue_arguments(self) -> dict[str, Any] | None:
+        """The x-arguments of the run's queues (and of each subscriber's queue)."""
+        if self.opts.queue_type == "quorum":
+            return {"x-queue-type": "quorum", "x-quorum-initial-group-size": self.replicas}
+        if self.opts.queue_type == "stream":
+            return {"x-queue-type": "stream", "x-initial-cluster-size": self.replicas}
+        return None
+
     def _declare(self, ch: Any, topology: Topology, topic: int) -> None:
         """Declare the topic's queue (queue) or fanout exchange (pubsub); idempotent. Producers and consumers
         declare it again when they connect, as applications do, so a broker that restarted without it
         (transient variant) gets it back; only the messages it held are gone."""
         name = topology.topic_name(topic)
-        if topology.pattern is Pattern.PUBSUB:
-            ch.exchange_declare(name, exchange_type="fanout", durable=self.opts.persistent)
+        if self._kind(topology) is Pattern.PUBSUB:
+            ch.exchange_declare(name, exchange_type="fanout", durable=self.durable)
         else:
-            ch.queue_declare(name, durable=self.opts.persistent)
+            ch.queue_declare(name, durable=self.durable, arguments=self.queue_arguments())
 
     def create_producer(self, plan: Mapping[str, Any], role: Role) -> Producer:
         topology = topology_from_plan(plan)
         name = topology.topic_name(role.topic)
-        if topology.pattern is Pattern.PUBSUB:
-            producer = _RabbitProducer(self._connect(), self.opts, name, "", self.carry)
+        if self._kind(topology) is Pattern.PUBSUB:
+            producer = _RabbitProducer(self._connect(), self.opts, self.durable, name, "", self.carry)
         else:
-            producer = _RabbitProducer(self._connect(), self.opts, "", name, self.carry)
+            producer = _RabbitProducer(self._connect(), self.opts, self.durable, "", name, self.carry)
         self._declare(producer.channel, topology, role.topic)
         return producer
 
     def create_consumer(self, plan: Mapping[str, Any], role: Role) -> Consumer:
         topology = topology_from_plan(plan)
-        consumer = _RabbitConsumer(self._connect(), self.opts, topology, role)
+        consumer = _RabbitConsumer(self._connect(), self, topology, role)
         self._declare(consumer.channel, topology, role.topic)
         return consumer
 
@@ -131,13 +210,25 @@ class RabbitMQDriver(BrokerDriver):
         return _RabbitReplier(self._connect(), topic(plan, role), self.opts.prefetch)
 
     def _connect(self) -> Any:
+        """A connection to the broker, or to the first node of a cluster's URL list that takes one."""
         import pika
 
-        params = pika.URLParameters(self.url)
-        params.heartbeat = 0  # workers may wait at the start barrier longer than a heartbeat interval
-        params.socket_timeout = 10
+        urls = self.url.split(",")
+        params = [pika.URLParameters(url) for url in urls]
+        for p in params:
+            p.heartbeat = 0  # workers may wait at the start barrier longer than a heartbeat interval
+            p.socket_timeout = 10 if len(params) == 1 else NODE_CONNECT_TIMEOUT
+            if len(params) > 1:
+                p.stack_timeout = NODE_HANDSHAKE_TIMEOUT
+                p.connection_attempts = 1
+        where = ", ".join(address(url) for url in urls)
         # Three attempts half a second apart, as pika's connection_attempts=3, retry_delay=0.5 would make.
-        return connect("rabbitmq", self.url, lambda: pika.BlockingConnection(params), retry_for=1.0)
+        try:
+            return connect("rabbitmq", urls[0], lambda: pika.BlockingConnection(params), retry_for=1.0)
+        except DriverError:
+            if len(urls) == 1:
+                raise
+            raise DriverError(f"cannot connect to any rabbitmq node ({where}); check that the cluster runs") from None
 
 
 def _subscriber_queue(exchange: str, consumer: int) -> str:
@@ -150,9 +241,14 @@ class _RabbitProducer(Producer):
 
     At-least-once across a lost connection (with confirms): the bodies not confirmed yet are left in
     ``carry`` (the driver's), and the producer the runner creates next on this driver publishes them
-    again first; a message may then arrive twice, never not at all."""
+    again first; a message may then arrive twice, never not at all.
 
-    def __init__(self, conn: Any, opts: RabbitMQOptions, exchange: str, routing_key: str,
+    Outcomes (``watch_outcomes``, with confirms and a window): each basic.ack / basic.nack (``multiple``
+    covers every earlier tag not yet settled) is reported for the sends it covers; the carried messages take
+    the channel's first delivery tags, so send i is tag ``carried + i + 1``. A nack is then a refused send,
+    not an error; without ``watch_outcomes`` it makes the next ``send`` or ``flush`` raise."""
+
+    def __init__(self, conn: Any, opts: RabbitMQOptions, durable: bool, exchange: str, routing_key: str,
                  carry: list[bytes]) -> None:
         import pika
 
@@ -160,7 +256,7 @@ class _RabbitProducer(Producer):
         self.channel = conn.channel()
         self.publish = self.channel._impl.basic_publish
         self.exchange, self.routing_key = exchange, routing_key
-        self.properties = pika.BasicProperties(delivery_mode=2 if opts.persistent else 1)
+        self.properties = pika.BasicProperties(delivery_mode=2 if durable else 1)
         self.confirms = opts.confirms
         self.window = opts.confirm_window if opts.confirms else 0
         self.batch = SendBatch(opts.write_batch if self.window != 1 else 1)
@@ -168,6 +264,8 @@ class _RabbitProducer(Producer):
         self.singles: set[int] = set()  # confirmed one by one, above ``confirmed``
         self.unconfirmed: collections.deque[bytes] = collections.deque()  # bodies from confirmed + 1 on
         self.carry = carry
+        self.carried = 0  # delivery tags 1..carried are the predecessor's messages, not sends of this one
+        self.report: Callable[[int, int, bool], None] | None = None
         self.nacked: Any = None
         if opts.confirms:
             selected: list[Any] = []
@@ -175,9 +273,16 @@ class _RabbitProducer(Producer):
             self._pump(lambda: bool(selected), RECEIPT_TIMEOUT, "confirm mode")
             for body in carry:  # a predecessor's unconfirmed messages first; carry stays until confirmed
                 self._publish(body)
+            self.carried = self.published
             self._pump(lambda: self.confirmed >= self.published, RECEIPT_TIMEOUT, "the carried messages")
             carry.clear()
         self.acks_synchronously = self.window == 1
+
+    def watch_outcomes(self, report: Callable[[int, int, bool], None]) -> bool:
+        if self.window <= 1:  # no confirms, or each send waits for its own
+            return False
+        self.report = report
+        return True
 
     def _publish(self, body: bytes) -> None:
         import pika
@@ -194,19 +299,27 @@ class _RabbitProducer(Producer):
         import pika
 
         method = frame.method
-        if isinstance(method, pika.spec.Basic.Nack) and self.nacked is None:
+        accepted = not isinstance(method, pika.spec.Basic.Nack)
+        if not accepted and self.nacked is None and self.report is None:
             self.nacked = method
         tag, before = method.delivery_tag, self.confirmed
         if method.multiple:
+            settled = _runs(self.confirmed + 1, tag, self.singles)
             self.confirmed = max(self.confirmed, tag)
             self.singles = {t for t in self.singles if t > tag}
         else:  # a confirm of one message: count it once those before it are confirmed too
+            settled = [] if tag <= self.confirmed or tag in self.singles else [(tag, tag)]
             self.singles.add(tag)
         while self.confirmed + 1 in self.singles:
             self.confirmed += 1
             self.singles.discard(self.confirmed)
         for _ in range(self.confirmed - before):
             self.unconfirmed.popleft()
+        if self.report is not None:
+            for first, last in settled:
+                first = max(first, self.carried + 1)
+                if first <= last:
+                    self.report(first - self.carried - 1, last - first + 1, accepted)
 
     def _pump(self, done: Callable[[], bool], timeout: float, what: str) -> None:
         """Flush and process the connection's events until ``done()`` or ``timeout`` s have passed."""
@@ -258,37 +371,57 @@ class _RabbitProducer(Producer):
         close_quietly(self.conn)
 
 
+def _runs(first: int, last: int, skip: set[int]) -> list[tuple[int, int]]:
+    """The tags ``first``..``last`` without those in ``skip``, as (first, last) runs."""
+    runs, start = [], first
+    for tag in sorted(t for t in skip if first <= t <= last):
+        if start < tag:
+            runs.append((start, tag - 1))
+        start = tag + 1
+    if start <= last:
+        runs.append((start, last))
+    return runs
+
+
 class _RabbitConsumer(Consumer):
-    def __init__(self, conn: Any, opts: RabbitMQOptions, topology: Topology, role: Role) -> None:
-        self.conn, self.opts = conn, opts
+    """A consumer of the topic's queue (queue), of its own queue bound to the topic's exchange (pubsub), or
+    of the topic's stream from its own offset: where its predecessor on this driver stopped, else the start."""
+
+    def __init__(self, conn: Any, driver: RabbitMQDriver, topology: Topology, role: Role) -> None:
+        self.conn, self.opts, self.driver = conn, driver.opts, driver
         self.channel = conn.channel()
         self.topology, self.role = topology, role
         self.unacked = self.pending = 0  # last delivery tag not yet acked, deliveries since the last ack
 
     def start(self, on_message: Callable[[bytes], None]) -> None:
-        ch, name = self.channel, self.topology.topic_name(self.role.topic)
-        queue = name
-        if self.topology.pattern is Pattern.PUBSUB:
-            if self.opts.persistent:
+        ch, name, driver = self.channel, self.topology.topic_name(self.role.topic), self.driver
+        queue, arguments = name, None
+        if driver._kind(self.topology) is Pattern.PUBSUB:
+            if driver.durable:
                 queue = _subscriber_queue(name, self.role.index)
-                ch.queue_declare(queue, durable=True)
+                ch.queue_declare(queue, durable=True, arguments=driver.queue_arguments())
             else:
                 queue = ch.queue_declare("", exclusive=True, auto_delete=True).method.queue
             ch.queue_bind(queue, name)  # synchronous: bound when this returns
-        manual = self.opts.manual_ack
+        stream = self.opts.queue_type == "stream"
+        if stream:
+            arguments = {"x-stream-offset": driver.offsets.get(self.role.index, "first")}
+        manual = self.opts.manual_ack or stream  # a stream's consumer credit comes back with the acks
         if manual:
             ch.basic_qos(prefetch_count=self.opts.prefetch)
-        every = self.opts.ack_every
+        every, offsets, index = self.opts.ack_every, driver.offsets, self.role.index
 
-        def deliver(channel: Any, method: Any, _props: Any, body: bytes) -> None:
+        def deliver(channel: Any, method: Any, props: Any, body: bytes) -> None:
             on_message(body)
+            if stream:
+                offsets[index] = props.headers["x-stream-offset"] + 1
             if manual:
                 self.unacked = method.delivery_tag
                 self.pending += 1
                 if self.pending >= every:  # acks everything delivered up to this one
                     self._ack()
 
-        ch.basic_consume(queue, deliver, auto_ack=not manual)  # waits for basic.consume-ok
+        ch.basic_consume(queue, deliver, auto_ack=not manual, arguments=arguments)  # waits for consume-ok
 
     def _ack(self) -> None:
         self.channel.basic_ack(self.unacked, multiple=True)

@@ -58,6 +58,13 @@ class RedisDriver(BrokerDriver):
         # Stated for the pubsub pattern when mode is pubsub (queues always use streams).
         return guarantee(self.opts.mode != "pubsub", self.opts.aof)
 
+    def parity(self) -> dict[str, str]:
+        command = "PUBLISH" if self.opts.mode == "pubsub" else "XADD"
+        acks = f"the {command} reply" + (f" ({self.opts.pipeline} pipelined)" if self.opts.pipeline > 1 else "")
+        fsync = ("every write (appendonly, appendfsync always)" if self.opts.aof
+                 else "none (no AOF, no snapshots: memory only)")
+        return {"acks": acks, "fsync": fsync}
+
     # -- parent ----------------------------------------------------------------------------------
 
     def admin(self) -> Any:

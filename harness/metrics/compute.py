@@ -123,10 +123,16 @@ def message_keys(producer: npt.ArrayLike, seq: npt.ArrayLike) -> Int64Array:
 
 @dataclass(frozen=True)
 class Delivery:
-    """Delivery accounting of one stream. ``expected = received + lost + send_failed_unreceived``:
+    """Delivery accounting of one stream.
+    ``expected = received + lost + send_failed_unreceived + unconfirmed + held``:
 
-    * ``send_failed``: messages whose send raised at the producer (it was told; the runner did not retry);
-    * ``lost``: accepted messages (the send returned normally) that never arrived: silent loss;
+    * ``send_failed``: messages whose send raised at the producer, or that the system refused in an
+      acknowledgement it sent later (the producer was told; the runner did not retry);
+    * ``unconfirmed``: messages that never arrived and whose send's outcome never came back to a producer
+      that is told outcomes (in flight when its connection or node died): not accepted, so not lost;
+    * ``held``: accepted messages the consumers never got but the final read found still in the broker (a
+      consumer that stalled, not a broker that lost them);
+    * ``lost``: accepted messages that never arrived and that the broker no longer held: silent loss;
     * a failed send that arrived all the same counts as received (and in ``send_failed``).
     """
 
@@ -136,24 +142,30 @@ class Delivery:
     duplicated: int  # arrivals beyond the first of the same message
     out_of_order: int  # arrivals with a lower seq than an earlier arrival from the same producer
     send_failed: int = 0  # sends the producer was told failed
+    unconfirmed: int = 0  # never arrived, outcome never told
+    held: int = 0  # never arrived, found by the final read
 
     @property
     def accepted(self) -> int:
-        return self.expected - self.send_failed
+        return self.expected - self.send_failed - self.unconfirmed
 
     @classmethod
     def from_counts(
-        cls, expected: int, received: int, receipts: int, failed: int, failed_received: int, out_of_order: int
+        cls, expected: int, received: int, receipts: int, failed: int, failed_received: int, out_of_order: int,
+        unconfirmed: int = 0, held: int = 0,
     ) -> Delivery:
         """Accounting from counts: ``received`` distinct arrivals, ``receipts`` all arrivals, ``failed``
-        sends that raised of which ``failed_received`` arrived anyway."""
+        sends that raised of which ``failed_received`` arrived anyway, ``unconfirmed`` and ``held`` units that
+        never arrived (see the class)."""
         return cls(
             expected=expected,
             received=received,
-            lost=expected - received - (failed - failed_received),
+            lost=expected - received - (failed - failed_received) - unconfirmed - held,
             duplicated=receipts - received,
             out_of_order=out_of_order,
             send_failed=failed,
+            unconfirmed=unconfirmed,
+            held=held,
         )
 
 

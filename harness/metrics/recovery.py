@@ -5,9 +5,16 @@ fault (or the start) and the next fault (or the end), so a broker crash is charg
 queued in it at that moment. Windows of consecutive faults therefore overlap (the stretch between two faults
 belongs to both); give a case one fault to charge each loss to exactly one fault. Within that window:
 
-- ``refused``: sends that raised at the producer (the system told the sender; the runner did not retry);
-- ``accepted``: the other messages of the window (send returned normally);
-- ``lost``: accepted messages that never arrived (pubsub: counted per subscriber that should have had it);
+- ``refused``: sends that raised at the producer, or that the system refused in an outcome it reported later
+  (the system told the sender; the runner did not retry);
+- ``unconfirmed``: where the producers are told each send's outcome (``acks_tracked``), sends that never
+  arrived and whose outcome never came (in flight when a connection or node died): neither accepted nor lost;
+- ``accepted``: the other messages of the window (acknowledged where outcomes are told, else the send
+  returned normally);
+- ``held``: accepted messages that never reached their consumer but that the final read found still in the
+  broker (the consumer stalled; the broker kept them);
+- ``lost``: accepted messages that never arrived and that the broker no longer held (pubsub: counted per
+  subscriber that should have had it);
 - ``duplicated``: extra receipts of the window's messages; ``reordered``: first receipts below the highest
   sequence number already received from the same producer (per consumer);
 - ``recovery_s``: from the fault to the first receipt once the restarted broker/worker was back (``t_back_ns``;
@@ -15,6 +22,11 @@ belongs to both); give a case one fault to charge each loss to exactly one fault
 - ``first_new_s``: from the fault to the first receipt of a message sent at or after the fault;
 - ``max_gap_s``: the longest stretch without any receipt from the fault to the last receipt of the window.
 The three times look at the faulted consumer's receipts only when the fault was a consumer's.
+- ``send_unavailable_s``: from the fault to the first acknowledgement of a message sent at or after it (the
+  producers could write again); NaN where outcomes are not told (a send that returned says nothing);
+- ``whole_s``: from the fault to when the cluster passed its readiness check again (node faults);
+- ``rate_dip``: the lowest receipt rate in 200 ms bins from the fault until the rate came back
+  (``back_rate_s``, else the window's end), as a fraction of the rate in the second before the fault.
 
 Where the fault has an end (``t_back_ns``: the restarted part back, a network fault healed or undone):
 - ``back_first_s``: from that end to the first receipt at or after it;
@@ -43,9 +55,14 @@ RECOVERY_COLUMNS = (
     "action",
     "carried_out_as",
     "at_s",
+    "down_s",
+    "node",
+    "node_role",
     "window_messages",
     "accepted",
     "refused",
+    "unconfirmed",
+    "held",
     "lost",
     "duplicated",
     "reordered",
@@ -62,6 +79,10 @@ RECOVERY_COLUMNS = (
     "latency_p99_before_s",
     "latency_p99_during_s",
     "latency_p99_after_s",
+    "send_unavailable_s",
+    "whole_s",
+    "rate_dip",
+    "stall_s",
 )
 RATE_BIN_NS = 200_000_000
 RATE_FRACTION = 0.9
@@ -86,6 +107,8 @@ def recovery_table(
     keys = message_keys(m["producer"].to_numpy(), m["seq"].to_numpy())
     t_send = _stamps(m["t_send"])
     t_recv = _stamps(m["t_recv"])
+    t_ack = _stamps(m["t_ack"]) if "t_ack" in m else np.full(len(m), -1, np.int64)
+    drained = m["drained"].fillna(False).to_numpy(dtype=bool) if "drained" in m else np.zeros(len(m), bool)
     consumer = m["consumer"].to_numpy()
     if send_errors is not None and len(send_errors):
         err_keys = message_keys(send_errors["producer"].to_numpy(), send_errors["seq"].to_numpy())
@@ -98,7 +121,7 @@ def recovery_table(
     times = [int(f["t_fault_ns"]) for f in done]
     out = []
     for f in faults:
-        base = {k: f.get(k) for k in ("fault", "action", "carried_out_as", "at_s")}
+        base = {k: f.get(k) for k in ("fault", "action", "carried_out_as", "at_s", "down_s")}
         if f.get("t_fault_ns") is None:
             out.append({**base, **{k: math.nan for k in RECOVERY_COLUMNS if k not in base}})
             continue
@@ -111,38 +134,84 @@ def recovery_table(
         # a consumer fault: time the restarted consumer itself, not the others that kept going
         done_as = str(f.get("carried_out_as") or f.get("action") or "")
         only = int(f.get("target") or 0) if done_as.endswith("-consumer") else None
-        one = _one(pattern, keys, t_send, t_recv, consumer, err_keys, err_t, t_f, t_back, lo, hi, only)
+        tracked = bool(_value(f.get("acks_tracked")) or False)
+        one = _one(pattern, keys, t_send, t_recv, consumer, err_keys, err_t, t_f, t_back, lo, hi, only,
+                   t_ack if tracked else None, drained)
         delay = f.get("delay_s")
         injected = math.nan if delay is None or (isinstance(delay, float) and math.isnan(delay)) else float(delay)
-        out.append({**base, **one, **_after(t_send, t_recv, t_f, t_back, lo, hi), "injected_delay_s": injected})
+        after = _after(t_send, t_recv, t_f, t_back, lo, hi)
+        whole = _value(f.get("t_whole_ns"))
+        node = _value(f.get("node"))
+        out.append({**base, **one, **after, "injected_delay_s": injected,
+                    "node": math.nan if node is None else int(node), "node_role": _value(f.get("node_role")),
+                    "send_unavailable_s": _first_ack(t_send, t_ack, t_f, hi) if tracked else math.nan,
+                    "whole_s": math.nan if whole is None else (int(whole) - t_f) / 1e9,
+                    "rate_dip": _dip(t_recv, t_f, t_back, hi, after["back_rate_s"]),
+                    "stall_s": float(_value(f.get("stall_s")) or math.nan)})
     return pd.DataFrame(out, columns=list(RECOVERY_COLUMNS))
+
+
+def _value(v: Any) -> Any:
+    """None for a missing value (None, NaN, pandas NA), else ``v``."""
+    if v is None or v is pd.NA or (isinstance(v, float) and math.isnan(v)):
+        return None
+    return v
+
+
+def _first_ack(t_send: np.ndarray, t_ack: np.ndarray, t_f: int, hi: int) -> float:
+    """Seconds from the fault to the first acknowledgement of a message sent at or after it (NaN: none)."""
+    acked = (t_send >= t_f) & (t_send < hi) & (t_ack >= 0)
+    return (int(t_ack[acked].min()) - t_f) / 1e9 if acked.any() else math.nan
+
+
+def _dip(t_recv: np.ndarray, t_f: int, t_back: int, hi: int, back_rate_s: float) -> float:
+    """The lowest 200 ms receipt rate from the fault until the rate came back, over the rate before it."""
+    recv = t_recv[t_recv >= 0]
+    before = np.count_nonzero((recv >= t_f - 1_000_000_000) & (recv < t_f)) * RATE_BIN_NS / 1e9
+    if not before:
+        return math.nan
+    end = t_back + int(back_rate_s * 1e9) if not math.isnan(back_rate_s) else min(hi, int(recv.max()) if recv.size else t_f)
+    n = max(1, (end - t_f) // RATE_BIN_NS)  # whole bins only: a partial last one would read as a dip
+    bins = np.bincount((recv[(recv >= t_f) & (recv < t_f + n * RATE_BIN_NS)] - t_f) // RATE_BIN_NS, minlength=n)
+    return float(bins.min()) / before
 
 
 def _one(
     pattern: str, keys: np.ndarray, t_send: np.ndarray, t_recv: np.ndarray, consumer: np.ndarray,
     err_keys: np.ndarray, err_t: np.ndarray, t_f: int, t_back: int, lo: int, hi: int, only: int | None = None,
+    t_ack: np.ndarray | None = None, drained: np.ndarray | None = None,
 ) -> dict[str, Any]:
     in_window = (t_send >= lo) & (t_send < hi)
     window_keys = np.unique(keys[in_window])
     refused_keys = np.unique(err_keys[(err_t >= lo) & (err_t < hi)])
     accepted_keys = np.setdiff1d(window_keys, refused_keys)
     arrived = t_recv >= 0
+    unconfirmed_keys = np.zeros(0, np.int64)
+    if t_ack is not None:  # the producers are told outcomes: accepted = acknowledged
+        acked = np.unique(keys[in_window & (t_ack >= 0)])
+        unconfirmed_keys = np.setdiff1d(np.setdiff1d(accepted_keys, acked), keys[in_window & arrived])
+        accepted_keys = np.setdiff1d(accepted_keys, unconfirmed_keys)
+    found = in_window & ~arrived & (drained if drained is not None else np.zeros(len(keys), bool))
 
-    lost = duplicated = reordered = 0
+    lost = held = duplicated = reordered = 0
     if pattern == "pubsub":
         for c in np.unique(consumer[consumer >= 0]):
             mine = (consumer == c) & in_window
             order = np.argsort(t_recv[mine & arrived], kind="stable")
             got = keys[mine & arrived][order]
-            d = delivery(accepted_keys, got)
+            kept = np.intersect1d(np.setdiff1d(accepted_keys, got), keys[found & (consumer == c)])
+            d = delivery(np.setdiff1d(accepted_keys, kept), got)
             lost += d.lost
+            held += kept.size
             duplicated += delivery(window_keys, got).duplicated
             reordered += delivery(window_keys, got).out_of_order
     else:
         sel = in_window & arrived
         order = np.argsort(t_recv[sel], kind="stable")
         got = keys[sel][order]
-        lost = delivery(accepted_keys, got).lost
+        kept = np.intersect1d(np.setdiff1d(accepted_keys, got), keys[found])
+        lost = delivery(np.setdiff1d(accepted_keys, kept), got).lost
+        held = kept.size
         duplicated = delivery(window_keys, got).duplicated
         for c in np.unique(consumer[sel]):
             mine = sel & (consumer == c)
@@ -163,6 +232,8 @@ def _one(
         "window_messages": int(window_keys.size),
         "accepted": int(accepted_keys.size),
         "refused": int(refused_keys.size),
+        "unconfirmed": int(unconfirmed_keys.size),
+        "held": int(held),
         "lost": int(lost),
         "duplicated": int(duplicated),
         "reordered": int(reordered),

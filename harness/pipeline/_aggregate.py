@@ -36,7 +36,8 @@ CI_METRICS: tuple[str, ...] = (
 #: on the mean figures (``harness.metrics.bound``), so that the label matches the means a report prints.
 CPU_LABELS: tuple[str, ...] = ("client_cpu_role", "cpu_note", "client_bound")
 #: Per-repetition counts summed over repetitions.
-SUMMED: tuple[str, ...] = ("sent", "expected", "received", "lost", "send_failed", "duplicated", "out_of_order")
+SUMMED: tuple[str, ...] = ("sent", "expected", "received", "lost", "send_failed", "unconfirmed", "held", "duplicated",
+                           "out_of_order")
 LEVEL = 0.95
 
 

@@ -22,6 +22,8 @@ from harness.runfolder.schema import CPU_SUMMARY_COLUMNS
 NOT_RECORDED = "not recorded"
 _KEYS = ("run_id", "scenario", "system", "variant", "size", "rate", "repetition")
 _NOT_WORKERS = ("broker", "harness")
+#: Per-node roles of a clustered broker (``broker node0`` ...): shown in cpu.csv, already inside ``broker``.
+NODE_ROLE = "broker node"
 
 
 def _key(values: Sequence[object]) -> tuple[Hashable, ...]:
@@ -42,13 +44,15 @@ def _one_case(roles: list[dict[str, object]]) -> dict[str, object]:
         return {"broker_cpu_pct": math.nan, "client_cpu_pct": math.nan, "client_cpu_role": "",
                 "harness_cpu_pct": math.nan, "cpu_total_s": math.nan, "cpu_note": NOT_RECORDED, "client_bound": ""}
     pct = {str(r["role"]): float(r["core_pct"]) for r in roles}  # type: ignore[arg-type]
-    workers = {role: v for role, v in pct.items() if role not in _NOT_WORKERS and not math.isnan(v)}
+    workers = {role: v for role, v in pct.items()
+               if role not in _NOT_WORKERS and not role.startswith(NODE_ROLE) and not math.isnan(v)}
     busiest = max(workers, key=workers.__getitem__) if workers else ""
     client = workers[busiest] if busiest else math.nan
     has_broker = "broker" in pct
     broker = pct.get("broker", math.nan)
     notes = [*([] if has_broker else [NO_BROKER]), *(n for r in roles if isinstance(n := r.get("note"), str) and n)]
-    seconds = [s for r in roles if not math.isnan(s := float(r["cpu_s"]))]  # type: ignore[arg-type]
+    seconds = [s for r in roles if not str(r["role"]).startswith(NODE_ROLE)
+               and not math.isnan(s := float(r["cpu_s"]))]  # type: ignore[arg-type]
     return {
         "broker_cpu_pct": broker,
         "client_cpu_pct": client,

@@ -9,8 +9,11 @@ Definitions (non-warmup rows only):
   expected = units present in the raw rows (lost messages have a row with a null ``t_recv``);
 * received = units received at least once, duplicated = receipts (rows with ``t_recv``) - received;
   failed = units whose send raised (``send_failed``), failed_received = those that arrived anyway;
-  lost = expected - received - (failed - failed_received) (``harness.metrics.compute.Delivery``; the case
-  table's ``received`` column holds all receipts and ``received_unique`` the units);
+  unconfirmed = units never received whose outcome never came back (``unconfirmed``), held = units never
+  received that the final read found (``drained``);
+  lost = expected - received - (failed - failed_received) - unconfirmed - held
+  (``harness.metrics.compute.Delivery``; the case table's ``received`` column holds all receipts and
+  ``received_unique`` the units);
 * out of order = first receipts of a unit whose seq is below the highest seq already received from the
   same producer at the same consumer (receipts ordered by ``t_recv``, then seq, then consumer).
 """
@@ -55,7 +58,7 @@ def raw_frame(table: pa.Table) -> pd.DataFrame:
         if name in _STAMPS:
             columns[f"has_{name}"] = pc.is_valid(column).to_numpy(zero_copy_only=False)
             column = pc.fill_null(column, 0)
-        elif name in ("send_failed", "warmup"):
+        elif name in ("send_failed", "warmup", "unconfirmed", "drained"):
             column = pc.fill_null(column, False)
         if pa.types.is_string(field.type):
             # a few distinct names per case: categorical codes group and filter far faster than str objects
@@ -164,6 +167,12 @@ def compute(raw: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame
     failed = df[df["send_failed"]].drop_duplicates(unit)
     cases["failed"] = failed.groupby("cid").size()
     cases["failed_received"] = firsts[firsts["send_failed"]].groupby("cid").size()
+    for flag, name in (("unconfirmed", "unconfirmed"), ("drained", "held")):
+        flagged = df[df[flag].to_numpy() & ~df["send_failed"].to_numpy()]  # rare: only after faults
+        if len(flagged):
+            seen = flagged[unit].merge(firsts[unit], how="left", on=unit, indicator=True)["_merge"] == "both"
+            flagged = flagged[~seen.to_numpy()].drop_duplicates(unit)
+        cases[name] = flagged.groupby("cid").size()
     stream = firsts.sort_values(["cid", "producer", "consumer", "t_recv", "seq"], kind="mergesort")
     seq = stream["seq"].to_numpy()
     bounds = stream[["cid", "producer", "consumer"]].to_numpy()
@@ -188,7 +197,7 @@ def compute(raw: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame
         stats.append(_prefixed(_group_stats(ids, values, measure.fractions), measure.prefix, cases.index))
     cases = pd.concat([cases, *stats], axis=1)
     counts = ["consumers", "expected", "received", "received_unique", "failed", "failed_received", "out_of_order",
-              "sent"]
+              "sent", "unconfirmed", "held"]
     cases[counts] = cases[counts].fillna(0).astype("int64")
     cases["percentile_method"] = "exact"
     cases["percentile_rank_error"] = 0.0

@@ -144,12 +144,15 @@ def finish_per_repetition(cases: pd.DataFrame, runs: Sequence[RunInfo], cpu: pd.
         out[key] = [lab[key] for lab in labels]
     for name in ("producers", "consumers", "sent"):
         out[name] = c[name].astype("int64")
+    for name in ("unconfirmed", "held"):  # tables of an engine or a run from before these existed
+        if name not in c:
+            c[name] = 0
     accounts = [
         Delivery.from_counts(*(int(x) for x in r))
-        for r in c[["expected", "received_unique", "received", "failed", "failed_received", "out_of_order"]]
-        .itertuples(index=False)
+        for r in c[["expected", "received_unique", "received", "failed", "failed_received", "out_of_order",
+                    "unconfirmed", "held"]].fillna(0).itertuples(index=False)
     ]
-    for name in ("expected", "received", "lost", "send_failed", "duplicated", "out_of_order"):
+    for name in ("expected", "received", "lost", "send_failed", "unconfirmed", "held", "duplicated", "out_of_order"):
         out[name] = pd.Series([getattr(d, name) for d in accounts], index=c.index, dtype="int64")
     out["sender_msgs_per_s"] = _rate(c["sent"], c["t_send_first"], c["t_send_last"])
     out["receiver_msgs_per_s"] = _rate(c["lat_count"], c["t_recv_first"], c["t_recv_last"])

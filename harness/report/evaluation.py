@@ -8,6 +8,7 @@ when no run has any of it, so plain benchmark reports are unchanged. Figures are
 from __future__ import annotations
 
 import html
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -70,12 +71,46 @@ def _case_key(row: pd.Series) -> str:
     return f"{row['label']}{variant} ({row['pattern']})"
 
 
+#: Shading of a fault's window (from the fault to its end) by kind, as Jepsen's charts shade a nemesis.
+FAULT_COLORS = {"node": "#7b2cbf", "broker": "#b00020", "network": "#e07b00", "worker": "#555555"}
+
+
+def _fault_kind(action: str) -> str:
+    if action.endswith("-node"):
+        return "node"
+    if action.endswith("-broker") or action == "restart-peer":
+        return "broker"
+    if action in ("delay", "bandwidth", "partition", "reset"):
+        return "network"
+    return "worker"
+
+
+def shade_faults(ax: Any, faults: pd.DataFrame, t0: int | None = None) -> None:
+    """Shade each carried-out fault of ``faults`` on ``ax`` (x in seconds since ``t0``, else since each
+    fault's own case start ``t_start_ns``): its window from the fault to its end (restart back, pause over,
+    network healed), or a line where it has no end (a kill that stays dead); one legend entry per kind."""
+    if faults.empty:
+        return
+    done = faults[faults["t_fault_ns"].notna()]
+    starts: Any = t0 if t0 is not None else done["t_start_ns"].astype("float64")
+    begin = (done["t_fault_ns"].astype("float64") - starts) / 1e9
+    end = (done["t_back_ns"].astype("float64") - starts) / 1e9 if "t_back_ns" in done else begin * math.nan
+    shown: set[str] = set()
+    for a, b, action in sorted(set(zip(begin.round(2), end.round(2), done["action"], strict=True)),
+                               key=lambda x: x[0]):
+        kind = _fault_kind(str(action))
+        label = None if kind in shown else f"{kind} fault"
+        shown.add(kind)
+        if b == b and b > a:  # NaN: no end
+            ax.axvspan(a, b, color=FAULT_COLORS[kind], alpha=0.15, lw=0, label=label)
+        else:
+            ax.axvline(a, color=FAULT_COLORS[kind], ls="--", lw=0.9, label=label)
+
+
 def _fault_lines(ax: object, ev: Evaluation, scenario: str) -> None:
     if ev.faults.empty:
         return
-    f = ev.faults[(ev.faults["scenario"] == scenario) & ev.faults["t_fault_ns"].notna()]
-    for at in sorted(set(((f["t_fault_ns"] - f["t_start_ns"]) / 1e9).round(1))):
-        ax.axvline(at, color="#b00020", ls="--", lw=0.8)  # type: ignore[attr-defined]
+    shade_faults(ax, ev.faults[ev.faults["scenario"] == scenario])
 
 
 def backlog_figure(summary: Summary, ev: Evaluation) -> Figure | None:
@@ -114,8 +149,24 @@ def backlog_figure(summary: Summary, ev: Evaluation) -> Figure | None:
 BUCKET_S = 0.25  # width of the delivery-rate buckets, seconds
 
 
+def _p99_line(ax: Any, raw: pd.DataFrame, t0: int) -> None:
+    """The p99 latency of the messages received in each bucket, on a second (log) axis."""
+    got = raw.dropna(subset=["t_send", "t_recv"])
+    if got.empty:
+        return
+    bucket = (got["t_recv"].astype("int64") - t0) // int(BUCKET_S * 1e9)
+    p99 = ((got["t_recv"] - got["t_send"]).astype("float64") / 1e6).groupby(bucket).quantile(0.99)
+    twin = ax.twinx()
+    twin.plot(p99.index * BUCKET_S, p99.to_numpy(), "-", lw=0.8, color="#d62728", alpha=0.8,
+              drawstyle="steps-post", label="p99 ms")
+    twin.set_yscale("log")
+    twin.set_ylabel("p99 latency, ms", fontsize=8, color="#d62728")
+    twin.tick_params(labelsize=7, colors="#d62728")
+
+
 def delivery_figure(summary: Summary, ev: Evaluation) -> Figure | None:
-    """Sends and receipts per second around the faults, one panel per case (red: fault, green: back)."""
+    """Sends and receipts per second and the p99 latency of each bucket's receipts around the faults, one panel
+    per case; each fault's window shaded (node faults purple, broker red, network orange, workers grey)."""
     if ev.faults.empty or "run_dir" not in ev.faults:
         return None
     cases = ev.faults.drop_duplicates("case")
@@ -132,7 +183,8 @@ def delivery_figure(summary: Summary, ev: Evaluation) -> Figure | None:
     axes = list(fig.subplots(rows, cols, squeeze=False).ravel())
     for extra in axes[len(panels):]:
         extra.set_visible(False)
-    fig.suptitle(f"Delivery around faults: sends and receipts per second ({BUCKET_S:g} s buckets)", fontsize=12)
+    fig.suptitle(f"Delivery around faults: sends and receipts per second and the receipts' p99 latency "
+                 f"({BUCKET_S:g} s buckets; shaded: each fault's window)", fontsize=12)
     fig.supxlabel(footnote(summary, width=int(60 * cols * 4.6 / 6.4) + 40), fontsize=7, color="#444")
     for ax, (case, raw) in zip(axes, panels, strict=False):
         t0 = int(case.t_start_ns)
@@ -145,9 +197,8 @@ def delivery_figure(summary: Summary, ev: Evaluation) -> Figure | None:
             ax.plot(buckets.index * BUCKET_S, buckets.to_numpy() / BUCKET_S, style, lw=1.0, label=name,
                     color="#888" if name == "sent" else "#1f77b4", drawstyle="steps-post")
         mine = ev.faults[(ev.faults["case"] == case.case) & (ev.faults["run_dir"] == case.run_dir)]
-        for stamp, color, style in (("t_fault_ns", "#b00020", "--"), ("t_back_ns", "#2a9d2a", ":")):
-            for t in mine[stamp].dropna().astype("int64"):
-                ax.axvline((int(t) - t0) / 1e9, color=color, ls=style, lw=0.9)
+        shade_faults(ax, mine, t0)
+        _p99_line(ax, raw, t0)
         variant = "" if case.variant == "default" else f"/{case.variant}"
         ax.set_title(f"{case.scenario}: {case.label}{variant}", fontsize=9)
         ax.set_xlabel("seconds since the common start", fontsize=8)
@@ -170,7 +221,18 @@ def recovery_view(ev: Evaluation) -> pd.DataFrame:
     def verdict(row: pd.Series) -> str:
         if pd.isna(row["lost"]):
             return "not carried out"
-        return "kept all accepted" if row["lost"] == 0 else f"lost {int(row['lost'])}"
+        said = "kept all accepted" if row["lost"] == 0 else f"lost {int(row['lost'])}"
+        if row["guarantee"] != "at-most-once" and row["lost"] > 0:
+            said = f"LOST {int(row['lost'])} acknowledged"
+        if unavailable_past_end(row):
+            said += "; unavailable past the fault's end"
+        return said
+
+    def node(row: pd.Series) -> str:
+        n, role = row.get("node"), row.get("node_role")
+        if n is None or pd.isna(n):
+            return "—"
+        return f"{int(n)}" + (f" ({role})" if isinstance(role, str) and role in ("leader", "follower") else "")
 
     out = pd.DataFrame({
         "scenario": r["scenario"],
@@ -180,11 +242,18 @@ def recovery_view(ev: Evaluation) -> pd.DataFrame:
         "rep": r["repetition"],
         "fault": r["action"] + " @ " + r["at_s"].map(lambda s: f"{s:g}s"),
         "done as": r["carried_out_as"],
+        "node": r.apply(node, axis=1) if "node" in r else "—",
         "messages": r["window_messages"],
         "refused (send errors)": r["refused"],
+        "unconfirmed": _column(r, "unconfirmed"),
+        "held (final read)": _column(r, "held"),
         "lost": r["lost"],
         "duplicated": r["duplicated"],
         "reordered": r["reordered"],
+        "writes back s": _column(r, "send_unavailable_s").map(secs),
+        "whole again s": _column(r, "whole_s").map(secs),
+        "lowest rate ×": _column(r, "rate_dip").map(lambda x: "—" if pd.isna(x) else f"{x:.2f}"),
+        "stall s": _column(r, "stall_s").map(secs),
         "back after s": r["recovery_s"].map(secs),
         "first new msg s": r["first_new_s"].map(secs),
         "longest gap s": r["max_gap_s"].map(secs),
@@ -196,6 +265,42 @@ def recovery_view(ev: Evaluation) -> pd.DataFrame:
         "verdict": r.apply(verdict, axis=1),
     })
     return out.fillna("—")
+
+
+#: Seconds past a fault's end (its duration or down time; the fault itself for a kill) within which writes
+#: must be acknowledged again before a row is named as unavailable past the end.
+GRACE_S = 1.0
+
+
+def unavailable_past_end(row: pd.Series) -> bool:
+    """Whether the producers of a row whose acknowledgements are told were not acknowledged again by the end of
+    the fault plus ``GRACE_S`` (never again included)."""
+    if "send_unavailable_s" not in row or row.get("guarantee") == "at-most-once" or pd.isna(row.get("lost")):
+        return False
+    tracked = row.get("send_unavailable_s")
+    if tracked is None or pd.isna(tracked):
+        return bool(row.get("window_messages", 0)) and row.get("accepted", 0) == 0
+    length = row.get("down_s")
+    length = 0.0 if length is None or pd.isna(length) else float(length)
+    return float(tracked) > length + GRACE_S
+
+
+def named_failures(ev: Evaluation) -> list[str]:
+    """Sentences naming every row that lost acknowledged messages or stayed unavailable past a fault's end."""
+    if ev.recovery.empty:
+        return []
+    r = ev.recovery
+    out = []
+    lost = r[(r["guarantee"] != "at-most-once") & (r["lost"].fillna(0) > 0)]
+    for (label, variant), rows in lost.groupby(["label", "variant"], sort=True):
+        faults = ", ".join(sorted(set(rows["action"].astype(str))))
+        out.append(f"{label}/{variant} ({rows['guarantee'].iloc[0]}) lost {int(rows['lost'].sum()):,} acknowledged "
+                   f"messages ({faults}).")
+    late = r[r.apply(unavailable_past_end, axis=1)] if "send_unavailable_s" in r else r.iloc[0:0]
+    for (label, variant), rows in late.groupby(["label", "variant"], sort=True):
+        faults = ", ".join(sorted(set(rows["action"].astype(str))))
+        out.append(f"{label}/{variant} stayed unavailable to writes past the end of the fault ({faults}).")
+    return out
 
 
 def _column(frame: pd.DataFrame, name: str) -> pd.Series:
@@ -222,14 +327,18 @@ def faults_view(ev: Evaluation) -> pd.DataFrame:
 
 
 DURABILITY_NOTE = (
-    "Durable variants must lose nothing they accepted across a SIGKILL of the broker: RabbitMQ durable queue + "
-    "persistent messages + publisher confirms + manual acks; ActiveMQ persistent + receipts + client acks; Redis "
-    "with AOF (appendfsync always). Kafka here is Tansu with memory storage: nothing survives its restart, so its "
-    "loss says nothing about Apache Kafka. Core NATS and MQTT QoS 0 keep nothing; Mosquitto runs without "
-    "persistence. ZeroMQ-style systems have no broker: the peer holding the queue (the consumer) is restarted "
-    "instead and what it held is lost. A restarted transient queue (RabbitMQ) or stream group (Redis) is gone "
-    "with its messages; the clients declare it again when they reconnect, as applications do. 'refused' are sends "
-    "that raised at the producer (it was told); 'lost' are accepted messages that never arrived (silent loss)."
+    "Durable variants must lose nothing they accepted across a SIGKILL of the broker or of a node: each row's "
+    "parity (shape, what a send waits for, fsync) is in the parity table above. Tansu keeps messages in memory "
+    "only, so its loss says nothing about Apache Kafka. Core NATS and MQTT QoS 0 keep nothing; Mosquitto runs "
+    "without persistence. ZeroMQ-style systems have no broker: the peer holding the queue (the consumer) is "
+    "restarted instead and what it held is lost. 'refused' are sends the producer was told failed; 'unconfirmed' "
+    "are sends whose acknowledgement never came (in flight when a connection or node died: not accepted, not "
+    "lost); 'held' are accepted messages the consumers never got that a final read found still in the broker (a "
+    "stall, not loss; 'stall s' is how long a consumer went without a receipt at the end); 'lost' are accepted "
+    "messages that never arrived and that the broker no longer held (silent loss). 'writes back s': from the "
+    "fault to the first acknowledgement of a message sent after it; 'whole again s': until the cluster passed "
+    "its readiness check again; 'lowest rate ×': the lowest 200 ms receipt rate after the fault over the rate "
+    "before it. Shaded in the figures: each fault's window."
 )
 
 
@@ -253,9 +362,13 @@ def render(summary: Summary) -> tuple[dict[str, Figure], str, str] | None:
         m += ["### Measured feature matrix", "", to_markdown(ev.matrix), ""]
     rec = recovery_view(ev)
     if not rec.empty:
-        h += ["<h3>Recovery and durability after each fault</h3>", f"<p>{esc(DURABILITY_NOTE)}</p>",
-              to_html(rec, highlight="lost")]
-        m += ["### Recovery and durability after each fault", "", DURABILITY_NOTE, "", to_markdown(rec), ""]
+        failures = named_failures(ev) or ["No row lost an acknowledged message or stayed unavailable to writes "
+                                          "past the end of a fault."]
+        h += ["<h3>Recovery and durability after each fault</h3>",
+              "<ul class='verdicts'>" + "".join(f"<li>{esc(x)}</li>" for x in failures) + "</ul>",
+              f"<p>{esc(DURABILITY_NOTE)}</p>", to_html(rec, highlight="lost")]
+        m += ["### Recovery and durability after each fault", "", *[f"- {x}" for x in failures], "",
+              DURABILITY_NOTE, "", to_markdown(rec), ""]
     fv = faults_view(ev)
     if not fv.empty:
         h += ["<h3>Faults carried out</h3>", to_html(fv)]

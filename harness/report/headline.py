@@ -25,7 +25,7 @@ from matplotlib.ticker import FuncFormatter
 from harness import units
 from harness.metrics.bound import MARK, RULE_SHORT, cpu_text
 from harness.pipeline import Summary, load_summary, write_summary
-from harness.report import crosscheck, evaluation
+from harness.report import crosscheck, evaluation, guarantees
 from harness.report._page import caption, figure_name, render_html, render_markdown
 from harness.report.figures import MinorLogLabels, panel_figure, png_bytes, render_figures
 from harness.report.figures import captions as figure_captions
@@ -287,11 +287,15 @@ def write_report_from_summary(summary: Summary, out_dir: Path) -> Path:
         out.write_file(f"{FIGURES_DIR}/{name}.png", png)
     captions = {**figure_captions(summary), **{figure_name(head): caption(head) for head in heads}}
     extra_html = extra_md = ""
+    promises = guarantees.render(summary)
+    if promises is not None:
+        extra_html, extra_md = promises
     extra_pngs: dict[str, bytes] = {}
     extra_captions: dict[str, str] = {}
     section = evaluation.render(summary)
     if section is not None:
-        eval_figures, extra_html, extra_md = section
+        eval_figures, eval_html, eval_md = section
+        extra_html, extra_md = extra_html + eval_html, extra_md + eval_md
         for name, fig in eval_figures.items():
             extra_pngs[name] = png_bytes(fig)
             out.write_file(f"{FIGURES_DIR}/{name}.png", extra_pngs[name])

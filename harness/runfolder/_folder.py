@@ -19,6 +19,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -235,16 +236,27 @@ class RunFolder:
         r = "max" if rate is None else f"{rate:g}"
         return f"{scenario}__{system}__{variant}__{size}B__rate-{r}__rep{rep}.parquet"
 
-    def write_raw(self, name: str, rows: pd.DataFrame, send_errors: pd.DataFrame | None = None) -> Path:
+    def write_raw(self, name: str, rows: pd.DataFrame, send_errors: pd.DataFrame | None = None,
+                  drained: pd.DataFrame | None = None, acks_tracked: bool = False) -> Path:
         """``raw/<name>`` in RAW_SCHEMA; rows of a message in ``send_errors`` (producer, seq) get
-        ``send_failed``."""
+        ``send_failed``; with ``acks_tracked`` (the producers were told each send's outcome) a row whose send
+        got neither an acknowledgement nor a refusal is ``unconfirmed``; a row that never arrived but whose
+        message the final read found (``drained``: producer, seq, consumer) is ``drained``."""
         rows = rows.copy()
-        failed = pd.Series(False, index=rows.index)
+        keys = pd.MultiIndex.from_frame(rows[["producer", "seq"]].astype("int64"))
+        failed = np.zeros(len(rows), dtype=bool)
         if send_errors is not None and len(send_errors):
-            told = pd.MultiIndex.from_frame(send_errors[["producer", "seq"]].astype("int64"))
-            failed = pd.Series(pd.MultiIndex.from_frame(rows[["producer", "seq"]].astype("int64")).isin(told),
-                               index=rows.index)
+            failed = keys.isin(pd.MultiIndex.from_frame(send_errors[["producer", "seq"]].astype("int64")))
         rows["send_failed"] = failed
+        rows["unconfirmed"] = (acks_tracked & rows["t_ack"].isna().to_numpy() & ~failed
+                               & rows["t_send"].notna().to_numpy())
+        held = np.zeros(len(rows), dtype=bool)
+        if drained is not None and len(drained):
+            pubsub = len(rows) and str(rows["pattern"].iloc[0]) == "pubsub"
+            cols = ["producer", "seq", "consumer"] if pubsub else ["producer", "seq"]
+            found = pd.MultiIndex.from_frame(drained[cols].astype("int64"))
+            held = pd.MultiIndex.from_frame(rows[cols].astype("int64")).isin(found) & rows["t_recv"].isna().to_numpy()
+        rows["drained"] = held
         for column in schema.HOST_COLUMNS:  # filled only on a Spark cluster
             if column not in rows:
                 rows[column] = None

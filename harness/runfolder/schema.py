@@ -39,6 +39,8 @@ RAW_SCHEMA = pa.schema(
         ("t_ack", pa.int64()),
         ("t_recv", pa.int64()),
         ("send_failed", pa.bool_()),
+        ("unconfirmed", pa.bool_()),  # the producer was told outcomes, and of this send none came
+        ("drained", pa.bool_()),  # never arrived, but the final read found it held by the broker
         ("send_host", pa.string()),
         ("send_executor", pa.string()),
         ("recv_host", pa.string()),
@@ -53,7 +55,10 @@ HOST_COLUMNS = ("send_host", "send_executor", "recv_host", "recv_executor")
 CASE_KEYS = ("run_id", "scenario", "pattern", "system", "variant", "size", "rate")
 
 #: What each case is, per variant (from the manifest's ``variants``): display name, guarantee, client, backend.
-VARIANT_LABELS = ("label", "guarantee", "client", "backend")
+#: What the manifest records per variant and every summary row carries: its label (system and client), its
+#: guarantee, client and backend, and its parity: the broker's shape (nodes, replicas) and the one-line
+#: ``parity`` label (shape; what a send waits for; when messages are forced to disk).
+VARIANT_LABELS = ("label", "guarantee", "client", "backend", "parity", "nodes", "replicas")
 
 #: The columns that name a case in the evaluation tables (faults, time series, send errors, recovery).
 CASE_COLUMNS = ("scenario", "pattern", "system", "variant", "label", "guarantee", "size", "rate", "repetition")
@@ -87,6 +92,8 @@ SUMMARY_COLUMNS = (
     "received",  # units that arrived at least once
     "lost",  # accepted units (send returned normally) that never arrived: silent loss
     "send_failed",  # units whose send raised at the producer (it was told); not counted as lost
+    "unconfirmed",  # units never received whose outcome never came back (producer told outcomes): not lost
+    "held",  # accepted units the consumers never got that the final read found in the broker: not lost
     "duplicated",
     "out_of_order",
     "sender_msgs_per_s",

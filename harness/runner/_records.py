@@ -84,13 +84,25 @@ def mapped(path: str, nbytes: int) -> mmap.mmap:
         os.close(fd)
 
 
-def read_errors(out: str) -> np.ndarray:
-    """(seq, t_ns) rows of the sends that raised, as an (n, 2) int64 array."""
+def read_pairs(path: str) -> np.ndarray:
+    """The (seq, t_ns) int64 pairs of ``path`` as an (n, 2) array (empty when it does not exist)."""
     try:
-        raw = np.fromfile(f"{out}.errors", dtype=np.int64)
+        raw = np.fromfile(path, dtype=np.int64)
     except FileNotFoundError:
         return np.zeros((0, 2), dtype=np.int64)
     return raw[: raw.size - raw.size % 2].reshape(-1, 2)
+
+
+def read_errors(out: str) -> np.ndarray:
+    """(seq, t_ns) rows of the sends the system refused, as an (n, 2) int64 array: sends that raised
+    (``<out>.errors``) and sends refused in an outcome reported later (``<out>.refused``)."""
+    return np.concatenate([read_pairs(f"{out}.errors"), read_pairs(f"{out}.refused")])
+
+
+def tracked(out: str) -> bool:
+    """Whether the producer of ``out`` was told each send's outcome (synchronous or reported acks)."""
+    rec = _load(out)
+    return rec is not None and bool(rec.get("tracked", np.zeros(1))[:1].any())
 
 
 def finalize(kind: str, out: str) -> None:
@@ -100,7 +112,12 @@ def finalize(kind: str, out: str) -> None:
     if kind == "producer" and os.path.exists(f"{out}.tsend"):
         n = leading_count(f"{out}.tsend")
         t_send = np.fromfile(f"{out}.tsend", dtype=np.int64, count=n)
-        save(out, t_send=t_send, t_ack=np.zeros(0, np.int64), t_intended=np.zeros(0, np.int64))
+        acks = read_pairs(f"{out}.acks")
+        t_ack = np.zeros(n if acks.size else 0, np.int64)
+        keep = acks[:, 0] < n
+        t_ack[acks[keep, 0]] = acks[keep, 1]
+        watched = os.path.exists(f"{out}.watched")
+        save(out, t_send=t_send, t_ack=t_ack, t_intended=np.zeros(0, np.int64), tracked=np.array([watched]))
     elif kind == "consumer" and os.path.exists(f"{out}.trecv"):
         n = leading_count(f"{out}.trecv")
         t_recv = np.fromfile(f"{out}.trecv", dtype=np.int64, count=n)
@@ -146,11 +163,17 @@ class SendRecord:
     def written(self) -> int:
         return leading_stamps(self.t_send)
 
-    def save(self, n: int, intended: np.ndarray) -> None:
+    def save(self, n: int, intended: np.ndarray, acks: np.ndarray | None = None) -> None:
+        """``<out>.npz`` of the first ``n`` sends; ``acks`` (``Outcomes.stamps``) when the producer reported
+        its acknowledgements (then they are its ``t_ack``, 0 where none came)."""
         second = (np.frombuffer(self.t_second, dtype=np.int64, count=n) if self.t_second is not None
                   else np.zeros(0, np.int64))
         t_send = np.frombuffer(self.t_send, dtype=np.int64, count=n).copy()
-        save(self.out, t_send=t_send, **{self.second: second}, t_intended=intended)
+        seconds = {self.second: second}
+        if acks is not None:
+            seconds["t_ack"] = acks
+        told = acks is not None or (self.t_second is not None and self.second == "t_ack")
+        save(self.out, t_send=t_send, **seconds, t_intended=intended, tracked=np.array([told]))
         if self._map is not None:
             self.t_send.release()
             self._map.close()
@@ -312,7 +335,9 @@ def assemble_rows(
             if "t_intended" in rec and rec["t_intended"].size:
                 t_int[sel] = rec["t_intended"][idx[ok]]
             if "t_ack" in rec and rec["t_ack"].size:
-                t_ack[sel] = rec["t_ack"][idx[ok]]
+                acked = rec["t_ack"][np.minimum(idx[ok], rec["t_ack"].size - 1)]
+                acked[idx[ok] >= rec["t_ack"].size] = 0
+                t_ack[sel] = np.where(acked > 0, acked, NULL)  # 0: no acknowledgement came
         parts.append(
             dict(producer=producer, consumer=consumer, seq=seq, t_intended=t_int, t_send=t_send, t_ack=t_ack,
                  t_recv=t_recv)

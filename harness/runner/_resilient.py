@@ -18,6 +18,7 @@ from collections.abc import Callable
 from typing import Any
 
 from harness.runner._context import Ended, Interrupted, WorkerContext, WorkerSpec
+from harness.runner._outcomes import Outcomes
 from harness.runner._records import ERROR_RECORD
 from harness.runner._send import Step
 
@@ -58,13 +59,19 @@ class ReconnectingSend(Step):
     every = 63
     stopped = ""
 
-    def __init__(self, make: Callable[[], Any], flushes: bool, spec: WorkerSpec, ctx: WorkerContext) -> None:
-        self.make, self.flushes, self.spec, self.ctx = make, flushes, spec, ctx
+    def __init__(self, make: Callable[[], Any], flushes: bool, spec: WorkerSpec, ctx: WorkerContext,
+                 outcomes: Outcomes | None = None) -> None:
+        self.make, self.flushes, self.spec, self.ctx, self.outcomes = make, flushes, spec, ctx, outcomes
         self.producer: Any = make()
         self.send = self.producer.send
+        self.keeps_second = bool(self.producer.acks_synchronously)  # a synchronous ack is stamped on return
+        self.unwatched = True  # the producer is asked to report outcomes at its first send (its first seq)
         self.errors = open(f"{spec.out}.errors", "ab", buffering=0)  # noqa: SIM115 - closed in close()
 
     def __call__(self, buf: bytearray, seq: int, t: int) -> int:
+        if self.unwatched and self.outcomes is not None:
+            self.outcomes.watch(self.producer, seq)
+            self.unwatched = False
         try:
             self.send(buf)
         except Exception:  # noqa: BLE001 - counted; the producer is made again
@@ -77,7 +84,9 @@ class ReconnectingSend(Step):
             if self.producer is None:
                 raise Ended from None
             self.send = self.producer.send
-        return 0
+            self.unwatched = True
+            return 0
+        return time.monotonic_ns() if self.keeps_second else 0
 
     def finish(self, timeout: float) -> None:
         if self.producer is not None and self.flushes:

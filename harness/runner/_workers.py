@@ -108,14 +108,18 @@ class Workers:
 
     # -- CPU over the measured interval ---------------------------------------------------------------
 
-    def measure_cpu(self, broker: BrokerEndpoint | None, broker_pids: list[int] | None) -> None:
+    def measure_cpu(self, broker: BrokerEndpoint | None, broker_pids: list[int] | None,
+                    node_pids: list[list[int]] | None = None) -> None:
         """Start metering: the harness parent, each worker (with its JVM), and the broker: ``broker_pids``
-        when it runs here, "not measured" when ``broker`` runs elsewhere (external, container), no role at
-        all when the system has no broker."""
+        when it runs here (and for a cluster each node apart, ``node_pids``: roles ``broker node0`` ...),
+        "not measured" when ``broker`` runs elsewhere (external, container), no role at all when the
+        system has no broker."""
         roles = {"harness": [os.getpid()]}
         self._unmeasured = []
         if broker is not None and broker_pids:
             roles["broker"] = broker_pids
+            for i, pids in enumerate(node_pids or []):
+                roles[f"broker node{i}"] = pids
         elif broker is not None:
             why = ("its processes were not found" if broker.backend == "process"
                    else f"it runs outside this harness ({broker.backend})")

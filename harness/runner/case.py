@@ -29,14 +29,15 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from harness.drivers import driver_class
-from harness.drivers.base import BrokerEndpoint, Driver, DriverError, Pattern, Topology
+from harness.drivers.base import BrokerEndpoint, ClusterShape, Driver, DriverError, Pattern, Topology
 from harness.drivers.java import JVM_LIMITS
 from harness.network import Network
 from harness.runfolder import RunFolder
 from harness.runner._context import Case
+from harness.runner._final_read import final_read, missing, needs_final_read, stalls
 from harness.runner._netfaults import NetworkFaults
 from harness.runner._placement import place
-from harness.runner._records import assemble_rows, finalize, read_errors
+from harness.runner._records import assemble_rows, finalize, read_errors, tracked
 from harness.runner._workers import SETTLE, SUBSCRIBE_TIMEOUT, CaseFailed, OnProgress, Workers, specs, watch
 from harness.runner.cpu import CpuTable
 from harness.runner.evaluation import EvaluationFiles
@@ -58,6 +59,8 @@ def scenario_reason(system: str, scenario: Scenario, client: str | None = None) 
     if scenario.pattern not in cls.patterns:
         return f"the driver lacks the {scenario.pattern.value} pattern"
     if cls.runs_in_jvm and (scenario.kills or scenario.consumer_rate is not None):
+        return JVM_LIMITS
+    if cls.runs_in_jvm and any(f.on_node for f in scenario.faults) and not getattr(cls, "rides_node_faults", False):
         return JVM_LIMITS
     return None
 
@@ -102,11 +105,17 @@ def _runs(variant: Variant, scenario: Scenario) -> bool:
 
 @dataclass(frozen=True)
 class System:
-    """What the run stage needs to know about a ready system: its broker (None when brokerless) and the
-    backend that serves it (``embedded`` for a library)."""
+    """What the run stage needs to know about a ready system: its single-node broker (None when brokerless
+    or when no variant runs on one), its clusters by shape, and the backend that serves them (``embedded``
+    for a library)."""
 
     broker: BrokerEndpoint | None
     backend: str
+    clusters: Mapping[ClusterShape, BrokerEndpoint] = field(default_factory=dict)
+
+    def endpoint(self, variant: Variant) -> BrokerEndpoint | None:
+        """The broker ``variant`` runs on: the cluster of its shape, else the single node."""
+        return self.clusters[variant.cluster] if variant.cluster.clustered else self.broker
 
 
 def run_cases(
@@ -135,9 +144,10 @@ def run_cases(
                 bar.update(task, completed=done, total=total or None)
 
             system = systems[variant.system]
-            case = Case(sc, variant, size, rate, rep, run.run_id, system.broker, network)
+            broker = system.endpoint(variant)
+            case = Case(sc, variant, size, rate, rep, run.run_id, broker, network)
             try:
-                driver = driver_class(variant.system, variant.options.get("client"))(variant.options, system.broker)
+                driver = driver_class(variant.system, variant.options.get("client"))(variant.options, broker)
                 labels = _record_variant(run, variant, driver, system.backend)
                 result = run_one(case, driver, run.work_dir / f"case-{i}", progress)
             except (DriverError, CaseFailed) as exc:
@@ -150,27 +160,60 @@ def run_cases(
                 continue
             for p in result.problems:
                 console.print(f"[yellow]![/] {desc}: {p.splitlines()[0]}")
+            for note in _final_read_notes(result):
+                console.print(f"[yellow]·[/] {desc}: {note}", highlight=False)
             problems.extend(f"{desc}: {p}" for p in result.problems)
             complete = complete and result.complete
             name = run.raw_name(sc.name, variant.system, variant.name, size, rate, rep)
-            run.write_raw(name, result.rows, result.send_errors)
+            run.write_raw(name, result.rows, result.send_errors, drained=result.drained,
+                          acks_tracked=result.acks_tracked)
             cpu.add(name, case, result.cpu)
             if observe is not None:
                 observe(result)
-            if result.faults or result.timeseries is not None or result.send_errors is not None:
+            if (result.faults or result.timeseries is not None or result.send_errors is not None
+                    or result.drained is not None):
                 evaluation.add(name, {
                     "scenario": sc.name, "pattern": sc.pattern.value, "system": variant.system,
                     "variant": variant.name, "label": labels["label"], "guarantee": labels["guarantee"],
                     "size": size, "rate": float("nan") if rate is None else rate, "repetition": rep,
+                    "acks_tracked": result.acks_tracked,
+                    "stall_s": max(result.stalls.values(), default=float("nan")),
                 }, result)
             run.manifest["cases"].append({
                 "raw": f"raw/{name}", "complete": result.complete, "scenario": sc.name, "system": variant.system,
                 "variant": variant.name, "size": size, "rate": rate, "repetition": rep,
+                **({"stalls": {str(c): round(v, 3) for c, v in result.stalls.items()}} if result.stalls else {}),
             })
             run.write_manifest()
             bar.remove_task(task)
             bar.advance(overall)
     return complete
+
+
+def _final_read_notes(result: CaseResult) -> list[str]:
+    """What the final read found, in words: held messages are the broker's, a stall is the consumer's."""
+    if result.drained is None:
+        return []
+    held = len(result.drained.drop_duplicates(["producer", "seq"]))
+    notes = [f"the final read found {held:,} accepted messages the consumers never got still held by the broker "
+             "(counted as held, not lost)"]
+    notes += [f"consumer {c} received nothing for the last {seconds:.1f} s of the case: a stall"
+              for c, seconds in sorted(result.stalls.items())]
+    return notes
+
+
+def parity_labels(driver: Driver, variant: Variant) -> dict[str, str]:
+    """What makes two rows like for like, for the manifest and every table: the broker's shape (nodes,
+    replicas), what a send waits for, when messages are forced to disk, and the one-line ``parity`` label."""
+    if not driver.needs_broker:
+        return {"parity": "no broker (library)", "nodes": "0", "replicas": "0", "acks": "none", "fsync": "none",
+                "cluster_note": ""}
+    shape = driver.broker.shape if driver.broker is not None else variant.cluster
+    own = driver.parity()
+    where = shape.label() + (f" ({variant.cluster_note})" if variant.cluster_note else "")
+    return {"parity": f"{where}; acks: {own['acks']}; fsync: {own['fsync']}", "nodes": str(shape.nodes),
+            "replicas": str(shape.replicas), "acks": own["acks"], "fsync": own["fsync"],
+            "cluster_note": variant.cluster_note}
 
 
 def _record_variant(run: RunFolder, variant: Variant, driver: Driver, backend: str) -> dict[str, str]:
@@ -191,6 +234,7 @@ def _record_variant(run: RunFolder, variant: Variant, driver: Driver, backend: s
         "guarantee": driver.guarantee().value,
         "client": driver.client_name() or driver.name,
         "backend": backend,
+        **parity_labels(driver, variant),
     }
     run.manifest.setdefault("variants", {})[f"{variant.system}/{variant.name}"] = labels
     return labels
@@ -206,6 +250,9 @@ class CaseResult:
     timeseries: pd.DataFrame | None = None  # Sampler rows (runs with faults or a slow consumer)
     send_errors: pd.DataFrame | None = None  # producer, seq, t_ns of sends that raised (runs with faults)
     cpu: list[CpuUse] = field(default_factory=list)  # per process role, start event to last message moved
+    acks_tracked: bool = False  # the producers were told each send's outcome: unanswered sends are not accepted
+    drained: pd.DataFrame | None = None  # the final read's receipts: producer, seq, consumer, t_ns (held, not lost)
+    stalls: dict[int, float] = field(default_factory=dict)  # consumer -> seconds without a receipt at the end
 
 
 def run_case(case: Case, driver: Driver, work_dir: Path, on_progress: OnProgress | None = None) -> CaseResult:
@@ -236,6 +283,7 @@ def _run(
     fault_records: list[dict[str, Any]] = []
     samples: list[dict[str, Any]] = []
     cpu: list[CpuUse] = []
+    ended_ns = 0
     try:
         # All at once: producers only send after the start event, by which time every consumer is ready.
         for spec in [*consumers, *producers]:
@@ -268,13 +316,16 @@ def _run(
                 sc.faults, int(w.start_ns.value), WorkerHooks(w.kill, w.relaunch, w.mark_done), control,
                 driver.needs_broker, [s.name for s in producers], [s.name for s in consumers],
                 NetworkFaults(case.network, routes, ports) if case.network is not None else None,
+                leader_resource=driver.leader_resource(plan) if driver.needs_broker else "",
             )
-        w.measure_cpu(case.broker, control.pids() if control is not None else None)
+        nodes = [control.node_pids(n) for n in range(control.nodes)] if hasattr(control, "node_pids") else None
+        w.measure_cpu(case.broker, control.pids() if control is not None else None, nodes)
         w.start.set()
         for thread in (sampler, injector):
             if thread is not None:
                 thread.start()
         complete = watch(case, w, producers, consumers, problems, on_progress, injector)
+        ended_ns = time.monotonic_ns()
         cpu = w.cpu_used()
     finally:
         if injector is not None:
@@ -296,21 +347,34 @@ def _run(
     problems.extend(f"{name}: {err}" for name, (_, err) in sorted(w.done.items()) if err)
     if w.errors:
         complete = False
-    send_errors = None
-    if producers and producers[0].resilient:
+    resilient = bool(producers) and producers[0].resilient
+    if resilient:
         for spec in [*producers, *consumers]:
             finalize(spec.kind, spec.out)
-        parts = [
-            pd.DataFrame({"producer": spec.role.index, "seq": e[:, 0], "t_ns": e[:, 1]})
-            for spec in producers
-            if (e := read_errors(spec.out)).size
-        ]
+    parts = [  # sends that raised (runs with faults), and sends refused in an outcome reported later (any run)
+        pd.DataFrame({"producer": spec.role.index, "seq": e[:, 0], "t_ns": e[:, 1]})
+        for spec in producers
+        if (e := read_errors(spec.out)).size
+    ]
+    send_errors = None
+    if resilient or parts:
         send_errors = (pd.concat(parts, ignore_index=True) if parts
                        else pd.DataFrame({"producer": [], "seq": [], "t_ns": []}, dtype="int64"))
     rows = assemble_rows(case, producers, consumers, work_dir)
+    acks_tracked = any(tracked(spec.out) for spec in producers)
+    drained, stalled = None, {}
+    if needs_final_read(driver, case) and ended_ns:
+        absent = missing(rows, send_errors, acks_tracked)
+        if len(absent):
+            try:
+                drained = final_read(producers, consumers, absent, work_dir / "final-read")
+            except CaseFailed as exc:
+                problems.append(f"the final read of what the broker still holds failed: {exc}")
+            stalled = stalls(rows, absent, ended_ns, int(w.start_ns.value))
     return CaseResult(
         rows=rows, complete=complete, problems=problems, start_ns=int(w.start_ns.value), faults=fault_records,
         timeseries=pd.DataFrame(samples) if evaluating else None, send_errors=send_errors, cpu=cpu,
+        acks_tracked=acks_tracked, drained=drained, stalls=stalled,
     )
 
 

@@ -42,7 +42,7 @@ class EvaluationFiles:
             self.run.manifest.setdefault("faults", []).extend(rows)
             frame = pd.DataFrame(self.faults)
             # ns stamps need all 63 bits: nullable Int64, never float64 (a missing stamp would make it one)
-            for col in [c for c in frame.columns if c.startswith("t_") and c.endswith("_ns")]:
+            for col in [c for c in frame.columns if (c.startswith("t_") and c.endswith("_ns")) or c == "node"]:
                 frame[col] = pd.array([r.get(col) for r in self.faults], dtype="Int64")
             self.run.write_table(FAULTS, frame)
         if result.send_errors is not None and len(result.send_errors):

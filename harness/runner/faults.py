@@ -3,7 +3,9 @@
 ``FaultInjector`` is a thread started with the case's common start stamp: it sleeps until each fault's
 ``at``, carries it out (SIGKILL of the broker or of a worker, then for ``restart-*`` a start of the same
 broker on the same port and data directory, or of the same worker spec, which continues the killed one's
-mapped records) and records when it happened in ``time.monotonic_ns`` (the clock of the raw records).
+mapped records; for node faults of a cluster, a kill, restart, pause or isolation of the node chosen by role
+at that moment) and records when it happened in ``time.monotonic_ns`` (the clock of the raw records): the
+fault, its end (``t_back_ns``) and, for node faults, when the cluster was whole again (``t_whole_ns``).
 ``Sampler`` is a thread that every ``interval`` seconds records the harness's progress counters (sent and
 received so far), the resident memory of the broker's processes and of the workers (from /proc), and the
 queue depth where the broker's provisioner can ask it cheaply (``Provisioner.queue_depth``).
@@ -76,6 +78,7 @@ class FaultInjector(threading.Thread):
         producers: Sequence[str],
         consumers: Sequence[str],
         network: NetworkFaults | None = None,  # runs with hosts
+        leader_resource: str = "",  # what a node fault's ``leader`` leads (Driver.leader_resource)
     ) -> None:
         super().__init__(name="mqbench-faults", daemon=True)
         self.faults = list(faults)
@@ -86,6 +89,7 @@ class FaultInjector(threading.Thread):
         self.producers = list(producers)
         self.consumers = list(consumers)
         self.network = network
+        self.leader_resource = leader_resource
         self.records: list[dict[str, Any]] = []
         self.halt = threading.Event()
         self.broker_down = False
@@ -129,12 +133,15 @@ class FaultInjector(threading.Thread):
             "carried_out_as": done_as,
             "target": fault.target,
             "at_s": fault.at,
-            "down_s": fault.duration if fault.network else fault.down,
+            "down_s": fault.duration if fault.network or fault.action in ("pause-node", "isolate-node") else fault.down,
             "host": fault.host,
             "delay_s": fault.delay if fault.action == "delay" else None,
             "t_planned_ns": self.start_ns + int(fault.at * 1e9),
             "t_fault_ns": t_fault,
             "t_back_ns": t_back,
+            "t_whole_ns": None,
+            "node": None,
+            "node_role": str(fault.node) if fault.on_node else None,
             "ok": ok,
             "detail": detail,
         }
@@ -142,6 +149,8 @@ class FaultInjector(threading.Thread):
     def _carry_out(self, index: int, fault: Fault) -> dict[str, Any]:
         if fault.network:
             return self._network(index, fault)
+        if fault.on_node:
+            return self._node(index, fault)
         action = fault.action
         if action == "restart-peer":
             action = "restart-broker" if self.needs_broker else "restart-consumer"
@@ -195,9 +204,91 @@ class FaultInjector(threading.Thread):
             self.network.undo(fault)
         return self._record(index, fault, fault.action, t, time.monotonic_ns(), True, detail)
 
+    def _node(self, index: int, fault: Fault) -> dict[str, Any]:
+        """A node fault: choose the node (by role, asked of the broker now), act on it, record its end and when
+        the cluster was whole again."""
+        from harness.brokers import ClusterControl
+
+        action = fault.action
+        if not self.needs_broker:
+            return self._record(index, fault, action, None, None, False, "not applicable: no broker")
+        control = self.control
+        if not isinstance(control, ClusterControl):
+            why = "one node" if self.control is not None else "only clusters started here as local processes"
+            return self._record(index, fault, action, None, None, False, f"not applicable: {why}")
+        try:
+            node, how = self._choose(control, fault.node)
+        except Exception as exc:  # noqa: BLE001 - recorded; the case goes on without the fault
+            return self._record(index, fault, action, None, None, False, f"no node to act on: {exc}")
+        done = self._act(control, node, fault)
+        record = self._record(index, fault, action, done["t_fault"], done.get("t_back"), done["ok"],
+                              f"node {node} ({how}) {done['detail']}")
+        record.update(node=node, t_whole_ns=done.get("t_whole"))
+        return record
+
+    def _choose(self, control: Any, node: str | int) -> tuple[int, str]:
+        if isinstance(node, int):
+            if node >= control.nodes:
+                raise ValueError(f"the cluster has {control.nodes} nodes, not {node + 1}")
+            return node, f"node {node}"
+        leader = control.leader(self.leader_resource)
+        if node == "leader":
+            return leader, f"the leader of {self.leader_resource}"
+        others = [n for n in range(control.nodes) if n != leader]
+        return others[0], f"a follower (the leader of {self.leader_resource} is node {leader})"
+
+    def _act(self, control: Any, node: int, fault: Fault) -> dict[str, Any]:
+        action = fault.action
+        if action == "isolate-node":
+            host = control.host(node)
+            if self.network is None or host is None:
+                return {"t_fault": None, "ok": False, "detail": "not isolated: the nodes run on no hosts"}
+            t = time.monotonic_ns()
+            try:
+                self.network.net.set_link(host, up=False)
+                self.halt.wait(fault.duration)
+            finally:
+                self.network.net.set_link(host, up=True)
+            back = time.monotonic_ns()
+            return {"t_fault": t, "t_back": back, "ok": True, "t_whole": self._whole(control),
+                    "detail": f"cut off (host {host}'s link down) and joined again"}
+        t = time.monotonic_ns()
+        if action == "pause-node":
+            control.pause(node)
+            try:
+                self.halt.wait(fault.duration)
+            finally:
+                control.resume(node)
+            return {"t_fault": t, "t_back": time.monotonic_ns(), "ok": True, "t_whole": self._whole(control),
+                    "detail": "paused (SIGSTOP) and resumed (SIGCONT)"}
+        control.kill(node)
+        if action == "kill-node":
+            return {"t_fault": t, "ok": True, "detail": "SIGKILLed"}
+        self.halt.wait(fault.down)
+        try:
+            control.start(node)
+        except Exception as exc:  # noqa: BLE001 - recorded; the case goes on without the node
+            return {"t_fault": t, "ok": False, "detail": f"SIGKILLed and did not come back: {exc}"}
+        back = time.monotonic_ns()
+        return {"t_fault": t, "t_back": back, "t_whole": back, "ok": True, "detail": "SIGKILLed and started again"}
+
+    def _whole(self, control: Any) -> int | None:
+        """When the cluster passed its readiness check again after a node came back, or None if it did not."""
+        try:
+            control.start()  # every node runs: this only waits for the cluster to be whole
+        except Exception:  # noqa: BLE001 - not whole again within the broker's start timeout
+            return None
+        return time.monotonic_ns()
+
     def ensure_broker(self) -> str:
-        """After the case: start the broker again if a fault left it dead (the next case needs it)."""
-        if self.control is None or self.control.running():
+        """After the case: start the broker (or the cluster's dead nodes) again if a fault left it dead, and
+        resume paused nodes (the next case needs them)."""
+        if self.control is None:
+            return ""
+        paused = sorted(getattr(self.control, "paused", ()))
+        for node in paused:
+            self.control.resume(node)
+        if self.control.running() and not paused:
             return ""
         self.control.start()
         return "the broker was left dead by a fault and was started again after the case"

@@ -9,6 +9,13 @@ Python worker's part towards the runner (ready, subscribed, progress, done) whil
 save, so that ``case.assemble_rows`` builds the same raw rows. The JVM is killed by its process group on
 stop, error, SIGUSR1/SIGTERM from the runner and Ctrl-C; if this process is killed outright, the JVM sees
 its stdin close (before or after `stop`) and halts itself within seconds.
+
+A producer's outcomes (``Producer.watch_outcomes`` of the Python drivers): given the worker's ``Outcomes``,
+the relay asks the JVM to watch them (``watch_outcomes`` in the spec); the JVM answers ``outcomes on|off``
+before ``ready`` and then reports runs of sends as ``outcome <first> <count> 1|0`` lines (every 5 ms when
+there is news, and before ``done``). On ``on`` the relay has ``Outcomes`` watch the JVM's client as it would a Python producer,
+and hands it each run as it comes; the records then carry the acknowledgements as ``t_ack``, as a Python
+producer's do.
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ import subprocess
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +37,7 @@ import numpy as np
 from harness.drivers.base import DriverError
 from harness.drivers.java import JVM_LIMITS, MAIN, command, unavailable_reason
 from harness.runner._context import Interrupted, WorkerContext, WorkerSpec
+from harness.runner._outcomes import Outcomes
 from harness.runner._records import save
 
 HELLO_TIMEOUT = 30.0  # seconds for the JVM to start and answer
@@ -56,9 +65,13 @@ def kill_group(proc: subprocess.Popen[Any]) -> None:
         pass
 
 
-def spec_json(spec: Any, client: str) -> dict[str, Any]:
+Report = Callable[[int, int, bool], None]  # report(first, count, accepted), as Producer.watch_outcomes
+
+
+def spec_json(spec: Any, client: str, watch_outcomes: bool = False) -> dict[str, Any]:
     """The JSON the JVM reads (jvm/.../Spec.java): a WorkerSpec, flattened."""
     return {
+        "watch_outcomes": watch_outcomes and spec.kind == "producer",
         "kind": spec.kind, "name": spec.name, "client": client, "system": spec.system,
         "broker_url": spec.broker.url if spec.broker is not None else None,
         "options": spec.options, "plan": spec.plan, "index": spec.role.index, "topic": spec.role.topic,
@@ -69,19 +82,36 @@ def spec_json(spec: Any, client: str) -> dict[str, Any]:
 
 
 class _Lines:
-    """The JVM's stdout, line by line, read on a thread (None at end of output)."""
+    """The JVM's stdout, line by line, read on a thread (None at end of output). ``outcomes on`` and
+    ``outcome`` lines go to ``outcomes`` there and then, in order, whatever the relay is waiting for: so
+    every outcome the JVM told before ``done`` is in ``outcomes`` when ``done`` is handled."""
 
-    def __init__(self, proc: subprocess.Popen[str]) -> None:
+    def __init__(self, proc: subprocess.Popen[str], outcomes: Outcomes | None = None) -> None:
         self.lines: queue.Queue[str | None] = queue.Queue()
         self.held: deque[str | None] = deque()  # lines read ahead while waiting for a particular one
         self.done = False  # the JVM's records have been converted and reported
+        self.outcomes = outcomes
+        self.report: Report | None = None  # set once the JVM said ``outcomes on``
         assert proc.stdout is not None
         threading.Thread(target=self._read, args=(proc.stdout,), daemon=True).start()
 
     def _read(self, stream: Any) -> None:
         for line in stream:
-            self.lines.put(line.rstrip("\n"))
+            line = line.rstrip("\n")
+            if line.startswith("outcome "):
+                first, count, accepted = line.split()[1:4]
+                if self.report is not None:
+                    self.report(int(first), int(count), accepted == "1")
+            elif line == "outcomes on" and self.outcomes is not None:
+                self.outcomes.watch(self, 0)  # -> watch_outcomes below
+            elif not line.startswith("outcomes "):
+                self.lines.put(line)
         self.lines.put(None)
+
+    def watch_outcomes(self, report: Report) -> bool:
+        """What ``Outcomes.watch`` asks of a producer: here, the JVM's client, which said it reports them."""
+        self.report = report
+        return True
 
     def get(self, timeout: float) -> str | None:
         """The next line; raises queue.Empty after ``timeout`` seconds without one."""
@@ -123,8 +153,10 @@ def check_clock(send: Any, lines: _Lines) -> None:
         )
 
 
-def relay(spec: WorkerSpec, ctx: WorkerContext, driver: Any) -> None:
-    """Play ``spec``'s worker through the JVM (the contract of harness.runner.worker.worker_main)."""
+def relay(spec: WorkerSpec, ctx: WorkerContext, driver: Any, outcomes: Outcomes | None = None) -> None:
+    """Play ``spec``'s worker through the JVM (the contract of harness.runner.worker.worker_main). With
+    ``outcomes`` (a producer's), the client is asked to report each send's outcome there (see the module
+    docstring); ``outcomes.watched`` then says whether it did."""
     if spec.kills or spec.consumer_rate is not None:  # the case loop leaves such cases out; a guard
         raise DriverError(f"{driver.label()}: {JVM_LIMITS}")
     reason = unavailable_reason()
@@ -135,14 +167,14 @@ def relay(spec: WorkerSpec, ctx: WorkerContext, driver: Any) -> None:
 
     signal.signal(signal.SIGTERM, interrupted)  # terminate() from the runner: kill the JVM on the way out
     spec_path = Path(f"{spec.out}.jvm-spec.json")
-    spec_path.write_text(json.dumps(spec_json(spec, driver.jvm_client)))
+    spec_path.write_text(json.dumps(spec_json(spec, driver.jvm_client, outcomes is not None)))
     log_path = Path(f"{spec.out}.jvm.log")
     with open(log_path, "w") as log:
         proc = subprocess.Popen(
             command(MAIN, str(spec_path)), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log,
             text=True, bufsize=1, start_new_session=True,
         )
-    lines = _Lines(proc)
+    lines = _Lines(proc, outcomes)
     try:
         _drive(spec, proc, lines, ctx, log_path)
     except Interrupted:
@@ -199,7 +231,7 @@ def _drive(
         elif word == "subscribed":
             ctx.status.put(("subscribed", spec.name))
         elif word == "done":
-            _convert(spec)
+            _convert(spec, lines.outcomes)
             lines.done = True
             count, _, error = rest.partition(" ")
             ctx.status.put(("done", spec.name, int(count), error))
@@ -218,7 +250,7 @@ def _finish(spec: Any, lines: _Lines, status: Any) -> bool:
         if line is None:
             break
         if line.startswith("done "):
-            _convert(spec)
+            _convert(spec, lines.outcomes)
             # The JVM stopped on ``stop`` and saved whole records, only later than the runner's grace (a
             # RocketMQ consumer takes seconds to close): no problem of its own unless it says one; what did
             # not arrive shows in the delivery accounting.
@@ -236,8 +268,9 @@ def _tail(log_path: Path) -> str:
     return lines[-1] if lines else "no output"
 
 
-def _convert(spec: Any) -> None:
-    """The JVM's records -> ``<out>.npz`` with the arrays and dtypes the Python worker of this kind saves."""
+def _convert(spec: Any, outcomes: Outcomes | None = None) -> None:
+    """The JVM's records -> ``<out>.npz`` with the arrays and dtypes the Python worker of this kind saves;
+    a producer that reported its outcomes gets their acknowledgements as ``t_ack`` (as ``SendRecord.save``)."""
     index_path = Path(f"{spec.out}.jvm.json")
     index = json.loads(index_path.read_text())
     count = int(index["count"])
@@ -249,5 +282,8 @@ def _convert(spec: Any) -> None:
             continue
         arrays[name] = np.fromfile(path, dtype="<i8", count=count).astype(dtype)
         os.unlink(path)
+    if outcomes is not None and outcomes.watched:
+        arrays["t_ack"] = outcomes.stamps(count)
+        arrays["tracked"] = np.array([True])
     save(spec.out, **arrays)
     index_path.unlink()

@@ -34,6 +34,7 @@ from harness.drivers.base import Driver, DriverError
 from harness.runner import _hot
 from harness.runner._context import Ended, Interrupted, WorkerContext, WorkerSpec
 from harness.runner._hot import HOT_LOOPS
+from harness.runner._outcomes import Outcomes
 from harness.runner._records import (
     BLOCK_BYTES,
     PROBE_PREFIX,
@@ -179,7 +180,12 @@ def worker_main(spec: WorkerSpec, ctx: WorkerContext) -> None:
         if driver.runs_in_jvm:  # Java clients: this process relays to the JVM worker
             from harness.runner.jvm import relay
 
-            relay(spec, ctx, driver)
+            outcomes = Outcomes(spec.out, mapped_files=spec.resilient) if spec.kind == "producer" else None
+            try:
+                relay(spec, ctx, driver, outcomes)
+            finally:
+                if outcomes is not None:
+                    outcomes.close()
             return
         body = {"producer": _producer, "consumer": _consumer, "requester": _requester, "replier": _replier}
         body[spec.kind](spec, ctx, driver)
@@ -195,18 +201,20 @@ def worker_main(spec: WorkerSpec, ctx: WorkerContext) -> None:
 def _producer(spec: WorkerSpec, ctx: WorkerContext, driver: Driver) -> None:
     caps = driver.capabilities
     make = lambda: driver.create_producer(spec.plan, spec.role)  # noqa: E731
+    outcomes = Outcomes(spec.out, mapped_files=spec.resilient)
     step: Step
     probe = None  # the slow-joiner handshake: brokerless pub/sub only, never with faults (case.py)
     if spec.resilient:
         quiet_clients()
-        step = ReconnectingSend(make, caps.flush, spec, ctx)
+        step = ReconnectingSend(make, caps.flush, spec, ctx, outcomes)
     else:
         producer = make()
+        outcomes.watch(producer, 0)
         step = Send(producer, caps.batch_send, caps.flush)
         probe = producer.send if spec.probe else None
     ctx.status.put(("ready", spec.name))
     started = probe_until_start(probe, spec, ctx) if probe is not None else ctx.wait_start()
-    _send_and_report(spec, ctx, step, started)
+    _send_and_report(spec, ctx, step, started, outcomes)
 
 
 def _requester(spec: WorkerSpec, ctx: WorkerContext, driver: Driver) -> None:
@@ -215,16 +223,23 @@ def _requester(spec: WorkerSpec, ctx: WorkerContext, driver: Driver) -> None:
     _send_and_report(spec, ctx, step, ctx.wait_start())
 
 
-def _send_and_report(spec: WorkerSpec, ctx: WorkerContext, step: Step, started: bool) -> None:
+def _send_and_report(
+    spec: WorkerSpec, ctx: WorkerContext, step: Step, started: bool, outcomes: Outcomes | None = None
+) -> None:
     if not started:
         step.close()
+        if outcomes is not None:
+            outcomes.close()
         return
     record = SendRecord(spec.out, spec.capacity, step.second, step.keeps_second, mapped_files=spec.resilient)
     n, schedule, error = send_messages(spec, ctx, step, record)
-    record.save(n, schedule.intended(n))
+    # The step's ``finish`` (in send_messages) flushed: a producer told of outcomes waits for them there.
+    record.save(n, schedule.intended(n), outcomes.stamps(n) if outcomes is not None and outcomes.watched else None)
     ctx.status.put(("done", spec.name, n, error))
     ctx.hold_until_stop()
     step.close()
+    if outcomes is not None:
+        outcomes.close()
 
 
 def _consumer(spec: WorkerSpec, ctx: WorkerContext, driver: Driver) -> None:

@@ -34,12 +34,17 @@ Fields (see ``scenarios/*.yaml`` for examples)::
     hosts: {broker: server, producers: a, consumers: b}   # optional: network namespaces (harness.network)
     # network actions, each {at, action, duration, host (default: the consumers' host)}: delay (delay,
     # jitter), bandwidth (rate: 10mbit), partition, reset -- see docs/network.md
+    cluster: {nodes: 3, replicas: 3, min_insync: 2}   # optional: brokers as replicated clusters (a variant
+                               # may give its own ``cluster``); node faults {at, action, node: leader |
+                               # follower | index}: kill-node, restart-node (down), pause-node (duration),
+                               # isolate-node (duration; needs hosts: {nodes: [a, b, c]}) -- docs/clusters.md
 """
 
 from harness.scenario._model import (
     FAULT_ACTIONS,
     MIN_MESSAGE_SIZE,
     NETWORK_ACTIONS,
+    NODE_ACTIONS,
     Fault,
     Hosts,
     Scenario,
@@ -54,6 +59,7 @@ __all__ = [
     "Fault",
     "Hosts",
     "NETWORK_ACTIONS",
+    "NODE_ACTIONS",
     "Scenario",
     "ScenarioError",
     "Variant",

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
-from harness.drivers.base import Pattern
+from harness.drivers.base import SINGLE_NODE, ClusterShape, Pattern
 
 # The header a producer writes into every message: producer id (u16) + sequence number (u32) + send stamp
 # (i64); messages shorter than that carry only producer id and sequence number.
@@ -19,11 +19,15 @@ class ScenarioError(ValueError):
 
 @dataclass(frozen=True)
 class Variant:
-    """One configuration of one system: a name for reports and the options handed to the driver."""
+    """One configuration of one system: a name for reports, the options handed to the driver, and the shape
+    of its broker (``cluster``: one node unless the variant or its scenario asks for more); ``cluster_note``
+    says why a broker the scenario asked to cluster runs as one node ("Mosquitto has no clustering")."""
 
     system: str
     name: str = "default"
     options: Mapping[str, Any] = field(default_factory=dict)
+    cluster: ClusterShape = SINGLE_NODE
+    cluster_note: str = ""
 
 
 WORKER_ACTIONS = (
@@ -37,7 +41,10 @@ WORKER_ACTIONS = (
 )
 #: Network faults between hosts (``hosts:``): each lasts ``duration`` seconds, then is undone.
 NETWORK_ACTIONS = ("delay", "bandwidth", "partition", "reset")
-FAULT_ACTIONS = WORKER_ACTIONS + NETWORK_ACTIONS
+#: Faults of one node of a clustered broker, chosen by ``node``: ``leader``, ``follower`` or an index.
+NODE_ACTIONS = ("kill-node", "restart-node", "pause-node", "isolate-node")
+NODE_ROLES = ("leader", "follower")
+FAULT_ACTIONS = WORKER_ACTIONS + NETWORK_ACTIONS + NODE_ACTIONS
 
 
 @dataclass(frozen=True)
@@ -52,6 +59,13 @@ class Fault:
     ``delay`` seconds (± ``jitter``) each way to the host's connections, ``bandwidth`` limits its link to
     ``rate`` (tc syntax, e.g. ``10mbit``), ``partition`` cuts it off, ``reset`` resets its connections
     (and any new one) until the end.
+
+    Node actions act on one node of a clustered broker, ``node``: ``leader`` (of what the case moves messages
+    through, asked of the broker when the fault comes), ``follower`` (the first node that is not the leader)
+    or a node index. ``kill-node`` SIGKILLs every process of the node; ``restart-node`` also starts it again
+    after ``down`` seconds; ``pause-node`` stops it (SIGSTOP) for ``duration`` seconds, as a long GC pause;
+    ``isolate-node`` cuts its host (``hosts: {nodes: [...]}``) off from the other nodes and the clients for
+    ``duration`` seconds.
     """
 
     at: float
@@ -63,36 +77,49 @@ class Fault:
     delay: float = 0.0
     jitter: float = 0.0
     rate: str = ""
+    node: str | int = "leader"
 
     @property
     def network(self) -> bool:
         return self.action in NETWORK_ACTIONS
 
+    @property
+    def on_node(self) -> bool:
+        return self.action in NODE_ACTIONS
+
     def as_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"at": self.at, "action": self.action, "target": self.target, "down": self.down}
         if self.network:
             out.update(duration=self.duration, host=self.host, delay=self.delay, jitter=self.jitter, rate=self.rate)
+        if self.on_node:
+            out.update(node=self.node, duration=self.duration)
         return out
 
 
 @dataclass(frozen=True)
 class Hosts:
     """Where each part runs (``hosts:``): a host name per role; None = the root namespace, as without hosts.
-    Every name becomes a network namespace of the run (``harness.network``)."""
+    ``nodes``: the hosts of a clustered broker's nodes, node i on ``nodes[i]`` (each its own host, so one
+    node can be cut off). Every name becomes a network namespace of the run (``harness.network``)."""
 
     broker: str | None = None
     producers: str | None = None
     consumers: str | None = None
+    nodes: tuple[str, ...] = ()
 
     def names(self) -> tuple[str, ...]:
-        return tuple(dict.fromkeys(h for h in (self.broker, self.producers, self.consumers) if h is not None))
+        return tuple(dict.fromkeys(h for h in (self.broker, self.producers, self.consumers, *self.nodes)
+                                   if h is not None))
 
     def of(self, role: str) -> str | None:
         """The host of ``role`` (broker, producers, consumers)."""
         return {"broker": self.broker, "producers": self.producers, "consumers": self.consumers}[role]
 
     def as_dict(self) -> dict[str, Any]:
-        return {"broker": self.broker, "producers": self.producers, "consumers": self.consumers}
+        out: dict[str, Any] = {"broker": self.broker, "producers": self.producers, "consumers": self.consumers}
+        if self.nodes:
+            out["nodes"] = list(self.nodes)
+        return out
 
 
 @dataclass(frozen=True)
@@ -121,18 +148,29 @@ class Scenario:
     # ``messages``/``duration``) within ``search_range`` finds the highest rate sustained with p99 <= bound
     p99_bound: float | None = None  # seconds
     search_range: tuple[float, float] = (1000.0, 1_000_000.0)
+    # ``cluster:``: the shape every broker variant without its own ``cluster`` asks for (None: one node)
+    cluster: ClusterShape | None = None
 
     @property
     def kills(self) -> bool:
-        """Whether a fault of this scenario kills or restarts a process (not only network actions)."""
-        return any(not f.network for f in self.faults)
+        """Whether a fault of this scenario kills or restarts a broker or a worker process: not network
+        actions, nor node faults (a node of a cluster dies, pauses or is cut off; the clients ride through
+        it by themselves, no worker is restarted)."""
+        return any(not f.network and not f.on_node for f in self.faults)
 
     @property
     def searches(self) -> bool:
         return self.p99_bound is not None and not self.rates
 
     def variants_for(self, system: str) -> tuple[Variant, ...]:
-        return self.variants.get(system, (Variant(system),))
+        """The variants of ``system`` in this scenario: its own, or one default variant (shaped by the
+        scenario's ``cluster:`` where the system's broker can be clustered)."""
+        if system in self.variants:
+            return self.variants[system]
+        from harness.scenario._cluster import default_shape
+
+        shape, note = default_shape(system, self.cluster)
+        return (Variant(system, cluster=shape, cluster_note=note),)
 
     def with_repetitions(self, n: int) -> Scenario:
         return replace(self, repetitions=n)
@@ -145,7 +183,11 @@ class Scenario:
             if f.name == "pattern":
                 value = value.value
             elif f.name == "variants":
-                value = {s: [{"name": v.name, **dict(v.options)} for v in vs] for s, vs in value.items()}
+                value = {s: [{"name": v.name, **dict(v.options),
+                              **({"cluster": v.cluster.as_dict()} if v.cluster != SINGLE_NODE else {})}
+                             for v in vs] for s, vs in value.items()}
+            elif f.name == "cluster":
+                value = None if value is None else value.as_dict()
             elif f.name == "faults":
                 value = [fault.as_dict() for fault in value]
             elif f.name == "hosts":

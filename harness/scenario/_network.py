@@ -13,6 +13,7 @@ if TYPE_CHECKING:
 
 _HOST_RE = re.compile(r"^[a-z][a-z0-9]{0,11}$")
 _ROLES = ("broker", "producers", "consumers")
+_KEYS = (*_ROLES, "nodes")
 _RATE_RE = re.compile(r"^\d+(?:\.\d+)?(?:bit|kbit|mbit|gbit|bps|kbps|mbps|gbps)$")
 NETWORK_FAULT_KEYS = ("duration", "host", "delay", "jitter", "rate")
 __all__ = ["NETWORK_ACTIONS", "NETWORK_FAULT_KEYS", "parse_hosts", "parse_network_fault"]
@@ -23,12 +24,26 @@ def parse_hosts(c: _Checker, raw: Any) -> Hosts:
         return Hosts()
     if not isinstance(raw, dict):
         raise c.fail("hosts", "must be a mapping like {broker: server, producers: a, consumers: b}")
+    nodes: tuple[str, ...] = ()
     for key, value in raw.items():
-        if key not in _ROLES:
-            raise c.fail(f"hosts.{key}", f"is not a role; allowed: {', '.join(_ROLES)}")
-        if not isinstance(value, str) or not _HOST_RE.match(value):
+        if key not in _KEYS:
+            raise c.fail(f"hosts.{key}", f"is not a role; allowed: {', '.join(_KEYS)}")
+        if key == "nodes":
+            if not isinstance(value, list) or len(value) < 2:
+                raise c.fail("hosts.nodes", f"must list one host per node of a cluster (two or more), got {value!r}")
+            for name in value:
+                if not isinstance(name, str) or not _HOST_RE.match(name):
+                    raise c.fail("hosts.nodes", f"each must be a host name (a-z, 0-9, at most 12, a letter first), "
+                                                f"got {name!r}")
+            if len(set(value)) != len(value):
+                raise c.fail("hosts.nodes", f"each node needs a host of its own, got {value}")
+            nodes = tuple(value)
+        elif not isinstance(value, str) or not _HOST_RE.match(value):
             raise c.fail(f"hosts.{key}", f"must be a host name (a-z, 0-9, at most 12, a letter first), got {value!r}")
-    return Hosts(**raw)
+    clash = set(nodes) & {raw.get(r) for r in _ROLES}
+    if clash:
+        raise c.fail("hosts.nodes", f"a node's host is its own: {', '.join(sorted(clash))} is also given a role")
+    return Hosts(**{k: v for k, v in raw.items() if k != "nodes"}, nodes=nodes)
 
 
 def parse_network_fault(c: _Checker, where: str, item: Mapping[str, Any], at: float, hosts: Hosts) -> Fault:

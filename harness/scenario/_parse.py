@@ -11,10 +11,20 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from harness.drivers.base import Pattern
-from harness.scenario._model import FAULT_ACTIONS, MIN_MESSAGE_SIZE, Fault, Scenario, ScenarioError, Variant
+from harness.scenario._cluster import NODE_FAULT_KEYS, parse_cluster, parse_node_fault, variant_shape
+from harness.scenario._model import (
+    FAULT_ACTIONS,
+    MIN_MESSAGE_SIZE,
+    NODE_ACTIONS,
+    Fault,
+    Scenario,
+    ScenarioError,
+    Variant,
+)
 from harness.scenario._network import NETWORK_ACTIONS, NETWORK_FAULT_KEYS, parse_hosts, parse_network_fault
 
 if TYPE_CHECKING:
+    from harness.drivers.base import ClusterShape
     from harness.scenario._model import Hosts
 
 _FIELDS = (
@@ -39,6 +49,7 @@ _FIELDS = (
     "hosts",
     "p99_bound",
     "search_range",
+    "cluster",
 )
 
 _UNITS = {"b": 1, "kb": 1000, "kib": 1024, "mb": 1000**2, "mib": 1024**2}
@@ -217,7 +228,8 @@ def parse_scenario(data: Any, source: str = "<scenario>") -> Scenario:
     if not isinstance(description, str):
         raise c.fail("description", "must be text")
 
-    variants = _parse_variants(c, data.get("variants", {}), systems)
+    cluster = parse_cluster(c, "cluster", data["cluster"]) if data.get("cluster") is not None else None
+    variants = _parse_variants(c, data.get("variants", {}), systems, cluster)
 
     consumer_rate = None
     if data.get("consumer_rate") is not None:
@@ -250,6 +262,7 @@ def parse_scenario(data: Any, source: str = "<scenario>") -> Scenario:
         source=source,
         p99_bound=p99_bound,
         search_range=search_range,
+        cluster=cluster,
     )
 
 
@@ -272,7 +285,9 @@ def _parse_search(c: _Checker, data: Mapping[str, Any], searching: bool) -> tupl
     return bound, (low, high)
 
 
-def _parse_variants(c: _Checker, raw: Any, systems: tuple[str, ...] | None) -> dict[str, tuple[Variant, ...]]:
+def _parse_variants(
+    c: _Checker, raw: Any, systems: tuple[str, ...] | None, cluster: ClusterShape | None
+) -> dict[str, tuple[Variant, ...]]:
     from harness.drivers import SYSTEMS, driver_class
     from harness.drivers.base import DriverError
 
@@ -295,6 +310,7 @@ def _parse_variants(c: _Checker, raw: Any, systems: tuple[str, ...] | None) -> d
             if not isinstance(item, dict):
                 raise c.fail(where, f"must be a mapping of options, got {item!r}")
             opts = dict(item)
+            shape, note = variant_shape(c, where, system, opts, cluster)
             try:  # the option ``client`` chooses the driver (harness.drivers.CLIENTS)
                 allowed: frozenset[str] | None = driver_class(system, opts.get("client")).option_names()
             except DriverError as exc:
@@ -311,7 +327,7 @@ def _parse_variants(c: _Checker, raw: Any, systems: tuple[str, ...] | None) -> d
                         hint = f" (did you mean '{close[0]}'?)" if close else ""
                         listed = ", ".join(sorted(allowed)) or "none"
                         raise c.fail(f"{where}.{key}", f"is not a {system} option{hint}; allowed: {listed}")
-            parsed.append(Variant(system=system, name=vname, options=opts))
+            parsed.append(Variant(system=system, name=vname, options=opts, cluster=shape, cluster_note=note))
         names = [v.name for v in parsed]
         if len(set(names)) != len(names):
             raise c.fail(f"variants.{system}", f"variant names must differ, got {names}")
@@ -319,7 +335,7 @@ def _parse_variants(c: _Checker, raw: Any, systems: tuple[str, ...] | None) -> d
     return out
 
 
-_FAULT_KEYS = ("at", "action", "target", "down", *NETWORK_FAULT_KEYS)
+_FAULT_KEYS = tuple(dict.fromkeys(("at", "action", "target", "down", *NETWORK_FAULT_KEYS, *NODE_FAULT_KEYS)))
 
 
 def _parse_faults(
@@ -344,8 +360,19 @@ def _parse_faults(
         if action not in FAULT_ACTIONS:
             raise c.fail(f"{where}.action", f"must be one of {', '.join(FAULT_ACTIONS)}, got {action!r}")
         if action in NETWORK_ACTIONS:
+            if "node" in item:
+                raise c.fail(f"{where}.node", f"only node actions ({', '.join(NODE_ACTIONS)}) have it")
             out.append(parse_network_fault(c, where, item, at, hosts))
             continue
+        if action in NODE_ACTIONS:
+            extra = [k for k in (*NETWORK_FAULT_KEYS, "target") if k in item and k not in NODE_FAULT_KEYS]
+            if extra:
+                raise c.fail(f"{where}.{extra[0]}", "a node action has at, action, node, down (restart-node) "
+                                                    "and duration (pause-node, isolate-node)")
+            out.append(parse_node_fault(c, where, item, at, hosts))
+            continue
+        if "node" in item:
+            raise c.fail(f"{where}.node", f"only node actions ({', '.join(NODE_ACTIONS)}) have it")
         extra = [k for k in NETWORK_FAULT_KEYS if k in item]
         if extra:
             raise c.fail(f"{where}.{extra[0]}", f"only network actions ({', '.join(NETWORK_ACTIONS)}) have it")

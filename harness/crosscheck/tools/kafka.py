@@ -25,6 +25,7 @@ from harness.crosscheck._tool import CrossCase, Tool, ToolFailed, ToolResult
 from harness.crosscheck.tools._exec import Tools
 from harness.crosscheck.tools._java import TOOL_HEAP, java_for, missing_jar
 from harness.drivers.base import BrokerEndpoint
+from harness.drivers.kafka import topic_replication
 
 PACKAGE = "org.apache.kafka.tools."
 ACKS = {"at-most-once": "0", "at-least-once": "1", "durable": "all"}
@@ -105,10 +106,15 @@ class KafkaPerf(Tool):
                    "--num-records", str(min(LATENCY_RECORDS, case.messages)), "--producer-acks",
                    "1" if acks == "0" else acks,
                    "--record-size", str(case.size)]
+        # The harness's topics on a broker of this shape (one replica, or the cluster's replicas and min ISR);
+        # EndToEndLatency's own topic is created by the broker with its defaults, which are the same.
+        replicas, configs = topic_replication(endpoint.shape)
+        topic_configs = [arg for key, value in configs.items() for arg in ("--config", f"{key}={value}")]
         with Tools(workdir, f"{self.name} {_jars.pinned_version('kafka')}") as tools:
             tools.wait(tools.start("topic", [
                 *jvm, PACKAGE + "TopicCommand", "--bootstrap-server", bootstrap, "--create", "--topic", topic,
-                "--partitions", str(case.consumers), "--replication-factor", "1"]), timeout=60)
+                "--partitions", str(case.consumers), "--replication-factor", str(replicas), *topic_configs]),
+                timeout=60)
             consumers = [tools.start(f"consumer-{i}", consume) for i in range(case.consumers)]
             tools.wait(tools.start("warmup", produce(1)), timeout=60)
             # A line from any consumer: the group has formed (members join together).

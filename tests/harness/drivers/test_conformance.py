@@ -56,6 +56,7 @@ VARIANTS: dict[str, list[Variant]] = {
         Variant("reliable", {"persistent": True, "confirms": True, "manual_ack": True, "prefetch": 50,
                              "ack_every": 20, "confirm_window": 200}),
         Variant("confirm-each", {"confirms": True, "manual_ack": True, "confirm_window": 1, "ack_every": 1}),
+        Variant("quorum", {"queue_type": "quorum", "confirms": True, "manual_ack": True}),
     ],
     "kafka": [
         Variant(
@@ -91,7 +92,9 @@ VARIANTS: dict[str, list[Variant]] = {
 JVM_VARIANTS: dict[tuple[str, str | None], list[Variant]] = {
     ("jeromq", None): [Variant("no-hwm", {"sndhwm": 0, "rcvhwm": 0})],
     ("rabbitmq", "java"): [Variant("reliable", {"client": "java", "persistent": True, "confirms": True,
-                                                 "manual_ack": True, "prefetch": 50})],
+                                                 "manual_ack": True, "prefetch": 50}),
+                           Variant("quorum", {"client": "java", "queue_type": "quorum", "confirms": True,
+                                              "manual_ack": True})],
     ("kafka", "java"): [Variant("acks-all-2p", {"client": "java", "acks": "all", "partitions": 2, "linger_ms": 5},
                                 unordered=frozenset({Pattern.PUBSUB}))],
     ("rocketmq", "java"): [Variant("4q", {"client": "java", "queues": 4},

@@ -79,7 +79,7 @@ def _rows(pattern: str, **cols: object) -> pd.DataFrame:
     df = pd.DataFrame(base)
     for c in ("t_intended", "t_send", "t_ack", "t_recv"):
         df[c] = df[c].astype("Int64")
-    assert set(df.columns) == set(RAW_SCHEMA.names) - {"send_failed", *HOST_COLUMNS}  # write_raw adds those
+    assert set(df.columns) == set(RAW_SCHEMA.names) - {"send_failed", "unconfirmed", "drained", *HOST_COLUMNS}  # write_raw adds those
     return df
 
 

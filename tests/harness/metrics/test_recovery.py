@@ -147,3 +147,42 @@ def test_no_rate_after_a_partition_that_never_healed() -> None:
     assert r["lost"] == 200
     assert math.isnan(r["back_first_s"]) and math.isnan(r["back_rate_s"])
     assert math.isnan(r["latency_during_s"]) and math.isnan(r["injected_delay_s"])
+
+
+def _with(df: pd.DataFrame, **columns: object) -> pd.DataFrame:
+    return df.assign(**columns)
+
+
+def test_unacknowledged_sends_are_unconfirmed_and_found_ones_are_held_not_lost() -> None:
+    """Producers told of outcomes: 10 sends, acks for 0-5; 6-7 never acknowledged nor arrived (in flight when the
+    leader died): unconfirmed; 8 acknowledged but never arrived, found by the final read: held; 9 acknowledged
+    and never anywhere: lost."""
+    sends = [i * S // 10 for i in range(10)]
+    got = [(i, sends[i] + 1000) for i in range(6)]
+    df = rows("queue", sends, {0: got})
+    ack = [sends[i] + 500 if i in (0, 1, 2, 3, 4, 5, 8, 9) else None for i in df["seq"]]
+    df = _with(df, t_ack=pd.array(ack, "Int64"), drained=[s == 8 for s in df["seq"]])
+    f = {**fault(int(0.55 * S)), "acks_tracked": True}
+    r = recovery_table(df, [f]).iloc[0]
+    assert (r["window_messages"], r["accepted"], r["unconfirmed"], r["held"], r["lost"]) == (10, 8, 2, 1, 1)
+    # the first acknowledgement of a message sent at or after the fault: seq 8's, 0.8 s + 500 ns
+    assert r["send_unavailable_s"] == pytest.approx(0.8 + 500e-9 - 0.55, abs=1e-6)
+    # without outcomes the same rows count every unrefused send as accepted: 6, 7 and 9 lost
+    plain = recovery_table(df, [fault(int(0.55 * S))]).iloc[0]
+    assert (plain["accepted"], plain["unconfirmed"], plain["held"], plain["lost"]) == (10, 0, 1, 3)
+    assert math.isnan(plain["send_unavailable_s"])
+
+
+def test_node_fault_columns_whole_again_and_the_rate_dip() -> None:
+    sends = [i * S // 100 for i in range(400)]  # 100 msgs/s for 4 s
+    # nothing arrives between 2.0 and 2.6 s; what was sent then arrives at 2.6 s
+    receipts = [(i, t + 1000 if not 2 * S <= t < int(2.6 * S) else int(2.6 * S) + i) for i, t in enumerate(sends)]
+    f = {**fault(2 * S, back=int(2.5 * S), action="pause-node"), "node": 1, "node_role": "leader",
+         "t_whole_ns": 3 * S, "down_s": 0.5, "stall_s": float("nan")}
+    r = recovery_table(rows("queue", sends, {0: receipts}), [f]).iloc[0]
+    assert (r["node"], r["node_role"], r["down_s"]) == (1, "leader", 0.5)
+    assert r["whole_s"] == pytest.approx(1.0)
+    assert r["rate_dip"] == 0.0  # at least one 200 ms bin after the fault had no receipt at all
+    unaffected = recovery_table(rows("queue", sends, {0: [(i, t + 1000) for i, t in enumerate(sends)]}),
+                                [fault(2 * S, back=int(2.5 * S))]).iloc[0]
+    assert unaffected["rate_dip"] == pytest.approx(1.0, abs=0.11)

@@ -52,6 +52,10 @@ def _one_case(rows: list[dict[str, Any]]) -> dict[str, Any]:
     received = [r for r in rows if r["t_recv"] is not None]
     delivered = {unit(r) for r in received}
     failed = {unit(r) for r in rows if r.get("send_failed")}  # the producer was told: not lost
+    unconfirmed = {unit(r) for r in rows if r.get("unconfirmed") and not r.get("send_failed")} - {
+        unit(r) for r in rows if r["t_recv"] is not None}  # never told either way: not accepted
+    held = {unit(r) for r in rows if r.get("drained") and not r.get("send_failed")} - {
+        unit(r) for r in rows if r["t_recv"] is not None}  # the final read found it: not lost
     sends = {(r["producer"], r["seq"]): r["t_send"] for r in rows}
     intended = {(r["producer"], r["seq"]): r["t_intended"] for r in rows if r["t_intended"] is not None}
     # out of order: first receipts in t_recv order, per (producer, consumer) stream
@@ -76,8 +80,10 @@ def _one_case(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "sent": len(sends),
         "expected": len(expected),
         "received": len(delivered),
-        "lost": len(expected - delivered - failed),
+        "lost": len(expected - delivered - failed - unconfirmed - held),
         "send_failed": len(failed),
+        "unconfirmed": len(unconfirmed),
+        "held": len(held),
         "duplicated": len(received) - len(delivered),
         "out_of_order": late,
         # n stamps bound n - 1 intervals (the README's throughput definition)

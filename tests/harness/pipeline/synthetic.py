@@ -153,6 +153,8 @@ def _case_rows(
                         "t_ack": None,
                         "t_recv": int(t_send[seq] + int(latency[seq, c])),
                         "send_failed": False,
+                        "unconfirmed": False,
+                        "drained": False,
                     }
                 )
     return rows
@@ -169,6 +171,9 @@ def _inject(rows: list[dict[str, Any]], case: dict[str, Any]) -> None:
         find(0, 50)["t_recv"] = find(0, 51)["t_recv"] + 1_000
         find(1, 60).update(consumer=-1, t_recv=None, send_failed=True)
         find(0, 70)["send_failed"] = True
+        find(0, 80).update(consumer=-1, t_recv=None, unconfirmed=True)  # in flight when its connection died
+        find(1, 90).update(consumer=-1, t_recv=None, drained=True)  # found by the final read: held
+        find(0, 95)["drained"] = True  # arrived as well: received, not held
     if all(case.get(k) == v for k, v in PUBSUB_FAULT.items()):
         find(0, 40, consumer=1)["t_recv"] = None
 
@@ -252,6 +257,8 @@ def build_bulk_run(
                         "t_ack": pa.nulls(n, pa.int64()),
                         "t_recv": pa.array(t_send + latency),
                         "send_failed": pa.array(np.zeros(n, bool)),
+                        "unconfirmed": pa.array(np.zeros(n, bool)),
+                        "drained": pa.array(np.zeros(n, bool)),
                         **{column: pa.nulls(n, pa.string()) for column in HOST_COLUMNS},
                     },
                     schema=RAW_SCHEMA,

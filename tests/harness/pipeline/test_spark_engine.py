@@ -33,6 +33,8 @@ def test_exact_path_equals_numpy(synthetic_run: Path, spark_summary: Summary) ->
             "received",
             "lost",
             "send_failed",
+            "unconfirmed",
+            "held",
             "duplicated",
             "out_of_order",
             "sender_msgs_per_s",

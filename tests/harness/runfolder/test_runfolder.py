@@ -60,10 +60,11 @@ def test_create_write_and_open_a_run(tmp_path: Path) -> None:
 
 def test_raw_files_from_before_send_failed_read_as_null(tmp_path: Path) -> None:
     run = RunFolder.create(tmp_path, "old")
-    old = pa.schema([f for f in RAW_SCHEMA if f.name not in ("send_failed", *HOST_COLUMNS)])
+    newer = ("send_failed", "unconfirmed", "drained", *HOST_COLUMNS)
+    old = pa.schema([f for f in RAW_SCHEMA if f.name not in newer])
     pq.write_table(pa.Table.from_pandas(_rows(3), schema=old, preserve_index=False), run.path / "raw" / "old.parquet")
     rows = run.read_raw("old")
-    assert rows["send_failed"].isna().all()
+    assert rows[["send_failed", "unconfirmed", "drained"]].isna().all().all()
     assert rows[list(HOST_COLUMNS)].isna().all().all()  # hosts are named only by runs on a Spark cluster
 
 
@@ -76,3 +77,21 @@ def test_open_says_what_is_wrong(tmp_path: Path) -> None:
         RunFolder.open(tmp_path / "bad")
     with pytest.raises(RunFolderError, match="no raw folder"):
         RunFolder(tmp_path / "bad", {}).raw_files()
+
+
+def test_write_raw_marks_unconfirmed_and_drained_rows(tmp_path: Path) -> None:
+    """With outcomes told, a send with neither an acknowledgement nor a refusal is unconfirmed; a row that
+    never arrived but that the final read found is drained; a refused send is neither."""
+    run = RunFolder.create(tmp_path, "flags")
+    rows = _rows(5)
+    rows["t_ack"] = pd.array([1, None, None, 4, None], "Int64")
+    rows["t_recv"] = pd.array([10, 11, None, None, None], "Int64")
+    errors = pd.DataFrame({"producer": [0], "seq": [4], "t_ns": [99]})
+    drained = pd.DataFrame({"producer": [0, 0], "seq": [1, 3], "consumer": [0, 0], "t_ns": [50, 51]})
+    run.write_raw("flags.parquet", rows, errors, drained=drained, acks_tracked=True)
+    raw = run.read_raw("flags")
+    assert list(raw["send_failed"]) == [False, False, False, False, True]
+    assert list(raw["unconfirmed"]) == [False, True, True, False, False]
+    assert list(raw["drained"]) == [False, False, False, True, False]  # seq 1 arrived: not drained
+    run.write_raw("plain.parquet", rows, errors)
+    assert not run.read_raw("plain")[["unconfirmed", "drained"]].any().any()

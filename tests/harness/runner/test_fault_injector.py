@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import time
 
+import pytest
+
 from harness.runner.faults import FaultInjector, Sampler, WorkerHooks, rss_bytes
 from harness.scenario import Fault
 
@@ -101,3 +103,50 @@ def test_queue_depth_facts_come_from_the_brokers_provisioners() -> None:
                          "message_size": 100, "run_tag": "t"}}
     assert depth_probe("zmq", None, plan) is None  # no broker, nothing to ask
     assert depth_probe("rabbitmq", object(), plan) is None  # the provisioner has no cheap probe
+
+
+def test_node_faults_act_on_the_node_the_role_names_at_that_moment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A real (fake-broker) cluster of three processes: kill the leader, restart a follower, pause node 2;
+    each record names its node, and the cluster is whole again after the restart and the pause."""
+    from harness.brokers import _provision, broker_control, provision
+    from harness.brokers._choice import BackendChoice
+    from harness.drivers.base import ClusterShape
+    from tests.harness.brokers.test_cluster import FakeCluster
+
+    prov = FakeCluster()
+    monkeypatch.setattr(_provision, "provisioner", lambda system: prov)
+    monkeypatch.setattr(_provision, "choose_backend", lambda *a, **k: BackendChoice("nats", "process", "test"))
+    calls: list[str] = []
+    faults = [Fault(0.0, "restart-node", node="follower", down=0.1), Fault(0.05, "pause-node", node=2, duration=0.2),
+              Fault(0.1, "kill-node", node="leader"), Fault(0.15, "restart-node", node=5)]
+    with provision("nats", shape=ClusterShape(3, 3, 2)) as endpoint:
+        control = broker_control(endpoint)
+        hooks = WorkerHooks(kill=lambda name: True, relaunch=calls.append, mark_done=calls.append)
+        inj = FaultInjector(faults, time.monotonic_ns(), hooks, control, True, ["producer-0"], ["consumer-0"],
+                            leader_resource="t0")
+        inj.start()
+        inj.join(60)
+        records = inj.stop()
+        assert [(r["action"], r["node"], r["ok"]) for r in records] == [
+            ("restart-node", 1, True),  # the fake's leader is node 0: the first follower is node 1
+            ("pause-node", 2, True),
+            ("kill-node", 0, True),
+            ("restart-node", None, False),
+        ]
+        assert "the cluster has 3 nodes" in records[3]["detail"]
+        assert records[0]["t_whole_ns"] >= records[0]["t_back_ns"] > records[0]["t_fault_ns"]
+        assert records[1]["t_whole_ns"] is not None and records[1]["down_s"] == 0.2
+        assert records[2]["t_back_ns"] is None and "the leader of t0" in records[2]["detail"]
+        assert not control.running()
+        assert inj.ensure_broker().startswith("the broker was left dead") and control.running()
+    assert calls == []
+
+
+def test_node_faults_on_one_node_or_no_broker_are_not_applicable() -> None:
+    calls: list[str] = []
+    for broker, needs in ((FakeBroker(), True), (None, False)):
+        inj = injector([Fault(0.0, "kill-node")], broker, needs, calls)
+        inj.start()
+        inj.join(5)
+        (record,) = inj.stop()
+        assert not record["ok"] and record["detail"].startswith("not applicable")

@@ -261,9 +261,11 @@ def test_records_saved_after_the_runners_grace_carry_only_the_jvms_own_error(mon
 
     import harness.runner.jvm as relay
 
-    monkeypatch.setattr(relay, "_convert", lambda spec: None)
+    monkeypatch.setattr(relay, "_convert", lambda spec, outcomes: None)
 
     class Lines:
+        outcomes = None  # a consumer's: no outcomes to watch
+
         def __init__(self, *lines: str) -> None:
             self.left = list(lines)
 

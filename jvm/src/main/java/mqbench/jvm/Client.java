@@ -11,6 +11,12 @@ interface Client extends AutoCloseable {
         void accept(byte[] body);
     }
 
+    /** Told what became of sends {@code first .. first + count - 1} (numbered from 0 in the order of
+     *  {@link #send}): acknowledged by the system, or refused / failed to be stored. Any thread may call it. */
+    interface Outcomes {
+        void report(long first, int count, boolean accepted);
+    }
+
     /** Before any worker starts: create what the run needs on the server (topics), then return. Run once per
      *  case by the parent process ({@code Main --prepare SPEC.json}) for systems whose Python side cannot. */
     default void prepare() throws Exception {
@@ -22,6 +28,13 @@ interface Client extends AutoCloseable {
     /** True when {@link #send} keeps a reference to the array after returning (the worker then hands it a
      *  fresh copy per message instead of reusing one buffer). */
     default boolean keepsBuffers() {
+        return false;
+    }
+
+    /** Before the first send: report each send's outcome to {@code outcomes} when the system acknowledges
+     *  sends asynchronously (Kafka acks, publisher confirms). False when there is nothing to be told beyond
+     *  {@link #send} returning; then nothing is reported. As the Python drivers' Producer.watch_outcomes. */
+    default boolean watchOutcomes(Outcomes outcomes) {
         return false;
     }
 

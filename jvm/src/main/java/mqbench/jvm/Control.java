@@ -9,8 +9,10 @@ import java.util.concurrent.TimeUnit;
 
 /** The line protocol with the relay (harness/runner/jvm.py), one line per event.
  *  relay -> JVM (stdin): {@code clock} | {@code start <t0 ns>} | {@code stop}; end of input means stop.
- *  JVM -> relay (stdout): {@code hello} | {@code clock <ns>} | {@code ready} | {@code subscribed} |
- *  {@code progress <n>} | {@code done <n> <error>} | {@code error <message>}.
+ *  JVM -> relay (stdout): {@code hello} | {@code clock <ns>} | {@code outcomes on|off} (a producer asked to
+ *  watch outcomes, before {@code ready}) | {@code ready} | {@code subscribed} | {@code progress <n>} |
+ *  {@code outcome <first> <count> 1|0} (sends acknowledged / refused) | {@code done <n> <error>} |
+ *  {@code error <message>}.
  *  Nothing else may write to stdout (the clients' logging is off: slf4j-nop). */
 final class Control {
     private final PrintStream out;

@@ -15,8 +15,9 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
 
 /** The Kafka Java client, in the layout of the kafka driver (harness/drivers/kafka.py): the plan's topics
  *  with {@code plan.partitions} partitions, producers round-robin over partitions with asynchronous sends
- *  (acks, linger_ms, batch_size from the options; a failed send is reported at the next send or the
- *  flush), consumers assign() their partitions (all of them for pubsub, their share for queue) and start
+ *  (acks, linger_ms, batch_size from the options; idempotence and the delivery timeout as the plan says;
+ *  a failed send is reported at the next send or the flush, or, when outcomes are watched, as that send's
+ *  outcome), consumers assign() their partitions (all of them for pubsub, their share for queue) and start
  *  at the end offsets as of consume(). */
 final class KafkaClient implements Client {
     private final Spec spec;
@@ -26,6 +27,9 @@ final class KafkaClient implements Client {
     private KafkaConsumer<byte[], byte[]> consumer;
     private final AtomicReference<Exception> failure = new AtomicReference<>();
     private int nextPartition;
+    private long sent;  // sends so far: the next one's number in its outcome
+    private Outcomes outcomes;
+    private boolean acknowledged;  // acks 1 or all: the broker answers each batch
     private Sink sink;
     private List<TopicPartition> assigned = new ArrayList<>();
 
@@ -42,10 +46,15 @@ final class KafkaClient implements Client {
         p.put("bootstrap.servers", spec.brokerAddress());
         switch (kind) {
             case "producer":
-                p.put("acks", spec.option("acks", "1").equals("-1") ? "all" : spec.option("acks", "1"));
-                p.put("linger.ms", String.valueOf(spec.optionLong("linger_ms", 0)));
+                String acks = spec.option("acks", "1").equals("-1") ? "all" : spec.option("acks", "1");
+                acknowledged = !acks.equals("0");
+                p.put("acks", acks);
+                p.put("linger.ms", String.valueOf(spec.optionLong("linger_ms", 5)));  // the driver's default
                 p.put("batch.size", String.valueOf(spec.optionLong("batch_size", 16384)));
-                p.put("enable.idempotence", "false");  // needs InitProducerId, which Tansu may lack
+                // On with acks=all on Apache Kafka (KafkaDriver.idempotent: Tansu may lack InitProducerId).
+                p.put("enable.idempotence", String.valueOf(acks.equals("all") && spec.planBool("idempotence", false)));
+                // Retries stay unbounded (the default) within the delivery timeout, as Kafka advises.
+                p.put("delivery.timeout.ms", String.valueOf(spec.planLong("delivery_timeout_ms", 120_000)));
                 p.put("max.request.size", String.valueOf(8 * 1024 * 1024));
                 producer = new KafkaProducer<>(p, new ByteArraySerializer(), new ByteArraySerializer());
                 break;
@@ -62,14 +71,27 @@ final class KafkaClient implements Client {
     }
 
     @Override
+    public boolean watchOutcomes(Outcomes watcher) {
+        if (!acknowledged) return false;  // acks=0: the broker never answers
+        outcomes = watcher;
+        return true;
+    }
+
+    @Override
     public void send(byte[] body) throws Exception {
         Exception failed = failure.get();
         if (failed != null) throw new IllegalStateException("kafka failed to deliver a message: " + failed);
         int partition = nextPartition;
         nextPartition = (partition + 1) % partitions;
+        long index = sent++;
+        Outcomes told = outcomes;
         // send() appends a copy of the value to a batch before it returns, so the buffer may be reused.
         producer.send(new ProducerRecord<>(topic, partition, null, body), (meta, exc) -> {
-            if (exc != null) failure.compareAndSet(null, exc);
+            if (told != null) {
+                told.report(index, 1, exc == null);  // a failure is this send's outcome; the producer goes on
+            } else if (exc != null) {
+                failure.compareAndSet(null, exc);
+            }
         });
     }
 

@@ -1,9 +1,15 @@
 package mqbench.jvm;
 
 import com.rabbitmq.client.AMQP;
+import com.rabbitmq.client.Address;
 import com.rabbitmq.client.Channel;
 import com.rabbitmq.client.Connection;
 import com.rabbitmq.client.ConnectionFactory;
+import java.net.URI;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
 import java.util.concurrent.ArrayBlockingQueue;
 import java.util.concurrent.BlockingQueue;
 import java.util.concurrent.Semaphore;
@@ -13,16 +19,21 @@ import java.util.concurrent.atomic.AtomicReference;
 
 /** The RabbitMQ Java client (amqp-client), in the layout of the rabbitmq driver (harness/drivers/rabbitmq.py):
  *  queue: one queue per topic through the default exchange; pubsub: a fanout exchange per topic, each
- *  consumer with its own queue (exclusive, or durable and named {@code <exchange>.c<n>} when persistent);
+ *  consumer with its own queue (exclusive, or durable and named {@code <exchange>.c<n>} when durable);
  *  reqrep: requests on the topic's queue, replies through direct reply-to. Options: persistent, confirms,
- *  prefetch, manual_ack. With confirms, publishing keeps at most {@code CONFIRM_WINDOW} messages
- *  unconfirmed (as PerfTest's -c does); a nack fails the next send or the flush. */
+ *  prefetch, manual_ack, queue_type (classic; quorum and stream queues are durable, declared with the
+ *  plan's {@code queue_arguments}; a stream is read by every consumer from its start, with acks for its
+ *  credit). A cluster's URL is its nodes' URLs joined by commas: the client tries them in order. With
+ *  confirms, publishing keeps at most {@code CONFIRM_WINDOW} messages unconfirmed (as PerfTest's -c does);
+ *  a nack fails the next send or the flush. */
 final class RabbitClient implements Client {
     private static final String REPLY_TO = "amq.rabbitmq.reply-to";
     private static final int CONFIRM_WINDOW = 1000;
     private final Spec spec;
     private final String name;
-    private final boolean persistent;
+    private final boolean durable;
+    private final boolean stream;
+    private final Map<String, Object> queueArguments;
     private Connection conn;
     private Channel channel;
     private AMQP.BasicProperties props;
@@ -37,24 +48,40 @@ final class RabbitClient implements Client {
     RabbitClient(Spec spec) {
         this.spec = spec;
         this.name = spec.topicName(spec.topic);
-        this.persistent = spec.optionBool("persistent", false);
+        String type = spec.option("queue_type", "classic");
+        this.stream = type.equals("stream");
+        this.durable = spec.optionBool("persistent", false) || !type.equals("classic");
+        @SuppressWarnings("unchecked")
+        Map<String, Object> arguments = (Map<String, Object>) spec.plan.get("queue_arguments");
+        this.queueArguments = arguments == null ? null : new HashMap<>(arguments);
+    }
+
+    /** Routed through the topic's fanout exchange to each consumer's own queue (pubsub, but not a stream). */
+    private boolean fanout() {
+        return spec.pattern().equals("pubsub") && !stream;
     }
 
     @Override
     public void open(String kind) throws Exception {
         ConnectionFactory f = new ConnectionFactory();
-        f.setUri(spec.brokerUrl);
+        String[] urls = spec.brokerUrl.split(",");
+        f.setUri(urls[0]);  // credentials and virtual host; every node of a cluster shares them
         f.setRequestedHeartbeat(0);  // workers may wait at the start barrier longer than a heartbeat interval
-        conn = f.newConnection("mqbench-" + spec.name);
+        List<Address> nodes = new ArrayList<>();
+        for (String url : urls) {
+            URI u = new URI(url);
+            nodes.add(new Address(u.getHost(), u.getPort() == -1 ? 5672 : u.getPort()));
+        }
+        conn = f.newConnection(nodes, "mqbench-" + spec.name);
         channel = conn.createChannel();
-        boolean pubsub = spec.pattern().equals("pubsub");
+        boolean pubsub = fanout();
         if (kind.equals("producer") || kind.equals("consumer")) {
             declare(pubsub);  // again, as applications do: idempotent
         }
         if (kind.equals("producer")) {
             exchange = pubsub ? name : "";
             routingKey = pubsub ? "" : name;
-            props = new AMQP.BasicProperties.Builder().deliveryMode(persistent ? 2 : 1).build();
+            props = new AMQP.BasicProperties.Builder().deliveryMode(durable ? 2 : 1).build();
             if (spec.optionBool("confirms", false)) {
                 window = new Semaphore(CONFIRM_WINDOW);
                 channel.confirmSelect();
@@ -81,8 +108,8 @@ final class RabbitClient implements Client {
     }
 
     private void declare(boolean pubsub) throws Exception {
-        if (pubsub) channel.exchangeDeclare(name, "fanout", persistent);
-        else channel.queueDeclare(name, persistent, false, false, null);
+        if (pubsub) channel.exchangeDeclare(name, "fanout", durable);
+        else channel.queueDeclare(name, durable, false, false, queueArguments);
     }
 
     @Override
@@ -108,18 +135,19 @@ final class RabbitClient implements Client {
     @Override
     public void consume(Sink sink) throws Exception {
         String queue = name;
-        if (spec.pattern().equals("pubsub")) {
-            if (persistent) {
+        if (fanout()) {
+            if (durable) {
                 queue = name + ".c" + spec.index;
-                channel.queueDeclare(queue, true, false, false, null);
+                channel.queueDeclare(queue, true, false, false, queueArguments);
             } else {
                 queue = channel.queueDeclare("", false, true, true, null).getQueue();
             }
             channel.queueBind(queue, name, "");
         }
-        boolean manual = spec.optionBool("manual_ack", false);
+        boolean manual = spec.optionBool("manual_ack", false) || stream;  // a stream's credit comes with acks
         if (manual) channel.basicQos((int) spec.optionLong("prefetch", 100));
-        channel.basicConsume(queue, !manual, (tag, delivery) -> {
+        Map<String, Object> from = stream ? Map.of("x-stream-offset", "first") : Map.of();
+        channel.basicConsume(queue, !manual, from, (tag, delivery) -> {
             sink.accept(delivery.getBody());
             if (manual) channel.basicAck(delivery.getEnvelope().getDeliveryTag(), false);
         }, tag -> { });

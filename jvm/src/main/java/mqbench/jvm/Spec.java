@@ -25,6 +25,7 @@ final class Spec {
     final String out;
     final double requestTimeout;
     final boolean probe;
+    final boolean watchOutcomes; // the relay wants each send's outcome (Client#watchOutcomes)
     final List<Integer> probeFrom = new ArrayList<>();
 
     @SuppressWarnings("unchecked")
@@ -46,6 +47,7 @@ final class Spec {
         out = (String) m.get("out");
         requestTimeout = ((Number) m.get("request_timeout")).doubleValue();
         probe = Boolean.TRUE.equals(m.get("probe"));
+        watchOutcomes = Boolean.TRUE.equals(m.get("watch_outcomes"));
         for (Object p : (List<Object>) m.get("probe_from")) {
             probeFrom.add(((Number) p).intValue());
         }
@@ -72,6 +74,17 @@ final class Spec {
     String option(String key, String fallback) {
         Object v = options.get(key);
         return v == null ? fallback : String.valueOf(v);
+    }
+
+    /** A number from the plan (what the Python driver decided for every worker), or {@code fallback}. */
+    long planLong(String key, long fallback) {
+        Object v = plan.get(key);
+        return v == null ? fallback : ((Number) v).longValue();
+    }
+
+    boolean planBool(String key, boolean fallback) {
+        Object v = plan.get(key);
+        return v == null ? fallback : Boolean.TRUE.equals(v);
     }
 
     long optionLong(String key, long fallback) {

@@ -1,6 +1,8 @@
 package mqbench.jvm;
 
+import java.util.ArrayList;
 import java.util.HashSet;
+import java.util.List;
 import java.util.Random;
 import java.util.Set;
 import java.util.concurrent.locks.LockSupport;
@@ -17,12 +19,14 @@ final class Worker {
     static final int PROBE_ID = 0xFFFF;
     private static final long PROBE_INTERVAL_MS = 10;
     private static final long POLL_MS = 50;
+    private static final long OUTCOME_INTERVAL_NS = 5_000_000L;
 
     private final Spec spec;
     private final Client client;
     private final Control ctl;
     private volatile long progress;
     private final int requestTimeoutMs;
+    private final OutcomeLines outcomes = new OutcomeLines();
 
     Worker(Spec spec, Client client, Control ctl) {
         this.spec = spec;
@@ -53,6 +57,45 @@ final class Worker {
                 last = now;
             }
             LockSupport.parkNanos(100_000_000L);
+        }
+    }
+
+    /** Tells the outcomes every {@code OUTCOME_INTERVAL_NS}: the relay stamps an acknowledgement when its line
+     *  arrives, so this bounds how late a {@code t_ack} is. Only lines with news are written. */
+    private void tellOutcomes() {
+        while (true) {
+            outcomes.flush();
+            LockSupport.parkNanos(OUTCOME_INTERVAL_NS);
+        }
+    }
+
+    /** Outcomes as runs of consecutive sends with the same outcome, told as {@code outcome} lines every
+     *  5 ms (by {@link #tellOutcomes}) and before {@code done}: one line per run, not per message. */
+    private final class OutcomeLines implements Client.Outcomes {
+        private final List<long[]> runs = new ArrayList<>();  // {first, count, accepted}
+        private long[] open;
+
+        @Override
+        public synchronized void report(long first, int count, boolean accepted) {
+            long ok = accepted ? 1 : 0;
+            if (open != null && open[2] == ok && open[0] + open[1] == first) {
+                open[1] += count;
+                return;
+            }
+            if (open != null) runs.add(open);
+            open = new long[] {first, count, ok};
+        }
+
+        void flush() {
+            List<long[]> out;
+            synchronized (this) {
+                if (open == null) return;
+                runs.add(open);
+                open = null;
+                out = new ArrayList<>(runs);
+                runs.clear();
+            }
+            for (long[] run : out) ctl.say("outcome " + run[0] + " " + run[1] + " " + run[2]);
         }
     }
 
@@ -99,6 +142,15 @@ final class Worker {
 
     private void producer() throws Exception {
         client.open("producer");
+        if (spec.watchOutcomes) {
+            boolean watched = client.watchOutcomes(outcomes);
+            ctl.say("outcomes " + (watched ? "on" : "off"));
+            if (watched) {
+                Thread teller = new Thread(this::tellOutcomes, "mqbench-outcomes");
+                teller.setDaemon(true);
+                teller.start();
+            }
+        }
         ctl.say("ready");
         boolean go = spec.probe ? probeUntilStart() : ctl.awaitStart();
         if (!go) {
@@ -122,9 +174,11 @@ final class Worker {
         }
         progress = seq;
         rec.write(spec.out, error);
+        outcomes.flush();
         ctl.say("done " + seq + " " + error);
         ctl.awaitStop();  // closing now could drop queued messages
         client.close();
+        outcomes.flush();  // what closing failed
     }
 
     private int sendLoop(Records rec, byte[] buf, boolean paced) throws Exception {
