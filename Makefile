@@ -9,6 +9,9 @@ BROKER_PACKAGES := rabbitmq-server nats-server mosquitto redis-server activemq
 # The brokers' own benchmark tools for `make crosscheck` (redis-benchmark; mosquitto_pub/sub).
 TOOL_PACKAGES := redis-tools mosquitto-clients
 NATSCLI := github.com/nats-io/natscli/nats@v0.5.0
+# nats-server as NATS releases it today (Debian 12 ships 2.9.10, whose JetStream replicas can diverge after a
+# paused leader resumes: docs/brokers.md); the provisioner prefers this build to Debian's binary.
+NATS_SERVER := github.com/nats-io/nats-server/v2@v2.15.2
 BROWSER_PACKAGES := chromium
 PYTEST_ARGS ?=
 
@@ -17,7 +20,7 @@ JVM_SOURCES := jvm/pom.xml $(shell find jvm/src -name '*.java' 2>/dev/null)
 
 LATEST_RUN = $$(ls -1dt results/*/manifest.json 2>/dev/null | head -1 | xargs -r dirname)
 
-.PHONY: compare test report regress baseline evaluate brokers toxiproxy toolchain lint jvm crosscheck nats-cli
+.PHONY: compare test report regress baseline evaluate brokers toxiproxy toolchain lint jvm crosscheck nats-cli nats-server
 
 # The virtual environment, rebuilt only when pyproject.toml or the C loops change.
 $(STAMP): pyproject.toml setup.py harness/runner/_hotloop.c
@@ -49,10 +52,13 @@ baseline: $(STAMP)
 	$(VENV)/bin/mqbench baseline "$$out"/*/ --out results/baseline
 
 ## evaluate: slow consumers, broker/peer crashes, recovery, durability, measured feature matrix (docs/evaluation.md),
-## then the network scenarios across hosts (docs/network.md: needs root and toxiproxy)
-evaluate: $(STAMP) toxiproxy
+## the network scenarios across hosts (docs/network.md: needs root and toxiproxy), then what each guarantee costs
+## and what replicated clusters do when a node dies, pauses or is cut off (docs/clusters.md: needs root)
+evaluate: $(STAMP) brokers toxiproxy jvm
 	$(VENV)/bin/mqbench compare scenarios/evaluation.yaml --backend process
 	$(VENV)/bin/mqbench compare scenarios/network.yaml --backend process
+	$(VENV)/bin/mqbench compare scenarios/replicated.yaml --backend process
+	$(VENV)/bin/mqbench compare scenarios/node-faults.yaml --backend process
 
 ## toxiproxy: Shopify's Toxiproxy server (network faults between hosts) from the Go module proxy into
 ## .brokers/bin/toxiproxy-server; with CI=true a missing Go toolchain is a failure
@@ -81,7 +87,20 @@ brokers:
 	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
 	else echo "brokers: cannot install$$missing (needs root and apt-get); broker tests will be skipped"; \
 	  [ "$$CI" != "true" ]; fi
-	@$(MAKE) --no-print-directory $(JVM_BROKERS) nats-cli
+	@$(MAKE) --no-print-directory $(JVM_BROKERS) nats-cli nats-server
+
+## nats-server: the pinned nats-server release built with the machine's Go into .brokers/bin (rebuilt when the
+## pin changes: the binary's --version must name it)
+nats-server:
+	@bin=$$(realpath -m $${MQBENCH_BROKERS_DIR:-.brokers}/bin); want=$${NATS_SERVER_PIN:-$(NATS_SERVER)}; want=$${want##*@}; \
+	if [ -x $$bin/nats-server ] && $$bin/nats-server --version 2>/dev/null | grep -q "$$want$$"; then \
+	  echo "brokers: nats-server $$want present"; exit 0; fi; \
+	if ! command -v go >/dev/null; then echo "brokers: nats-server $$want needs Go (apt-get install golang-go); Debian's nats-server is used"; \
+	  [ "$$CI" != "true" ]; exit; fi; \
+	echo "brokers: building $(NATS_SERVER) into $$bin"; tmp=$$(mktemp -d); \
+	if GOBIN=$$tmp go install $(NATS_SERVER); then mkdir -p $$bin && mv $$tmp/nats-server $$bin/nats-server; rc=0; \
+	else echo "brokers: go install $(NATS_SERVER) failed (above)"; rc=1; fi; rm -rf $$tmp; \
+	[ $$rc -eq 0 ] || [ "$$CI" != "true" ]
 
 ## nats-cli: `nats bench` (natscli, pinned) built with the machine's Go into .brokers/bin, for crosscheck
 nats-cli:

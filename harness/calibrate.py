@@ -24,7 +24,6 @@ from pathlib import Path
 
 from rich.console import Console
 
-from harness.drivers.zmq_driver import free_tcp_port
 from harness.runfolder import atomic_write
 from harness.scenario import parse_scenario
 
@@ -52,9 +51,11 @@ def bare_receiver_throughput(n: int, size: int) -> float:
     """msgs/s at a PULL receiving n messages from a PUSH in another process: (n-1) / (last - first)."""
     import zmq
 
+    from harness.brokers import free_port  # here: the sender's process imports this module too
+
     ctx = zmq.Context()
     r = ctx.socket(zmq.PULL)
-    endpoint = f"tcp://127.0.0.1:{free_tcp_port()}"
+    endpoint = f"tcp://127.0.0.1:{free_port()}"
     r.bind(endpoint)
     p = _CTX.Process(target=_bare_sender, args=(endpoint, n, size), daemon=True)
     p.start()

@@ -7,7 +7,10 @@ carry pyzmq's names and libzmq's values.
 
 from __future__ import annotations
 
-from mqcore import devices
+# The submodules ``import zmq`` binds (pyzmq's zmq.backend, .constants, .error, .sugar, .utils with
+# .utils.jsonapi), bound here too; devices, auth and asyncio are importable submodules as in pyzmq.
+# After ``sys.modules["zmq"] = mqcore``, ``import zmq.<sub>`` gives mqcore's own module (_alias).
+from mqcore import _alias, backend, constants, devices, error, sugar, utils
 from mqcore.constants import (
     IPC_PATH_MAX_LEN,
     ContextOption,
@@ -39,6 +42,8 @@ from mqcore.poller import select_sockets as select
 from mqcore.proxy import proxy, proxy_steerable
 from mqcore.socket import Socket
 from mqcore.zmtp import curve_keypair, curve_public
+
+_alias.install()
 
 __version__ = "0.1.0"
 VERSION_MAJOR, VERSION_MINOR, VERSION_PATCH = 4, 3, 5
@@ -127,4 +132,5 @@ __all__ = [
     "proxy", "proxy_steerable", "devices", "device", "QUEUE", "FORWARDER", "STREAMER",
     "zmq_version", "zmq_version_info", "pyzmq_version", "has",
     "SecurityMechanism", "curve_keypair", "curve_public", "ReconnectStop", "IPC_PATH_MAX_LEN",
+    "backend", "constants", "error", "sugar", "utils",
 ]

@@ -15,17 +15,21 @@ only through atomic deque operations and single-writer counters/flags, like libz
   writer (``activate_write``) once the backlog falls to the low-water mark.
 * termination: ``terminate`` posts ``pipe_terminated`` to the peer's owner; messages already queued
   stay readable (delayed termination, as in libzmq).
-* inline IO: a session-side endpoint may carry ``inline``/``engine`` (set by its StreamEngine). Then
-  ``flush`` first offers the batch to ``inline`` (the engine writes it from the writer's thread) and
-  wakes the reader only if that declined; the engine serialises both threads with its own lock.
+* inline IO: a session-side endpoint may carry ``inline``, its connection's ``mqcore.engine.Inline``
+  (set by the StreamEngine at the handshake). Then ``flush`` first offers the batch to it (the engine
+  writes it from the writer's thread) and wakes the reader only if that declined; ``Inline`` keeps
+  the lock between the two threads.
 """
 
 from __future__ import annotations
 
 from collections import deque
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from mqcore.mailbox import Mailbox
+
+if TYPE_CHECKING:
+    from mqcore.engine import Inline
 
 Msg = list[bytes]
 
@@ -50,7 +54,7 @@ class Pipe:
     __slots__ = (
         "inbound", "peer", "owner", "mailbox", "hwm", "lwm", "in_active", "out_active",
         "msgs_read", "msgs_written", "terminated", "peer_terminated", "routing_id",
-        "peer_routing_id", "data", "linger", "inline", "engine", "properties", "__weakref__",
+        "peer_routing_id", "data", "linger", "inline", "properties", "__weakref__",
     )
 
     def __init__(self, owner: Any, mailbox: Mailbox | None, hwm: int) -> None:
@@ -70,12 +74,10 @@ class Pipe:
         self.peer_routing_id: bytes | None = None  # id the peer announced; None until known
         self.data: Any = None                      # per-pipe state for routing strategies
         self.linger = -1  # ms; set by the terminating socket so the session knows how long to flush
-        # Reader-side shortcut set by a session's engine: called by the *writer's* thread on flush
-        # instead of waking us; True means it consumed everything queued (see StreamEngine.send_inline).
-        self.inline: Any = None
-        # The StreamEngine reading/writing for this (session-side) end, for the socket's thread to
-        # read the OS socket itself while it waits (StreamEngine.recv_inline); None for inproc.
-        self.engine: Any = None
+        # The connection behind this (session-side) end, for the socket's thread to do its IO itself:
+        # ``flush`` offers it the batch (Inline.flush_pipe) instead of waking us, and the socket reads
+        # and writes through it while it waits (SocketBase._inline_engine); None for inproc.
+        self.inline: Inline | None = None
         # The connection's metadata for frames read from this (socket-side) end (Frame.get("User-Id")),
         # set by the engine at each handshake; None for inproc.
         self.properties: dict[str, str] | None = None
@@ -189,7 +191,7 @@ class Pipe:
         peer = self.peer
         if not peer.in_active:
             inline = peer.inline
-            if inline is not None and inline():
+            if inline is not None and inline.flush_pipe():
                 return
             peer.in_active = True
             peer._post("_pipe_activate_read")

@@ -9,14 +9,13 @@ a pipe offered while the socket closes is either attached (and then terminated b
 Hot path: ``send``/``recv`` check the mailbox (one deque truthiness test), call the type's ``xsend`` /
 ``xrecv`` and return (single-frame fast paths); they sleep on the mailbox fd only when the pipes are
 empty/full. Waiting for input with exactly one pipe to a tcp/ipc peer, the socket also polls that
-connection's OS socket and reads it in this thread (``StreamEngine.recv_inline``), activating what
-came in itself instead of by a command to its own mailbox (``_read_inline``); a blocking recv goes
-straight to that poll, without a read that would find nothing yet. Before sleeping any other way it
-gives reading back to the IO thread (``_release_engine``); a blocking recv whose engine is parked
-waits in ``_wait_parked``, the same wait without the checks that case does not need. That read and,
-while the socket polls its connection, each send take the direct path (``mqcore.direct``: one
-``recv_into`` and a frame scan, one encode and ``send``) when its conditions hold, else the engine's
-general inline read and the pipe.
+connection's OS socket and reads it in this thread through the connection's ``mqcore.engine.Inline``
+(``_inline``), activating what came in itself instead of by a command to its own mailbox
+(``_read_inline``); a blocking recv goes straight to that poll, without a read that would find nothing
+yet. Before sleeping any other way it gives reading back to the IO thread (``_release_engine``); a
+blocking recv whose connection is parked waits in ``_wait_parked``, the same wait without the checks
+that case does not need. While the socket polls its connection, each send is offered to it too
+(``Inline.send``). The rules between this thread and the IO thread are ``Inline``'s.
 """
 
 from __future__ import annotations
@@ -28,8 +27,8 @@ import time
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
-from mqcore import direct
 from mqcore.constants import Errno, PollEvent, SocketOption, SocketType
+from mqcore.engine import BUFFER_BYTES
 from mqcore.error import Again, ContextTerminated, ZMQError
 from mqcore.frame import FINISHED_TRACKER, Frame
 from mqcore.mailbox import Mailbox
@@ -40,6 +39,7 @@ from mqcore.transports import endpoints
 
 if TYPE_CHECKING:
     from mqcore.context import Context
+    from mqcore.engine import Inline
 
 Opt = SocketOption
 _perf = time.perf_counter
@@ -86,10 +86,10 @@ class SocketBase:
         self._mailbox = Mailbox()
         self._poll = select.poll()
         self._poll.register(self._mailbox.fd, select.POLLIN)
-        self._inline_fd = -1  # fd of the engine polled beside the mailbox by _wait(for_input=True)
-        self._inline_eng: Any = None
-        self._inline_pipe: Any = None  # our end of the inline engine's pipe
-        self._direct_buffer: bytearray | None = None  # mqcore.direct reads into it (made at first use)
+        self._inline_fd = -1  # fd of the connection polled beside the mailbox by _wait(for_input=True)
+        self._inline: Inline | None = None
+        self._inline_pipe: Any = None  # our end of the inline connection's pipe
+        self._direct_buffer: bytearray | None = None  # Inline.read reads into it (made at first use)
         self._spin = 0.0  # seconds _poll_input polls before it sleeps (adapts; _reset_spin)
         self._reset_spin()
         self._in_parts: deque[bytes] = deque()
@@ -155,7 +155,7 @@ class SocketBase:
     def _wait(self, deadline: float | None, for_input: bool = False) -> None:
         """Sleep until a command arrives or ``deadline`` passes (then raise Again); run commands.
 
-        ``for_input``: the caller waits for a message, so the socket's one stream engine (if it has
+        ``for_input``: the caller waits for a message, so the socket's one connection (if it has
         exactly one pipe, to a tcp/ipc peer with NULL/PLAIN) is polled too and read in this thread.
         """
         if self._ctx_terminated:
@@ -165,20 +165,18 @@ class SocketBase:
         if mbox.queue:
             mbox.sleeping = False
         else:
-            engine = self._inline_eng
-            # The engine polled last time, if nothing changed since (else _inline_engine decides).
+            inline = self._inline
+            # The connection polled last time, if nothing changed since (else _inline_engine decides).
             if not for_input:
-                engine = None
+                inline = None
                 self._release_engine()
-            elif (engine is None or len(self._pipes) != 1 or self._inline_pipe not in self._pipes
-                    or not engine.alive or engine.inline_eof or engine._input_stopped
-                    or self._inline_pipe.peer.engine is not engine):
-                engine = self._inline_engine()
-            # A parked engine's IO thread does not read (nor park again) till we unpark it: no need to
-            # say we wait. Else it parks at its next readable event while we poll.
-            waiting = engine is not None and not engine.parked
-            if waiting:
-                engine.reader_waiting = True
+            elif (inline is None or len(self._pipes) != 1 or self._inline_pipe not in self._pipes
+                    or not inline.usable() or self._inline_pipe.peer.inline is not inline):
+                inline = self._inline_engine()
+            # While we poll its fd the IO thread parks the connection at its next readable event (or
+            # leaves it parked); the socket's thread reads it.
+            if inline is not None:
+                inline.waiting = True
             poll = self._poll_input if for_input else self._poll.poll
             try:
                 if deadline is None:
@@ -190,34 +188,37 @@ class SocketBase:
                         raise Again()
                     ready = poll(remaining * 1000.0 + 0.5)
             finally:
-                if waiting:
-                    with engine._lock:
-                        engine.reader_waiting = False
+                if inline is not None:
+                    inline.waiting = False
             mbox.sleeping = False
             for fd, _ in ready:
                 if fd == mbox.fd:
                     mbox.drain_fd()
-                elif engine is not None:
-                    self._read_inline(engine)
+                elif inline is not None:
+                    self._read_inline(inline)
         if mbox.queue:
             mbox.process()
         if self._ctx_terminated:
             raise ContextTerminated()
 
-    def _wait_parked(self, engine: Any, timeout: int) -> Msg | None:
-        """A blocking recv's first wait while its engine is parked (the round trip's case): ``_wait``
-        without what that case does not need (the engine's checks, ``reader_waiting``, a deadline).
+    def _wait_parked(self, inline: Inline, timeout: int) -> Msg | None:
+        """A blocking recv's first wait while its connection is parked (the round trip's case):
+        ``_wait`` without what that case does not need (the connection's checks, a deadline).
         The message, or None: continue as usual (commands came, or nothing complete yet). Raises
         Again when RCVTIMEO (``timeout``) passes, ContextTerminated."""
         mbox = self._mailbox
         mbox.sleeping = True
-        if mbox.queue or self._ctx_terminated or engine.inline_eof or not engine.alive:
+        if mbox.queue or self._ctx_terminated or inline.lost:
             mbox.sleeping = False
             return None
-        ready = self._poll_input(None if timeout < 0 else timeout)
+        inline.waiting = True
+        try:
+            ready = self._poll_input(None if timeout < 0 else timeout)
+        finally:
+            inline.waiting = False
         mbox.sleeping = False
         if len(ready) == 1 and ready[0][0] == self._inline_fd:
-            got = self._read_inline(engine, self._impl.xrecv_direct)
+            got = self._read_inline(inline, self._impl.xrecv_direct)
             if got is not None:
                 return got
             return None if mbox.queue else self._xrecv()
@@ -271,69 +272,67 @@ class SocketBase:
             self._spin = window if window >= SPIN_FLOOR_S else 0.0
         return ready
 
-    def _read_inline(self, engine: Any, take: Any = None) -> Msg | None:
-        """Read ``engine`` in this thread; what it delivers is activated here, not by command.
-        ``take``: see ``direct.read_direct``; the message it took, else None.
+    def _read_inline(self, inline: Inline, take: Any = None) -> Msg | None:
+        """Read the connection in this thread; what it delivers is activated here, not by command.
+        ``take``: see ``Inline.read``; the message it took, else None.
 
-        The pipe is marked awake while the engine writes (so its flush posts nothing), then put back
-        to sleep by ``check_read`` if nothing came: the same protocol as a read that found it empty.
+        The pipe is marked awake while the connection writes (so its flush posts nothing), then put
+        back to sleep by ``check_read`` if nothing came: the same protocol as a read that found it empty.
         """
         pipe = self._inline_pipe
         pipe.in_active = True
         buffer = self._direct_buffer
         if buffer is None:
-            buffer = self._direct_buffer = bytearray(direct.BUFFER_BYTES)
-        done = direct.read_direct(engine, buffer, take)
-        if done is False:
-            engine.recv_inline()
-        elif done is not True:
+            buffer = self._direct_buffer = bytearray(BUFFER_BYTES)
+        got = inline.read(buffer, take)
+        if got is not None:
             # The pipe got nothing: armed again as the xrecv before the wait left it (check_read).
             pipe.in_active = False
             if pipe.inbound:
                 pipe.in_active = True
                 self._impl.read_activated(pipe)
-            return done
+            return got
         if pipe.inbound or pipe.check_read():
             self._impl.read_activated(pipe)
         return None
 
-    def _inline_engine(self) -> Any:
-        """The engine behind the socket's only pipe, with its fd registered in ``_poll``; else None.
+    def _inline_engine(self) -> Inline | None:
+        """The connection behind the socket's only pipe, with its fd registered in ``_poll``; else None.
 
         Reading in the caller's thread saves the IO thread's wake-up and its hand-over per message
-        (see ``StreamEngine.recv_inline``); with several pipes fair queuing stays with the IO threads.
+        (see ``mqcore.engine.Inline``); with several pipes fair queuing stays with the IO threads.
         """
-        engine = None
+        inline = None
         pipes = self._pipes
         if len(pipes) == 1:
             for pipe in pipes:
-                engine = pipe.peer.engine
-            if engine is not None and (not engine.alive or engine.inline_eof or engine._input_stopped):
-                engine = None
-        if engine is not self._inline_eng:
+                inline = pipe.peer.inline
+            if inline is not None and not inline.usable():
+                inline = None
+        if inline is not self._inline:
             self._release_engine()
-            if engine is not None:
-                self._poll.register(engine.fd, select.POLLIN)
-                self._inline_fd = engine.fd
-                self._inline_eng = engine
+            if inline is not None:
+                self._poll.register(inline.fd, select.POLLIN)
+                self._inline_fd = inline.fd
+                self._inline = inline
                 self._inline_pipe = pipe
-        return engine
+        return inline
 
     def _release_engine(self) -> None:
-        """Stop polling the inline engine's fd and let its IO thread read again if it parked."""
-        engine = self._inline_eng
-        if engine is None:
+        """Stop polling the inline connection's fd and let its IO thread read again if it parked."""
+        inline = self._inline
+        if inline is None:
             return
-        self._inline_eng = self._inline_pipe = None
+        self._inline = self._inline_pipe = None
         self._poll.unregister(self._inline_fd)
         self._inline_fd = -1
-        engine.request_unpark()
+        inline.release()
 
     def _read_parked(self) -> None:
-        """If our engine is parked (its IO thread leaves reading to us), read what the OS holds."""
-        engine = self._inline_eng
-        if engine is not None and (engine.parked or engine._backlog):
-            self._read_inline(engine)
+        """If our connection is parked (its IO thread leaves reading to us), read what the OS holds."""
+        inline = self._inline
+        if inline is not None and (inline.parked or inline.backlog):
+            self._read_inline(inline)
 
     @staticmethod
     def _deadline(timeout_ms: int) -> float | None:
@@ -343,8 +342,8 @@ class SocketBase:
     def _send_msg(self, msg: Msg, flags: int) -> None:
         if self._mailbox.queue:
             self._mailbox.process()
-        engine = self._inline_eng
-        if engine is not None and direct.send_direct(engine, self._impl, self._inline_pipe, msg):
+        inline = self._inline
+        if inline is not None and inline.send(self._impl, self._inline_pipe, msg):
             return
         if self._xsend(msg):
             return
@@ -371,15 +370,15 @@ class SocketBase:
         """``_recv_msg`` after the queued-message attempt failed: read inline, or wait."""
         timeout = self._opts.rcvtimeo
         blocking = not flags & 1 and timeout != 0
-        engine = self._inline_eng
-        if engine is not None and blocking and engine.parked and not engine._backlog:
-            msg = self._wait_parked(engine, timeout)
+        inline = self._inline
+        if inline is not None and blocking and inline.parked and not inline.backlog:
+            msg = self._wait_parked(inline, timeout)
             if msg is not None:
                 return msg
-        # A blocking wait polls the parked engine's fd anyway; only decoded messages a full pipe
-        # refused (_backlog) or a non-blocking call need the read now.
-        elif engine is not None and (engine._backlog or (engine.parked and not blocking)):
-            self._read_inline(engine)
+        # A blocking wait polls the parked connection's fd anyway; only decoded messages a full pipe
+        # refused (backlog) or a non-blocking call need the read now.
+        elif inline is not None and (inline.backlog or (inline.parked and not blocking)):
+            self._read_inline(inline)
             self._mailbox.process()
             msg = self._xrecv()
             if msg is not None:
@@ -409,8 +408,8 @@ class SocketBase:
             # Fast path: one frame, blocking, nothing pending (the common case).
             if self._mailbox.queue:
                 self._mailbox.process()
-            engine = self._inline_eng
-            if engine is not None and direct.send_direct(engine, self._impl, self._inline_pipe, [data]):
+            inline = self._inline
+            if inline is not None and inline.send(self._impl, self._inline_pipe, [data]):
                 return FINISHED_TRACKER if track else None
             if not self._xsend([data]):
                 self._send_msg([data], flags)

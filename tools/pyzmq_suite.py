@@ -5,7 +5,7 @@ Usage: python tools/pyzmq_suite.py PYZMQ_CHECKOUT [--ref TAG] [--against pyzmq] 
 PYZMQ_CHECKOUT is a git clone (bare or not) of https://github.com/zeromq/pyzmq; the tests are taken
 at the tag of the pyzmq version installed here (``v<version>``, or ``--ref``), so mqcore is held to
 the same tests as the pyzmq it is compared with. Each test file runs in its own pytest process with
-the tools/zmq_is_mqcore.py plugin, which makes every ``import zmq`` return mqcore's modules.
+the tools/zmq_is_mqcore.py plugin, which does what a user does: ``sys.modules["zmq"] = mqcore``.
 ``--against pyzmq`` runs the same files on the real pyzmq, for the reference count. See
 docs/pyzmq-suite.md.
 """

@@ -140,6 +140,10 @@ class Producer(ABC):
 
 
 class Consumer(ABC):
+    #: The pid of a process of its own that the client runs in, once started (None: it runs in the worker's
+    #: process); the runner counts that process's CPU as the worker's.
+    client_pid: int | None = None
+
     @abstractmethod
     def start(self, on_message: Callable[[bytes], None]) -> None:
         """Subscribe/attach; from now on every received payload is passed to ``on_message``.

@@ -1,24 +1,32 @@
 """Apache RocketMQ through the remoting client on PyPI (``rocketmq``, whose wheel bundles librocketmq).
 
-The URL names the NameServer (``rocketmq://HOST:PORT``); clients learn the broker's address from it. The
-client cannot create topics, so ``plan`` does, with the remoting protocol's admin requests (below), each
-topic with ``queues`` queues. pubsub: every consumer is its own consumer group, so each reads every
-message; queue: a topic's consumers share one group, which splits the queues among them (a queue has one
-reader at a time, so with ``queues: 1`` one consumer gets every message). Consumers start from the first
-offset of a queue their group has no stored offset for (``CONSUME_FROM_FIRST_OFFSET``; the client's default,
-the last offset, skips a backlog): a new group on a new topic starts at its first message, so nothing sent
-after ``start`` is missed, and a group whose offsets a crashed broker had not yet flushed (it writes them to
-disk every 5 s) reads the queue again from its start: duplicates, never a skipped backlog. Consumers are push
-consumers with one consuming thread (the client calls back on its own thread; each message is acknowledged
-when the callback returns). librocketmq forgets a broker that went away and looks for it again only every
-30 s, so after a broker restart its consumer stays idle that long; each consumer therefore checks once a
-second (in ``poll``) whether a broker it reads from was started again since, and then raises, so that the
-runner makes it again (a fresh client finds the broker at once and reads on from the group's stored offset).
+The URL names the NameServer (``rocketmq://HOST:PORT``), or several (``rocketmq://H1:P1;H2:P2;H3:P3``,
+RocketMQ's own list syntax, which librocketmq and the Java client take as it is); clients learn the brokers'
+addresses from them. The client cannot create topics, so ``plan`` does, with the remoting protocol's admin
+requests (``rocketmq_admin``), each topic with ``queues`` queues, on every broker of each broker group (its
+master serves it; a replicated group's slaves get it too, so that whichever is elected master next has it).
+pubsub: every consumer is its own consumer group, so each reads every message; queue: a topic's consumers
+share one group, which splits the queues among them (a queue has one reader at a time, so with ``queues: 1``
+one consumer gets every message). Consumers start from the first offset of a queue their group has no stored
+offset for (``CONSUME_FROM_FIRST_OFFSET``; the client's default, the last offset, skips a backlog): a new group
+on a new topic starts at its first message, so nothing sent after ``start`` is missed, and a group whose
+offsets a crashed broker had not yet flushed (it writes them to disk every 5 s) reads the queue again from its
+start: duplicates, never a skipped backlog.
+
+Consumers are push consumers with one consuming thread, each in a process of its own (``rocketmq_consumer``:
+librocketmq aborts the process that shuts a client down at the wrong moment), which relays each message to the
+driver's process through a pipe and acknowledges it once ``on_message`` returned there. librocketmq's push consumer stays idle without
+an error for 30 s or more after its master was started again, after another broker became master, and after
+its connection was reset; each consumer therefore checks once a second (in ``poll``, ``ServedCheck``) that its
+group's master is the one it started with and still lists it, and raises otherwise, so that the runner makes
+it again (a fresh client finds the master at once and reads on from the group's stored offset).
 
 Producers send synchronously by default (``send: sync``: the broker stored it when ``send`` returns:
-at-least-once) or one-way (``send: oneway``: at-most-once). Each producer has its own client instance
-(librocketmq shares one per process and instance name), so a producer made again after a failed send never
-shares state with the one being shut down.
+at-least-once; on a replicated group, the master and every slave of its SyncStateSet stored it) or one-way
+(``send: oneway``: at-most-once). A send the master stores without its slaves (``FLUSH_SLAVE_TIMEOUT``,
+``SLAVE_NOT_AVAILABLE``) or that finds no master raises: it was not acknowledged. Each producer has its own
+client instance (librocketmq shares one per process and instance name), so a producer made again after a
+failed send never shares state with the one being shut down.
 
 Bodies travel as raw bytes: the Python wrapper reads bodies as C strings (cut at the first NUL byte), so
 the producer sends the length in a message property and the consumer reads exactly that many bytes.
@@ -27,12 +35,10 @@ the producer sends the length in a message property and the consumer reads exact
 from __future__ import annotations
 
 import contextlib
-import ctypes
-import json
 import os
-import re
-import socket
-import struct
+import select
+import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -51,25 +57,29 @@ from harness.drivers.base import (
     topology_from_plan,
 )
 from harness.drivers.broker import BrokerDriver
+from harness.drivers.rocketmq_admin import (
+    DELETE_TOPIC_IN_BROKER,
+    DELETE_TOPIC_IN_NAMESRV,
+    broker_boot_time,
+    broker_groups,
+    consumer_clients,
+    create_topic,
+    group_masters,
+    remoting_call,
+)
+from harness.drivers.rocketmq_consumer import FAILED, FRAME, LENGTH_PROPERTY, READY
 
 SEND_MODES = ("sync", "oneway")
-LENGTH_PROPERTY = b"mqbench_len"
-# Remoting request codes (RocketMQ's RequestCode).
-UPDATE_AND_CREATE_TOPIC = 17
-GET_BROKER_RUNTIME_INFO = 28
-GET_BROKER_CLUSTER_INFO = 106
-DELETE_TOPIC_IN_BROKER = 215
-DELETE_TOPIC_IN_NAMESRV = 216
-# The C API has no setter for where a consumer starts; the push consumer handle is the C++ object, whose
-# (non-virtual) setter takes the enum ConsumeFromWhere, in which CONSUME_FROM_FIRST_OFFSET is 4.
-SET_CONSUME_FROM_WHERE = "_ZN8rocketmq21DefaultMQPushConsumer19setConsumeFromWhereENS_16ConsumeFromWhereE"
-CONSUME_FROM_FIRST_OFFSET = 4
-RESTART_CHECK_EVERY = 1.0  # seconds between a consumer's checks that its brokers were not started again
-# librocketmq can abort the process when a client is shut down while another client's shutdown in the same
-# process still has its background tasks running. Two CI runs died so (SIGABRT in PushConsumer.shutdown):
-# - 14 ms after the other consumer of its group left (which sets off a rebalance on the network thread);
-# - 83 ms after the producer's shutdown, while a route update from the NameServer was running.
-# So a process shuts its clients down one at a time, this far apart.
+CONSUMER_START_TIMEOUT = 60.0  # seconds for a consumer's process to start Python and its client (loaded machine)
+CONSUMER_STOP_GRACE = 10.0  # seconds the process may take to save its offsets and exit before it is killed
+CONSUMER_PROCESS = ("-m", "harness.drivers.rocketmq_consumer")  # run by this interpreter; its arguments follow
+SERVED_CHECK_EVERY = 1.0  # seconds between a consumer's checks that its brokers still serve it (ServedCheck)
+NOT_LISTED_CHECKS = 2  # a consumer its group's master does not list this many checks running is made again
+# librocketmq can abort the process when a client is shut down while one of its timer threads waits for an
+# answer, and two CI runs died so in PushConsumer.shutdown (SIGABRT), each within 100 ms of another client's
+# shutdown or rebalance in the same process. Consumers now run in processes of their own
+# (harness.drivers.rocketmq_consumer); the producers a process has are still shut down one at a time, this
+# far apart.
 SHUTDOWN_GAP = 1.0
 _shutdowns_lock = threading.Lock()
 _last_shutdown = [-SHUTDOWN_GAP]  # time.monotonic() of this process's last client shutdown
@@ -101,17 +111,36 @@ class RocketMQDriver(BrokerDriver):
 
     def __init__(self, options: Mapping[str, Any], broker: Any = None) -> None:
         super().__init__(options, broker)
-        self.namesrv = self.url.split("://", 1)[-1].rstrip("/")
+        self.namesrv = self.url.split("://", 1)[-1].rstrip("/")  # host:port, or several separated by ';'
 
     def guarantee(self) -> Guarantee:
         return Guarantee.AT_LEAST_ONCE if self.opts.send == "sync" else Guarantee.AT_MOST_ONCE
+
+    def parity(self) -> dict[str, str]:
+        """A sync send returns once the master stored the message and, in a replicated group, once every
+        broker of its SyncStateSet has it too (``allAckInSyncStateSet``); the provisioned brokers flush
+        asynchronously (``ASYNC_FLUSH``, RocketMQ's default), and a broker-wide setting cannot differ per
+        variant."""
+        fsync = "never per message (ASYNC_FLUSH: the OS page cache, flushed in the background)"
+        if self.opts.send == "oneway":
+            return {"acks": "none (one-way send)", "fsync": fsync}
+        shape = self.broker.shape if self.broker is not None else None
+        if shape is not None and shape.replicas > 1:
+            acks = (f"sync send: the master and every slave in its SyncStateSet, at least {shape.min_insync} of "
+                    f"{shape.replicas} replicas (allAckInSyncStateSet, minInSyncReplicas={shape.min_insync})")
+        else:
+            acks = "sync send: the broker's write"
+        return {"acks": acks, "fsync": fsync}
 
     # -- parent ----------------------------------------------------------------------------------
 
     def plan(self, topology: Topology) -> dict[str, Any]:
         plan = super().plan(topology)
         try:
-            brokers = broker_addresses(self.namesrv, timeout=10.0)
+            groups = broker_groups(self.namesrv, timeout=10.0)
+            # Masters first: the master serves the topic; its slaves get it too (they sync topics from it every
+            # few seconds, and one of them may be master before that).
+            brokers = [addr for group in groups.values() for _, addr in sorted(group.items())]
             if not brokers:
                 raise DriverError(f"no rocketmq broker is registered with the NameServer at {self.namesrv}")
             for topic in (topology.topic_name(i) for i in range(topology.topics)):
@@ -125,10 +154,12 @@ class RocketMQDriver(BrokerDriver):
     def teardown(self, plan: Mapping[str, Any]) -> None:
         topology = topology_from_plan(plan)
         for topic in (topology.topic_name(i) for i in range(topology.topics)):
-            with contextlib.suppress(OSError, ValueError):
-                for addr in plan.get("brokers", []):
+            for addr in plan.get("brokers", []):
+                with contextlib.suppress(OSError, ValueError):
                     remoting_call(addr, DELETE_TOPIC_IN_BROKER, {"topic": topic}, timeout=5.0)
-                remoting_call(self.namesrv, DELETE_TOPIC_IN_NAMESRV, {"topic": topic}, timeout=5.0)
+            for namesrv in self.namesrv.split(";"):
+                with contextlib.suppress(OSError, ValueError):
+                    remoting_call(namesrv, DELETE_TOPIC_IN_NAMESRV, {"topic": topic}, timeout=5.0)
 
     # -- workers ---------------------------------------------------------------------------------
 
@@ -142,18 +173,22 @@ class RocketMQDriver(BrokerDriver):
             group = f"mqbench-{topology.run_tag}-t{role.topic}"
         else:
             group = f"mqbench-{topology.run_tag}-c{role.index}"
-        return _RocketMQConsumer(self, topology.topic_name(role.topic), group, f"{group}-{role.index}",
-                                 list(plan.get("brokers", [])))
+        return _RocketMQConsumer(self, topology.topic_name(role.topic), group, f"{group}-{role.index}")
+
+
+def _client_home() -> str:
+    """Where librocketmq writes its log ($HOME/logs/rocketmq-cpp/, opened when a process's first client is
+    created): a temporary folder, so that runs do not fill the user's home."""
+    home = os.path.join(tempfile.gettempdir(), "mqbench-rocketmq-client")
+    os.makedirs(home, exist_ok=True)
+    return home
 
 
 @contextlib.contextmanager
-def _client_home() -> Iterator[None]:
-    """librocketmq opens its log under $HOME/logs/rocketmq-cpp/ when a process's first client is created;
-    point HOME at a temporary folder meanwhile so runs do not fill the user's home."""
-    home = os.path.join(tempfile.gettempdir(), "mqbench-rocketmq-client")
-    os.makedirs(home, exist_ok=True)
+def _home_for_clients() -> Iterator[None]:
+    """HOME pointed at ``_client_home()`` meanwhile (for a client made in this process)."""
     saved = os.environ.get("HOME")
-    os.environ["HOME"] = home
+    os.environ["HOME"] = _client_home()
     try:
         yield
     finally:
@@ -174,7 +209,7 @@ class _RocketMQProducer(Producer):
         self.oneway = driver.opts.send == "oneway"
         self.acks_synchronously = not self.oneway
         try:
-            with _client_home():
+            with _home_for_clients():
                 self.producer = ClientProducer(group)
                 dll.SetProducerInstanceName(self.producer._handle, f"{group}-{os.getpid()}-{id(self):x}".encode())
                 self.producer.set_namesrv_addr(driver.namesrv)
@@ -204,77 +239,181 @@ class _RocketMQProducer(Producer):
 
 
 class _RocketMQConsumer(Consumer):
-    def __init__(self, driver: RocketMQDriver, topic: str, group: str, instance: str, brokers: list[str]) -> None:
-        from rocketmq.client import PushConsumer
-        from rocketmq.ffi import dll
+    """A push consumer whose librocketmq client runs in a process of its own (``rocketmq_consumer``), which
+    relays each message through a pipe and acknowledges it once ``poll`` handed it to ``on_message`` (one byte
+    back per message). ``poll`` also checks once a second that the brokers still serve the client
+    (``ServedCheck``). ``close`` ends the process, which saves the group's offsets of what it acknowledged; a
+    message it had relayed but not yet had acknowledged comes again to whoever reads the queue next."""
 
-        # Our own view of the library so that the body getter returns the address, not a C string.
-        self.raw = ctypes.CDLL(dll._name)
-        self.raw.GetMessageBody.restype = ctypes.c_void_p
-        self.raw.GetMessageBody.argtypes = [ctypes.c_void_p]
-        self.raw.GetMessageProperty.restype = ctypes.c_char_p
-        self.raw.GetMessageProperty.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
+    def __init__(self, driver: RocketMQDriver, topic: str, group: str, instance: str) -> None:
         self.driver, self.topic, self.group = driver, topic, group
-        self.booted: dict[str, str] = {}  # broker address -> its boot time when this consumer started
+        # The client allows one consumer per group and instance name in a process; the runner's consumers
+        # (and a test's) each have their own.
+        self.instance = f"{instance}-{os.getpid()}-{id(self):x}"
+        self.served = ServedCheck(driver.namesrv, group, self.instance)
         self.next_check = 0.0
-        try:
-            with _client_home():
-                self.consumer = PushConsumer(group)
-            self.consumer.set_namesrv_addr(driver.namesrv)
-            self.consumer.set_thread_count(1)  # on_message is never called from two threads at once
-            # The client allows one consumer per group and instance name in a process (tests run several, and
-            # the runner makes a consumer again while the previous one may still be shutting down).
-            self.consumer.set_instance_name(f"{instance}-{os.getpid()}-{id(self):x}")
-            consume_from_first_offset(self.raw, self.consumer._handle)
-        except DriverError:
-            raise
-        except Exception as exc:
-            raise DriverError(f"cannot create a rocketmq consumer against {driver.namesrv}: {exc}") from None
-        self.started = False
-        self.brokers = brokers
+        self.process: subprocess.Popen[bytes] | None = None
+        self.data = self.acks = -1
+        self.buffer = bytearray()
+        self.on_message: Callable[[bytes], None] | None = None
 
     def start(self, on_message: Callable[[bytes], None]) -> None:
-        raw = self.raw
-
-        def deliver(message: Any) -> None:
-            handle = message._handle
-            length = raw.GetMessageProperty(handle, LENGTH_PROPERTY)
-            address = raw.GetMessageBody(handle)
-            on_message(ctypes.string_at(address, int(length)) if length and address else b"")
-
+        data_read, data_write = os.pipe()
+        acks_read, acks_write = os.pipe()
         try:
-            self.consumer.subscribe(self.topic, deliver)
-            with _client_home():
-                self.consumer.start()
-        except Exception as exc:
-            raise DriverError(f"cannot start a rocketmq consumer against {self.driver.namesrv}: {exc}") from None
-        self.started = True
-        for addr in self.brokers:
-            with contextlib.suppress(OSError, ValueError):
-                self.booted[addr] = broker_boot_time(addr, timeout=5.0)
-        self.next_check = time.monotonic() + RESTART_CHECK_EVERY
+            self.process = subprocess.Popen(
+                [sys.executable, *CONSUMER_PROCESS, str(data_write), str(acks_read), self.driver.namesrv,
+                 self.group, self.instance, self.topic],
+                stdin=subprocess.PIPE, pass_fds=(data_write, acks_read), env={**os.environ, "HOME": _client_home()},
+            )
+        except OSError:
+            os.close(data_read)
+            os.close(acks_write)
+            raise
+        finally:
+            os.close(data_write)
+            os.close(acks_read)
+        self.data, self.acks = data_read, acks_write
+        self.client_pid = self.process.pid
+        deadline = time.monotonic() + CONSUMER_START_TIMEOUT
+        while (said := self._said()) is None and time.monotonic() < deadline:
+            if not self._read(min(1.0, max(0.0, deadline - time.monotonic()))):
+                said = self._said() or "its process ended"
+                break
+        if said != "":
+            reason = said or f"it did not start within {CONSUMER_START_TIMEOUT:.0f} s"
+            self.close()
+            raise DriverError(f"cannot start a rocketmq consumer against {self.driver.namesrv}: {reason}")
+        self.on_message = on_message
+        self.served.begin()
+        self.next_check = time.monotonic() + SERVED_CHECK_EVERY
+
+    def _said(self) -> str | None:
+        """What the process said first: "" that its client started, a sentence why not, None: nothing yet."""
+        if len(self.buffer) < 4:
+            return None
+        (length,) = FRAME.unpack_from(self.buffer)
+        if length == READY:
+            del self.buffer[:4]
+            return ""
+        if length == FAILED and len(self.buffer) >= 8:
+            (size,) = FRAME.unpack_from(self.buffer, 4)
+            if len(self.buffer) >= 8 + size:
+                return bytes(self.buffer[8 : 8 + size]).decode(errors="replace") or "it failed"
+        return None
+
+    def _read(self, timeout: float) -> bool:
+        """Read what the pipe holds, waiting at most ``timeout`` for something; False once it is closed."""
+        if not select.select([self.data], [], [], timeout)[0]:
+            return True
+        data = os.read(self.data, 1 << 16)
+        self.buffer += data
+        return bool(data)
+
+    def _deliver(self) -> None:
+        """Hand every complete message read so far to ``on_message``, acknowledging each after it returned."""
+        assert self.on_message is not None
+        while len(self.buffer) >= 4:
+            (length,) = FRAME.unpack_from(self.buffer)
+            if len(self.buffer) < 4 + length:
+                return
+            payload = bytes(self.buffer[4 : 4 + length])
+            del self.buffer[: 4 + length]
+            self.on_message(payload)
+            with contextlib.suppress(BrokenPipeError):  # the process died: the next read says so
+                os.write(self.acks, b"\x01")
 
     def poll(self, timeout: float) -> None:
-        time.sleep(timeout)  # the client delivers on its own thread
+        deadline = time.monotonic() + timeout
+        while True:  # the process sends the next message only once this one was acknowledged
+            open_ = self._read(max(0.0, deadline - time.monotonic()))
+            self._deliver()
+            if not open_:
+                status = self.process.wait() if self.process is not None else None
+                raise DriverError(f"the rocketmq consumer's process ended (status {status}); it is made again")
+            if time.monotonic() >= deadline:
+                break
         if time.monotonic() >= self.next_check:
-            self.check_brokers()
-            self.next_check = time.monotonic() + RESTART_CHECK_EVERY
-
-    def check_brokers(self) -> None:
-        """Raise DriverError when a broker answers with another boot time than at ``start`` (it was started
-        again); a broker that does not answer is left to the client, which waits for it."""
-        for addr, booted in self.booted.items():
-            try:
-                now = broker_boot_time(addr, timeout=1.0)
-            except (OSError, ValueError):
-                continue
-            if now != booted:
-                raise DriverError(f"the rocketmq broker at {addr} was started again; the consumer is made again")
+            self.served.check()
+            self.next_check = time.monotonic() + SERVED_CHECK_EVERY
 
     def close(self) -> None:
-        if self.started:
-            _shut_down(self.consumer)
-            self.started = False
+        process, self.process = self.process, None
+        if process is None:
+            return
+        os.close(self.acks)  # a message in flight is never acknowledged
+        with contextlib.suppress(OSError):
+            assert process.stdin is not None
+            process.stdin.close()  # the process saves the offsets of what was acknowledged and exits
+        try:
+            process.wait(CONSUMER_STOP_GRACE)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        os.close(self.data)
+
+
+class ServedCheck:
+    """Whether the brokers still serve one push consumer as when it started. librocketmq's push consumer stays
+    idle, without an error, when:
+
+    - its broker group's master was started again: the client forgets a broker that went away and looks it up
+      again only every 30 s;
+    - another broker became the group's master (controller mode's failover): the client keeps pulling from
+      the old one until its next route update, every 30 s;
+    - its connection to the master was reset: the pull request in flight is lost with it and is sent again
+      only when it times out (30 s), and the broker, which dropped the consumer with the connection, learns of
+      it again only from its next heartbeat (every 30 s), so the group has no consumer meanwhile.
+
+    ``check`` raises DriverError in each case (the last one after ``NOT_LISTED_CHECKS`` checks in a row), and the
+    runner then makes the consumer again: a fresh client finds the master at once, registers with it and reads
+    on from the group's stored offset. Brokers or NameServers that do not answer are left to the client (a
+    partition heals by itself; a master being elected is not there to move to yet)."""
+
+    def __init__(self, namesrv: str, group: str, instance: str) -> None:
+        self.namesrv, self.group, self.instance = namesrv, group, instance
+        self.masters: dict[str, tuple[str, str] | None] = {}  # broker group -> (master, its boot time) at start
+        self.not_listed = 0
+
+    def begin(self) -> None:
+        """Note each group's master and its boot time as the consumer starts (None: the group has no master);
+        a group not learnt now (nothing answered) is noted at the first check that learns it."""
+        with contextlib.suppress(OSError, ValueError):
+            for name, master in group_masters(self.namesrv, 5.0).items():
+                with contextlib.suppress(OSError, ValueError):
+                    self.masters[name] = None if master is None else (master, broker_boot_time(master, timeout=1.0))
+
+    def check(self) -> None:
+        try:
+            masters = group_masters(self.namesrv, 1.0)
+        except (OSError, ValueError):
+            return
+        for name, master in masters.items():
+            if master is None:
+                continue
+            try:
+                booted = broker_boot_time(master, timeout=1.0)
+            except (OSError, ValueError):
+                continue
+            if name not in self.masters:
+                self.masters[name] = (master, booted)
+            elif self.masters[name] != (master, booted):
+                raise DriverError(f"rocketmq broker group {name}'s master is now {master} (started at {booted}), "
+                                  f"not {self.masters.get(name)}; the consumer is made again")
+            self._check_listed(master)
+
+    def _check_listed(self, master: str) -> None:
+        try:
+            clients = consumer_clients(master, self.group, timeout=1.0)
+        except (OSError, ValueError):
+            return
+        if any(c.endswith("@" + self.instance) for c in clients):
+            self.not_listed = 0
+            return
+        self.not_listed += 1
+        if self.not_listed >= NOT_LISTED_CHECKS:
+            raise DriverError(f"the rocketmq master {master} no longer lists this consumer in group {self.group} "
+                              "(its connection was reset); the consumer is made again")
 
 
 def _shut_down(client: Any) -> None:
@@ -286,83 +425,3 @@ def _shut_down(client: Any) -> None:
         with contextlib.suppress(Exception):
             client.shutdown()
         _last_shutdown[0] = time.monotonic()
-
-
-def consume_from_first_offset(lib: Any, handle: int) -> None:
-    """Make the push consumer ``handle`` start from a queue's first offset when its group has none stored."""
-    try:
-        setter = getattr(lib, SET_CONSUME_FROM_WHERE)
-    except AttributeError:
-        raise DriverError(
-            "this librocketmq has no DefaultMQPushConsumer::setConsumeFromWhere, so its consumers would skip a "
-            "backlog after a broker crash; install the rocketmq wheel 0.4.4 (pip install rocketmq==0.4.4)"
-        ) from None
-    setter.restype = None
-    setter.argtypes = [ctypes.c_void_p, ctypes.c_int]
-    setter(handle, CONSUME_FROM_FIRST_OFFSET)
-
-
-# -- the remoting protocol's admin requests (what mqadmin does), for topics and readiness ---------------
-# A frame is: total length (4 bytes), header length with the serialisation type in its high byte (4 bytes,
-# 0 = JSON), the JSON header, the body.
-
-
-def remoting_call(
-    addr: str, code: int, fields: Mapping[str, str] | None = None, timeout: float = 5.0
-) -> tuple[dict[str, Any], bytes]:
-    """Send one request to ``addr`` (``host:port``) and return the answer's header and body.
-    Raises OSError when the connection fails or the answer says the request failed."""
-    host, _, port = addr.rpartition(":")
-    header = json.dumps(
-        {"code": code, "language": "PYTHON", "version": 0, "opaque": 1, "flag": 0, "extFields": dict(fields or {})}
-    ).encode()
-    frame = struct.pack(">I", len(header)) + header
-    with socket.create_connection((host, int(port)), timeout=timeout) as sock, sock.makefile("rb") as answer_in:
-        sock.settimeout(timeout)
-        sock.sendall(struct.pack(">I", len(frame)) + frame)
-        (size,) = struct.unpack(">I", answer_in.read(4).rjust(4, b"\0"))
-        data = answer_in.read(size)
-    if len(data) < max(size, 4):
-        raise OSError("the connection closed mid-answer")
-    header_len = struct.unpack(">I", data[:4])[0] & 0xFFFFFF
-    answer = json.loads(data[4 : 4 + header_len])
-    if answer.get("code", -1) != 0:
-        raise OSError(f"request {code} answered code {answer.get('code')}: {answer.get('remark', '')}")
-    return answer, data[4 + header_len :]
-
-
-def broker_addresses(namesrv: str, timeout: float) -> list[str]:
-    """``host:port`` of every broker registered with the NameServer."""
-    _, body = remoting_call(namesrv, GET_BROKER_CLUSTER_INFO, timeout=timeout)
-    # The body is fastjson with integer map keys ({0:"127.0.0.1:10911"}), not JSON: take the addresses.
-    return sorted(set(re.findall(r'\{\d+:"([^"]+:\d+)"', body.decode(errors="replace"))))
-
-
-def broker_version(addr: str, timeout: float) -> str:
-    """The broker's release, e.g. ``5.5.0`` (from its runtime info's ``V5_5_0``); "" if it does not say."""
-    _, body = remoting_call(addr, GET_BROKER_RUNTIME_INFO, timeout=timeout)
-    match = re.search(r'"brokerVersionDesc":"V(\d+)_(\d+)_(\d+)', body.decode(errors="replace"))
-    return ".".join(match.groups()) if match else ""
-
-
-def broker_boot_time(addr: str, timeout: float) -> str:
-    """When the broker at ``addr`` started (its runtime info's ``bootTimestamp``, ms since the epoch)."""
-    _, body = remoting_call(addr, GET_BROKER_RUNTIME_INFO, timeout=timeout)
-    match = re.search(r'"bootTimestamp":"(\d+)"', body.decode(errors="replace"))
-    if match is None:
-        raise ValueError(f"the rocketmq broker at {addr} does not say when it started")
-    return match.group(1)
-
-
-def create_topic(addr: str, topic: str, queues: int, timeout: float) -> None:
-    fields = {
-        "topic": topic,
-        "defaultTopic": "TBW102",
-        "readQueueNums": str(queues),
-        "writeQueueNums": str(queues),
-        "perm": "6",  # read and write
-        "topicFilterType": "SINGLE_TAG",
-        "topicSysFlag": "0",
-        "order": "false",
-    }
-    remoting_call(addr, UPDATE_AND_CREATE_TOPIC, fields, timeout=timeout)

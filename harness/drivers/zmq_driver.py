@@ -15,7 +15,6 @@ The module is written against pyzmq's API only, so `mqcore_driver` reuses it wit
 from __future__ import annotations
 
 import os
-import socket
 import tempfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -38,12 +37,6 @@ from harness.drivers.options import option
 
 # How many messages one poll() may deliver before returning to the runner's loop.
 _POLL_BURST = 4096
-
-
-def free_tcp_port(host: str = "127.0.0.1") -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        return int(s.getsockname()[1])
 
 
 @dataclass(frozen=True)
@@ -101,7 +94,12 @@ class ZmqDriver(Driver):
         plan = super().plan(topology)
         binders = topology.consumers if topology.pattern is Pattern.REQREP else topology.producers
         if self.opts.transport == "tcp":
-            plan["endpoints"] = [f"tcp://127.0.0.1:{free_tcp_port()}" for _ in range(binders)]
+            # One call for all binders: its ports are distinct, each checked free while the others are
+            # held. Imported here: workers import this module and never plan, and the brokers package
+            # would cost each of them its import (seconds).
+            from harness.brokers import free_ports
+
+            plan["endpoints"] = [f"tcp://127.0.0.1:{port}" for port in (free_ports(binders) if binders else [])]
         else:
             folder = tempfile.mkdtemp(prefix=f"mqbench-{topology.run_tag}-")
             plan["ipc_dir"] = folder

@@ -164,6 +164,10 @@ def _pull_batches(pull: Pull, spec: WorkerSpec, ctx: WorkerContext, receipts: Re
 
 
 def _interrupt(signum: int, frame: Any) -> None:
+    """The first SIGUSR1 interrupts whatever the worker waits in; the runner repeats it until the worker
+    is gone (one signal can arrive while no Python code runs to see it), and a repeat must not cut short
+    the saving of records the first one started."""
+    signal.signal(signal.SIGUSR1, signal.SIG_IGN)
     raise Interrupted
 
 
@@ -264,7 +268,8 @@ def _consumer(spec: WorkerSpec, ctx: WorkerContext, driver: Driver) -> None:
         consumer = make()
         if driver.capabilities.pull_receive and pace is None:
             pull = consumer.receiver(POLL_TIMEOUT)
-    ctx.status.put(("ready", spec.name))
+    client_pid = (consumer.consumer if spec.resilient else consumer).client_pid  # its CPU is this worker's
+    ctx.status.put(("ready", spec.name, client_pid) if client_pid else ("ready", spec.name))
     try:
         receive_messages(spec, ctx, consumer, receipts, pull)
     except Interrupted:

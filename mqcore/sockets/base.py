@@ -54,14 +54,14 @@ class SocketImpl:
         raise ZMQError(Errno.ENOTSUP)
 
     def xsend_direct(self, msg: Msg, pipe: Pipe) -> Msg | None:
-        """The frames to write for ``msg`` straight to ``pipe``'s connection (``mqcore.direct``), the
+        """The frames to write for ``msg`` straight to ``pipe``'s connection (``Inline.send``), the
         send then counting as done; None when this type cannot send it that way now (use ``xsend``).
         Raises as ``xsend`` for state errors."""
         return None
 
     def xrecv_direct(self, msg: Msg, pipe: Pipe) -> Msg | None:
         """What ``recv`` returns for ``msg``, the one message a direct read found, taken before it
-        enters ``pipe`` (empty, the socket's end; ``mqcore.direct``); None: this type does not take
+        enters ``pipe`` (empty, the socket's end; ``Inline.read``); None: this type does not take
         it that way now, it goes into the pipe. Called only while the socket's recv waits."""
         return None
 

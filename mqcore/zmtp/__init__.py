@@ -2,7 +2,9 @@
 
 No sockets, threads or event loops here: an engine feeds ``ZmtpConnection.receive_data`` with what
 it read, acts on ``next_events()``, and writes what ``start``, ``data_to_send`` and the
-``encode_*`` methods return. Mechanisms plug in through ``Mechanism``: NULL (the default),
+``encode_*`` methods return. The framing is public too, for an engine that frames plain messages
+itself: ``scan_messages`` splits bytes into whole messages (the decoder's own fast path),
+``encode_message(s)`` and ``frame_header`` write them. Mechanisms plug in through ``Mechanism``: NULL (the default),
 ``PlainMechanism`` and ``CurveMechanism``. Server mechanisms check clients through ZAP, which the
 engine relays: see ``ZmtpConnection.zap_request``/``zap_reply`` and the ``_connection`` module
 docstring for the hand-over. CURVE keys are 32 raw bytes or 40 Z85 characters (``curve_keypair``).
@@ -10,6 +12,7 @@ docstring for the hand-over. CURVE keys are 32 raw bytes or 40 Z85 characters (`
 
 from mqcore.zmtp._connection import ZmtpConnection, ZmtpStateError
 from mqcore.zmtp._curve import CurveMechanism
+from mqcore.zmtp._decoder import FrameDecoder
 from mqcore.zmtp._events import (
     AuthFailed,
     Cancel,
@@ -23,7 +26,17 @@ from mqcore.zmtp._events import (
     Subscribe,
     UnknownCommand,
 )
-from mqcore.zmtp._frames import COMMAND, LONG, MORE
+from mqcore.zmtp._frames import (
+    COMMAND,
+    LONG,
+    LONG_HEADER,
+    MORE,
+    encode_message,
+    encode_messages,
+    frame_header,
+    scan_messages,
+    single_long_frame,
+)
 from mqcore.zmtp._greeting import GREETING_SIZE, OUR_VERSION
 from mqcore.zmtp._keys import curve_keypair, curve_public
 from mqcore.zmtp._mechanism import HandshakeInfo, Mechanism, MechanismError, NullMechanism
@@ -64,4 +77,11 @@ __all__ = [
     "MORE",
     "LONG",
     "COMMAND",
+    "LONG_HEADER",
+    "FrameDecoder",
+    "encode_message",
+    "encode_messages",
+    "frame_header",
+    "scan_messages",
+    "single_long_frame",
 ]

@@ -134,7 +134,8 @@ class ZmtpConnection:
         self._greeting: GreetingReader | None = GreetingReader()
         self._events: list[Event] = []
         self._outgoing: list[bytes] = []
-        self._decoder = FrameDecoder(self._events, self._on_command, self._fail, maxmsgsize)
+        # Public for a reader that scans plain messages itself (``held_bytes``/``drop_held``, ``limit``).
+        self.decoder = FrameDecoder(self._events, self._on_command, self._fail, maxmsgsize)
         self._peer_version: tuple[int, int] | None = None
         self._peer_v31 = True
         self._peer_socket_type: str | None = None
@@ -198,19 +199,19 @@ class ZmtpConnection:
         less than MAXMSGSIZE of body (frames of an unfinished multipart message are not counted)."""
         if self._greeting is not None:
             return self._greeting.buffered_bytes
-        return self._decoder.buffered_bytes
+        return self.decoder.buffered_bytes
 
     def receive_buffer(self) -> memoryview | None:
         """Where the missing bytes of a large partial frame body may be read in place (e.g. with
         ``socket.recv_into``; then call ``received_into``), or None: use ``receive_data``."""
         if self._greeting is not None or self._state is _State.DEAD:
             return None
-        return self._decoder.body_buffer()
+        return self.decoder.body_buffer()
 
     def received_into(self, n: int) -> None:
         """``n`` bytes were read into the start of ``receive_buffer()``; decodes what they complete."""
         if self._state is not _State.DEAD:
-            self._decoder.body_received(n)
+            self.decoder.body_received(n)
 
     # -- input ---------------------------------------------------------------------------------
 
@@ -234,7 +235,7 @@ class ZmtpConnection:
             data = self._receive_greeting(data)
             if not data:
                 return
-        self._decoder.feed(data)
+        self.decoder.feed(data)
 
     def next_events(self) -> list[Event]:
         """All events decoded so far, oldest first, and forget them (``[]`` if none)."""
@@ -243,7 +244,7 @@ class ZmtpConnection:
         events = self._events
         if not events:
             return []
-        self._events = self._decoder.events = []
+        self._events = self.decoder.events = []
         return events
 
     def data_to_send(self) -> bytes:
@@ -370,7 +371,7 @@ class ZmtpConnection:
             else:
                 self._on_traffic_command(inner_name, inner_data)
         else:
-            self._decoder.assemble(flags, body)
+            self.decoder.assemble(flags, body)
 
     def _advance_mechanism(self) -> None:
         """Move the mechanism's queued commands to ``_outgoing``; finish the handshake if ready."""
@@ -398,7 +399,7 @@ class ZmtpConnection:
         self._peer_socket_type = peer_type
         self._peer_identity = cmd.find_property(metadata, "Identity") or b""
         self._peer_metadata = metadata
-        decoder = self._decoder
+        decoder = self.decoder
         decoder.messages_allowed = not self.mechanism.wraps_traffic
         if self.mechanism.wraps_traffic and self.mechanism.wraps_in_data_frames:
             decoder.sealed_frame = self._on_sealed_frame
@@ -468,7 +469,7 @@ class ZmtpConnection:
     def _die(self) -> None:
         self._state = _State.DEAD
         self._greeting = None
-        self._decoder.stop()
+        self.decoder.stop()
 
     # -- output --------------------------------------------------------------------------------
 

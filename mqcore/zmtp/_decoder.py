@@ -7,13 +7,16 @@ Invariants between calls to ``feed``:
   any of its body is kept, so ``_have`` < size <= limit.
 - ``_frames`` holds the complete frames of a multipart message whose last frame has not come.
 - Each read is scanned with an offset; bodies are sliced out of it (one copy per frame, none of
-  the read). Partial bodies are collected as chunks and joined once, so large frames arriving in
-  many reads cost linear time. A partial body of ``LARGE_BODY`` bytes or more goes into one
-  preallocated ``_body`` instead, which the reader may fill in place (``body_buffer`` /
-  ``body_received``, e.g. with ``socket.recv_into``): no chunk list and no join for large frames.
+  the read). Once messages flow, whole messages are split by ``scan_messages`` (the one frame
+  scanner, shared with the engine's direct read); the rest goes frame by frame here. Partial
+  bodies are collected as chunks and joined once, so large frames arriving in many reads cost
+  linear time. A partial body of ``LARGE_BODY`` bytes or more goes into one ``_body`` buffer
+  instead (allocated at its size up to ``SPARE_LIMIT``, then grown as it fills), which the reader
+  may fill in place (``body_buffer`` / ``body_received``, e.g. with ``socket.recv_into``): no chunk
+  list and no join for large frames.
 - Once ``stopped`` is set, nothing more is decoded and the buffers are empty.
 - A message frame that is not allowed is a violation, unless ``sealed_frame`` is set: then its body
-  goes there (wrapped traffic such as CURVE's MESSAGE). The fast path never sees such frames,
+  goes there (wrapped traffic such as CURVE's MESSAGE). The scanner never sees such frames,
   because it runs only while messages are allowed.
 
 Owned by one ZmtpConnection, which it calls back for commands and violations.
@@ -26,9 +29,23 @@ from collections.abc import Callable
 from typing import cast
 
 from mqcore.zmtp._events import Cancel, Event, Message, Subscribe
-from mqcore.zmtp._frames import COMMAND, LONG, MAX_FRAME_SIZE, MORE, RESERVED, frame_header
+from mqcore.zmtp._frames import (
+    COMMAND,
+    LONG,
+    LONG_HEADER,
+    MAX_FRAME_SIZE,
+    MORE,
+    RESERVED,
+    SHORT_HEADER,
+    frame_header,
+    scan_messages,
+)
 
 LARGE_BODY = 32768
+# A large body's buffer is allocated at its size up to this many bytes when its header arrives (and
+# kept for the next body); a larger body's buffer starts at this size and doubles as it fills, so that
+# memory follows what arrived, never just what a header announced (up to 2**63-1 bytes without
+# MAXMSGSIZE).
 SPARE_LIMIT = 16 << 20
 _unpack_size = struct.Struct(">Q").unpack_from
 _new = object.__new__
@@ -101,7 +118,21 @@ class FrameDecoder:
         body = self._body
         if body is None or self.stopped:
             return None
-        return memoryview(body)[self._have : self._size]
+        have, size = self._have, self._size
+        if have == len(body) < size:  # filled as far as allocated
+            body = self._grow(have + 1)
+        return memoryview(body)[have : min(len(body), size)]
+
+    def _grow(self, least: int) -> bytearray:
+        """A larger buffer for the partial large body (at least ``least`` bytes, twice the old size,
+        never past the body's size), holding what came so far. A new one, not a resize: a reader may
+        still hold a view of the old one."""
+        body = self._body
+        assert body is not None
+        grown = bytearray(min(max(least, 2 * len(body)), self._size))
+        grown[: self._have] = memoryview(body)[: self._have]
+        self._body = grown
+        return grown
 
     def body_received(self, n: int) -> None:
         """``n`` bytes were written at the start of ``body_buffer()``."""
@@ -123,7 +154,7 @@ class FrameDecoder:
     def held_bytes(self) -> bytes | None:
         """The wire bytes of what is held between reads: the frames of an unfinished multipart message
         and a partial frame, ``b""`` if none; None while a large body is filled in place. For a reader
-        that scans from a message boundary itself (``mqcore.direct``): it puts these bytes before its
+        that scans from a message boundary itself (the engine's direct read): it puts these bytes before its
         next read and then calls ``drop_held``."""
         if self._body is not None:
             return None
@@ -164,6 +195,8 @@ class FrameDecoder:
             if body is not None:
                 have = self._have
                 take = min(need, len(data))
+                if have + take > len(body):
+                    body = self._grow(have + take)
                 body[have : have + take] = memoryview(data)[:take]
                 self._have = have + take
                 self._need = need - take
@@ -197,53 +230,32 @@ class FrameDecoder:
         end = len(buf)
         limit = self.limit
         emit = self.events.append
-        frames = self._frames
         fast = self.messages_allowed and not self.subscription_messages
         new, set_frames, message = _new, _set_frames, Message
-        while end - pos >= 2:
+        while end - pos >= SHORT_HEADER:
+            if fast and not self._frames:
+                # Hot path, once traffic flows: whole messages, split by the one frame scanner.
+                msgs, pos = scan_messages(buf, pos, limit)
+                for frames in msgs:
+                    event = new(message)
+                    set_frames(event, frames)
+                    emit(event)
+                if end - pos < SHORT_HEADER:
+                    break
             flags = buf[pos]
-            # Hot path: a complete message frame (flags 0 or MORE, short or LONG) once traffic flows.
-            if flags < 4 and fast:
-                if flags < 2:
-                    start = pos + 2
-                    size = buf[pos + 1]
-                elif end - pos >= 9:
-                    start = pos + 9
-                    size = _unpack_size(buf, pos + 1)[0]
-                else:
-                    break  # a partial long header: kept in _tail below
-                stop = start + size
-                if stop <= end and size <= limit:
-                    body = buf[start:stop]
-                    pos = stop
-                    if flags & MORE:
-                        frames.append(body)
-                    elif frames:
-                        frames.append(body)
-                        event = new(message)
-                        set_frames(event, frames)
-                        emit(event)
-                        frames = []
-                    else:
-                        event = new(message)
-                        set_frames(event, [body])
-                        emit(event)
-                    continue
             # General path: commands, handshake, limits, partial bodies.
             if flags & LONG:
-                if end - pos < 9:
+                if end - pos < LONG_HEADER:
                     break
                 size = _unpack_size(buf, pos + 1)[0]
-                start = pos + 9
+                start = pos + LONG_HEADER
             else:
                 size = buf[pos + 1]
-                start = pos + 2
+                start = pos + SHORT_HEADER
             if flags & RESERVED:
-                self._frames = frames
                 self.fail(f"reserved bits set in frame flags 0x{flags:02x}")
                 return
             if size > limit:
-                self._frames = frames
                 self._refuse_size(size)
                 return
             stop = start + size
@@ -253,10 +265,13 @@ class FrameDecoder:
                 self._need = stop - end
                 if size >= LARGE_BODY:
                     large = self._spare
-                    if large is None or len(large) < size:
-                        large = bytearray(size)
+                    first = min(size, SPARE_LIMIT)
+                    if large is None or len(large) < first:
+                        large = bytearray(first)
                     self._spare = None
                     self._size = size
+                    if end - start > len(large):
+                        large = bytearray(end - start)
                     large[: end - start] = memoryview(buf)[start:end]
                     self._body = large
                     self._have = end - start
@@ -267,13 +282,10 @@ class FrameDecoder:
                 break
             body = buf[start:stop]
             pos = stop
-            self._frames = frames
             self.deliver(flags, body)
             if self.stopped:
                 return
-            frames = self._frames
             fast = self.messages_allowed and not self.subscription_messages
-        self._frames = frames
         if pos < end:
             self._tail = buf[pos:]
 

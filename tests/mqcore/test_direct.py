@@ -1,4 +1,5 @@
-"""The direct receive path (mqcore.direct) and its fallbacks to the general inline read and the pipe."""
+"""The socket's thread's IO (mqcore.engine.Inline): the direct read and send, and their fallbacks to the
+general inline read and the pipe."""
 
 from __future__ import annotations
 
@@ -11,9 +12,7 @@ from typing import Any
 import pytest
 
 import mqcore
-from mqcore import direct
-from mqcore.zmtp._decoder import FrameDecoder
-from mqcore.zmtp._frames import encode_command, encode_messages
+from mqcore.engine import LARGE, Inline
 
 from .zmtp.wire import frame, greeting, ready
 
@@ -21,36 +20,49 @@ Pair = Callable[..., tuple[Any, Any]]
 TRANSPORTS = ("tcp", "ipc")
 
 
+@pytest.fixture(autouse=True)
+def _reader_keeps_its_connection(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The counts below assert that the socket's thread did the reading; the IO thread reads in its
+    stead when that thread has not read for PARK_CHECK (Inline's rule 4), which a loaded machine may
+    cause at any moment. test_io_thread_reading_in_the_readers_stead_keeps_streams_whole covers that."""
+    monkeypatch.setattr("mqcore.engine._inline.PARK_CHECK", 3600.0)
+
+
 @pytest.fixture
 def direct_sends(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
     """Counts the sends the direct path took and the ones it declined."""
     counts = [0, 0]
-    real = direct.send_direct
+    real = Inline.send
 
     def counting(*args: Any) -> bool:
         took = real(*args)
         counts[0 if took else 1] += 1
         return took
 
-    monkeypatch.setattr(direct, "send_direct", counting)
+    monkeypatch.setattr(Inline, "send", counting)
     yield counts
 
 
 @pytest.fixture
 def direct_reads(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
-    """Counts the reads the direct path took (True, or the message handed to recv), the ones it
-    declined, and (third) the messages it handed straight to recv."""
+    """Counts the reads the direct path took, the ones it declined (the general inline read), and
+    (third) the messages it handed straight to recv."""
     counts = [0, 0, 0]
-    real = direct.read_direct
+    read, general = Inline.read, Inline._read_general
 
-    def counting(engine: Any, buffer: bytearray, take: Any = None) -> Any:
-        took = real(engine, buffer, take)
-        counts[0 if took is not False else 1] += 1
-        if took is not True and took is not False:
-            counts[2] += 1
-        return took
+    def counting_read(inline: Inline, buffer: bytearray, take: Any = None) -> Any:
+        counts[0] += 1
+        got = read(inline, buffer, take)
+        counts[2] += got is not None
+        return got
 
-    monkeypatch.setattr(direct, "read_direct", counting)
+    def counting_general(inline: Inline) -> None:
+        counts[0] -= 1
+        counts[1] += 1
+        general(inline)
+
+    monkeypatch.setattr(Inline, "read", counting_read)
+    monkeypatch.setattr(Inline, "_read_general", counting_general)
     yield counts
 
 
@@ -60,57 +72,13 @@ def _send_once_polled(reader: Any, send: Callable[[], object]) -> threading.Thre
     scheduled (a sender far ahead could otherwise fill the pipe before the reader ever waits)."""
     def run() -> None:
         give_up = time.monotonic() + 5.0  # then send anyway; the test's own assertion reports it
-        while reader._inline_eng is None and time.monotonic() < give_up:
+        while reader._inline is None and time.monotonic() < give_up:
             time.sleep(0.001)
         send()
 
     thread = threading.Thread(target=run)
     thread.start()
     return thread
-
-
-def test_scan_takes_whole_messages_and_stops_before_anything_else() -> None:
-    msgs = [[b"a"], [b"b" * 300], [b"c", b"", b"d" * 70000]]
-    wire = encode_messages(msgs)
-    assert direct.scan(wire, 1 << 20) == (msgs, len(wire))
-    # A partial multipart message: the scan stops at its start, so the decoder gets all of it.
-    first = encode_messages(msgs[:2])
-    assert direct.scan(wire[:-5], 1 << 20) == (msgs[:2], len(first))
-    # A command (e.g. PING) and a frame over the size limit stop the scan where they start.
-    assert direct.scan(first + encode_command(b"PING", b"\x00\x00"), 1 << 20) == (msgs[:2], len(first))
-    assert direct.scan(wire, 1000) == (msgs[:2], len(first))
-    assert direct.scan(b"\x00", 10) == ([], 0)
-    # REQ/REP envelopes (an empty delimiter, then the body), whole or cut anywhere after the first.
-    replies = [[b"", b"r%d" % i] for i in range(3)] + [[b"", b""], [b"", b"", b"x"]]
-    wire = encode_messages(replies)
-    assert direct.scan(wire, 1 << 20) == (replies, len(wire))
-    for cut in range(len(encode_messages(replies[:1])), len(wire)):
-        msgs, done = direct.scan(wire[:cut], 1 << 20)
-        assert msgs == replies[:len(msgs)] and done == len(encode_messages(msgs)) and done <= cut
-        assert len(encode_messages(replies[:len(msgs) + 1])) > cut  # the next one is not complete
-
-
-def test_held_bytes_carry_a_split_message_into_the_next_scan() -> None:
-    # Wherever a read ends, the decoder's held bytes put before the rest of the stream scan to the
-    # messages the decoder did not emit; only a large body being filled in place is not offered.
-    msgs = [[b"a"], [b"", b"b" * 300], [b"c" * 40000], [b"d", b"e" * 255, b"f"], [b"g" * 1000]]
-    wire = encode_messages(msgs)
-    large_start = len(encode_messages(msgs[:2])) + 9
-    for cut in range(len(wire) + 1):
-        events: list[Any] = []
-        decoder = FrameDecoder(events, lambda body: None, lambda reason: pytest.fail(reason), -1)
-        decoder.messages_allowed = True
-        decoder.feed(wire[:cut])
-        emitted = [ev.frames for ev in events]
-        held = decoder.held_bytes()
-        if held is None:
-            assert large_start <= cut < large_start + 40000  # in the 40000-byte body, read in place
-            continue
-        decoder.drop_held()
-        assert decoder.held_bytes() == b""
-        rest, done = direct.scan(held + wire[cut:], 1 << 20)
-        assert emitted + rest == msgs
-        assert done == len(held) + len(wire) - cut
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
@@ -163,7 +131,7 @@ def _expect(receive: Callable[[], Any], expected: list[Any], thread: threading.T
 def _large_stream() -> list[list[bytes]]:
     """Large single frames (read header first) mixed with what makes that read step back: small and
     multipart messages, frames just under the threshold, a frame of every size class in between."""
-    large = direct.LARGE
+    large = LARGE
     msgs: list[list[bytes]] = []
     for i in range(40):
         msgs.append([bytes([i]) * (large + i * 4099)])
@@ -184,13 +152,13 @@ def test_large_frames_read_header_first_stay_whole_and_in_order(make_pair: Pair,
                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     # With a small RCVHWM a header-first batch fills the pipe and the rest waits as the engine's backlog.
     large_reads = [0]
-    real = direct._read_large
+    real = Inline._read_large
 
     def counting(*args: Any) -> None:
         large_reads[0] += 1
         real(*args)
 
-    monkeypatch.setattr(direct, "_read_large", counting)
+    monkeypatch.setattr(Inline, "_read_large", counting)
     pull, push = make_pair(mqcore.PULL, mqcore.PUSH, transport, rcvhwm=rcvhwm)
     msgs = _large_stream()
     sender = _send_once_polled(pull, lambda: [push.send_multipart(m) for m in msgs])
@@ -208,7 +176,7 @@ def test_large_frames_cut_anywhere_by_a_raw_peer(ctx: mqcore.Context) -> None:
     peer = socket.create_connection(("127.0.0.1", port))
     try:
         peer.sendall(greeting() + ready(b"PUSH"))
-        bodies = [bytes([i]) * (direct.LARGE + 1000 * i) for i in range(6)]
+        bodies = [bytes([i]) * (LARGE + 1000 * i) for i in range(6)]
         wires = [frame(body) for body in bodies]
         pieces = [
             wires[0][:5000], wires[0][5000:],  # split by a read: the next reads go header first
@@ -238,14 +206,14 @@ def test_large_frames_cut_anywhere_by_a_raw_peer(ctx: mqcore.Context) -> None:
 def test_a_large_frame_over_maxmsgsize_ends_the_connection_on_the_header_first_path(ctx: mqcore.Context) -> None:
     # The header-first read checks MAXMSGSIZE from the header like the decoder (which then refuses the
     # frame): the frames under the limit arrive, the one over it and anything after it do not.
-    limit = direct.LARGE * 3
+    limit = LARGE * 3
     pull = ctx.socket(mqcore.PULL)
     pull.maxmsgsize = limit
     port = pull.bind_to_random_port("tcp://127.0.0.1")
     peer = socket.create_connection(("127.0.0.1", port))
     try:
         peer.sendall(greeting() + ready(b"PUSH"))
-        under = [bytes([i]) * (direct.LARGE + i) for i in range(4)]
+        under = [bytes([i]) * (LARGE + i) for i in range(4)]
         wire = b"".join(frame(body) for body in under)
         pieces = [
             wire[:len(frame(under[0])) + 1000],  # a read ends inside a large frame: header first next
@@ -266,6 +234,19 @@ def test_a_large_frame_over_maxmsgsize_ends_the_connection_on_the_header_first_p
             pull.recv()
     finally:
         peer.close()
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_io_thread_reading_in_the_readers_stead_keeps_streams_whole(make_pair: Pair, transport: str,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    # The IO thread looks every half millisecond whether the reader read since and reads itself when
+    # not, so the two threads share the reading of streams that take every path (direct, header
+    # first, general, a full pipe's backlog) many times.
+    monkeypatch.setattr("mqcore.engine._inline.PARK_CHECK", 0.0005)
+    pull, push = make_pair(mqcore.PULL, mqcore.PUSH, transport, rcvhwm=3)
+    msgs = _large_stream() + SPANNING["small"][:2000] + [[b"%d" % i] for i in range(3000)]
+    sender = _send_once_polled(pull, lambda: [push.send_multipart(m) for m in msgs])
+    _expect(pull.recv_multipart, msgs, sender)
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
@@ -413,11 +394,11 @@ def test_pair_round_trips_hand_the_message_straight_to_recv(make_pair: Pair, tra
 def test_a_send_after_a_read_goes_direct_however_soon(make_pair: Pair, transport: str,
                                                       direct_sends: list[int],
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
-    # Every send counts as back to back by time alone; a REQ's requests still go direct, because
-    # each follows the read of the previous reply (only back-to-back sends go to the IO thread).
-    from mqcore import engine
-
-    monkeypatch.setattr(engine, "INLINE_GAP", 3600.0)
+    # Every send counts as back to back by time alone (a round trip here takes well under a second);
+    # a REQ's requests still go direct, because each follows the read of the previous reply (only
+    # back-to-back sends go to the IO thread). A read marks the last attempt at monotonic time 0, so
+    # the gap must stay under the machine's uptime.
+    monkeypatch.setattr("mqcore.engine._inline.INLINE_GAP", 1.0)
     rep, req = make_pair(mqcore.REP, mqcore.REQ, transport)
     trips = 50
     server = threading.Thread(target=lambda: [rep.send(rep.recv()) for _ in range(trips)])

@@ -77,7 +77,7 @@ def test_flooding_peer_is_held_at_rcvhwm(ctx: mqcore.Context) -> None:
     pull.rcvtimeo = 5000
     assert pull.recv() == b"0"  # (runs the socket's commands: the pipe is attached)
     # A blocking recv may have read the connection in this thread and left the IO thread parked (inline
-    # IO, mqcore/engine.py); waiting some other way (EVENTS, like a poller) hands reading back to the IO
+    # IO, mqcore/engine/_inline.py); waiting some other way (EVENTS, like a poller) hands reading back to the IO
     # thread, which must then fill the pipe up to the HWM and no further.
     pull.getsockopt(mqcore.EVENTS)
     assert _wait(lambda: sum(p.backlog for p in pull._pipes) >= hwm - 1)

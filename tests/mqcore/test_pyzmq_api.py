@@ -8,6 +8,9 @@ import asyncio
 import copy
 import pickle
 import struct
+import subprocess
+import sys
+import types
 from collections.abc import Callable
 from typing import Any
 
@@ -98,6 +101,41 @@ def test_constants_module_names_and_option_types() -> None:
     assert mqcore.FD._opt_type is mqcore.constants._OptType.fd  # type: ignore[attr-defined]
     assert mqcore.RECONNECT_STOP_AFTER_DISCONNECT is mqcore.constants.ReconnectStop.AFTER_DISCONNECT  # type: ignore[attr-defined]
     assert jsonapi.loads(jsonapi.dumps({"k": 1})) == {"k": 1}
+
+
+ALIASED = """
+import sys, types
+import mqcore
+sys.modules["zmq"] = mqcore  # what an application does to run pyzmq code on mqcore; nothing more
+import zmq
+import zmq.asyncio, zmq.auth.thread, zmq.constants, zmq.devices
+from zmq.utils import jsonapi, z85
+from zmq.auth.asyncio import AsyncioAuthenticator
+assert [zmq.backend.Socket, zmq.sugar.socket.Socket, zmq.error.ZMQError, zmq.utils.jsonapi]
+for name in ("asyncio", "auth", "auth.thread", "auth.asyncio", "constants", "devices", "utils"):
+    module = sys.modules["zmq." + name]
+    assert module is sys.modules["mqcore." + name], name  # one module, whatever name reached it
+    assert module.__spec__.name == "mqcore." + name, name
+assert zmq.constants.SUBSCRIBE is mqcore.SocketOption.SUBSCRIBE
+assert zmq.asyncio.Context is sys.modules["mqcore.asyncio"].Context
+for missing in ("zmq.green", "zmq.sugar.socket"):
+    try:
+        __import__(missing)
+    except ImportError as exc:
+        assert missing in str(exc), exc
+    else:
+        raise AssertionError(missing + " imported")
+print("ok")
+"""
+
+
+def test_import_zmq_names_what_pyzmq_binds_and_an_alias_gives_mqcores_own_modules() -> None:
+    # In a process of its own: this one has pyzmq imported as zmq for the interop tests.
+    for name in ("backend", "constants", "error", "sugar", "utils"):
+        assert isinstance(getattr(mqcore, name), types.ModuleType), name
+    assert mqcore.utils.jsonapi is jsonapi and mqcore.backend.Socket is mqcore.socket_base.SocketBase
+    run = subprocess.run([sys.executable, "-c", ALIASED], capture_output=True, text=True, timeout=120)
+    assert run.stdout.strip() == "ok", run.stderr
 
 
 def test_thread_proxy_steerable_forwards_and_reports_statistics(ctx: mqcore.Context) -> None:

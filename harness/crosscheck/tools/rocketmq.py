@@ -105,7 +105,7 @@ class RocketBenchmark(Tool):
         return missing_jar("rocketmq", "rocketmq-example", "RocketMQ's benchmark tool")
 
     def run(self, case: CrossCase, endpoint: BrokerEndpoint, workdir: Path, broker_pids: list[int]) -> ToolResult:
-        from harness.drivers.rocketmq import broker_addresses, create_topic
+        from harness.drivers.rocketmq_admin import broker_addresses, create_topic
 
         java = java_for(self)
         version = _jars.pinned_version("rocketmq")

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from harness.brokers import _process, _provision, broker_control, free_ports, provision
-from harness.brokers._base import ProbeError
+from harness.brokers._base import ProbeError, Provisioner
 from harness.brokers._choice import BackendChoice
 from harness.brokers._cluster import ClusterControl
 from harness.brokers._spec import ClusterLaunch, Command, NodeHost, NodeLaunch
@@ -39,6 +39,9 @@ class FakeCluster(NatsProvisioner):
                    (sys.executable, "-c", SERVER, str(port), host.address)
             nodes.append(NodeLaunch(f"node{i}", (Command("fake", argv),), f"nats://{host.address}:{port}", host.address))
         return ClusterLaunch(tuple(nodes), ",".join(n.url for n in nodes), workdir, self.ready_timeout, self.stop_grace)
+
+    def cluster_ready(self, launch: ClusterLaunch, timeout: float) -> str:
+        return Provisioner.cluster_ready(self, launch, timeout)  # every node answers: the fake has no /jsz
 
     def probe(self, url: str, timeout: float) -> str:
         host, port = url.removeprefix("nats://").split(":")

@@ -61,6 +61,12 @@ def test_nats_bench_stats_lines() -> None:
         parse_stats("nats: error: no servers available for connection")
 
 
+def test_nats_bench_jetstream_stats_lines() -> None:
+    assert parse_stats(text("nats-bench-js-pub.txt")) == {"publisher": 23394.0}
+    # two fetch clients share the durable consumer: the aggregated line is the consumer side's rate
+    assert parse_stats(text("nats-bench-js-fetch-2clients.txt")) == {"subscriber": 18485.0}
+
+
 def test_mosquitto_sub_stamps_give_a_receiver_rate() -> None:
     n, rate = receiver_rate(text("mosquitto-sub-stamps.txt"))
     first, _, last = (float(x) for x in text("mosquitto-sub-stamps.txt").split())

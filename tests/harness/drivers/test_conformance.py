@@ -78,6 +78,11 @@ VARIANTS: dict[str, list[Variant]] = {
         Variant("unpipelined", {"pipeline": 1, "batch": 7}),
     ],
     "rocketmq": [Variant("2q", {"queues": 2}, unordered=frozenset({Pattern.PUBSUB}))],
+    # JetStream on one node (R1): a window of async publishes; and each publish waiting for its ack, small fetches.
+    "nats": [
+        Variant("jetstream", {"jetstream": True}),
+        Variant("jetstream-each", {"jetstream": True, "storage": "memory", "window": 1, "fetch": 7}),
+    ],
     # Brokerless defaults drop at the high-water mark under a burst (at-most-once); without HWMs they must not.
     "zmq": [Variant("no-hwm", {"sndhwm": 0, "rcvhwm": 0})],
     "mqcore": [Variant("no-hwm", {"sndhwm": 0, "rcvhwm": 0})],

@@ -72,13 +72,11 @@ def test_kafka_python_clients_back_off_at_most_as_long_as_the_java_client(monkey
 # Run in a child process: librocketmq's threads keep an interpreter that made a consumer from exiting.
 _WHERE_CONSUMERS_START = """
 import ctypes, os
-from harness.drivers.base import BrokerEndpoint
-from harness.drivers.rocketmq import RocketMQDriver, _RocketMQConsumer
-driver = RocketMQDriver({}, BrokerEndpoint("rocketmq", "rocketmq://127.0.0.1:9876", "external"))
-consumer = _RocketMQConsumer(driver, "mqbench-t0", "mqbench-g", "mqbench-g-0", [])
-get = getattr(consumer.raw, "_ZN8rocketmq21DefaultMQPushConsumer19getConsumeFromWhereEv")
+from harness.drivers.rocketmq_consumer import push_consumer
+consumer, raw = push_consumer("127.0.0.1:9876", "mqbench-g", "mqbench-g-0")
+get = getattr(raw, "_ZN8rocketmq21DefaultMQPushConsumer19getConsumeFromWhereEv")
 get.restype, get.argtypes = ctypes.c_int, [ctypes.c_void_p]
-print(get(consumer.consumer._handle), flush=True)
+print(get(consumer._handle), flush=True)
 os._exit(0)
 """
 
@@ -87,7 +85,7 @@ def test_rocketmq_consumers_without_a_stored_offset_start_at_the_first_message()
     """librocketmq's default (the last offset) makes a group whose offsets a killed broker had not flushed
     skip everything queued before it asks again."""
     pytest.importorskip("rocketmq.client")
-    from harness.drivers.rocketmq import CONSUME_FROM_FIRST_OFFSET
+    from harness.drivers.rocketmq_consumer import CONSUME_FROM_FIRST_OFFSET
 
     child = subprocess.run([sys.executable, "-c", _WHERE_CONSUMERS_START], capture_output=True, text=True,
                            timeout=60, cwd=Path(__file__).parents[3])

@@ -57,6 +57,8 @@ def test_options_are_coerced_and_checked() -> None:
         ("rocketmq", "", {}, Guarantee.AT_LEAST_ONCE),  # synchronous send
         ("rocketmq", "", {"send": "oneway"}, Guarantee.AT_MOST_ONCE),
         ("nats", "", {}, Guarantee.AT_MOST_ONCE),
+        ("nats", "", {"jetstream": True}, Guarantee.DURABLE),  # file storage
+        ("nats", "", {"jetstream": True, "storage": "memory"}, Guarantee.AT_LEAST_ONCE),
         ("mqtt", "", {"qos": 0}, Guarantee.AT_MOST_ONCE),
         ("mqtt", "", {"qos": 2}, Guarantee.AT_LEAST_ONCE),
         ("redis", "", {}, Guarantee.AT_LEAST_ONCE),
@@ -198,9 +200,12 @@ def test_acks_0_is_refused_on_tansu() -> None:
         _driver("tansu", acks="0")
 
 
-def test_nats_has_no_options() -> None:
-    with pytest.raises(DriverError, match="no options"):
+def test_nats_options_beyond_jetstream_need_jetstream() -> None:
+    with pytest.raises(DriverError, match="has no option 'durable'"):
         _driver("nats", durable=True)
+    with pytest.raises(DriverError, match="'window' applies to JetStream only; add jetstream: true"):
+        _driver("nats", window=10)
+    assert _driver("nats", jetstream="true", window="10").opts.window == 10
 
 
 def test_every_broker_driver_needs_a_broker() -> None:
@@ -263,6 +268,28 @@ def test_zmq_options_keep_their_rules() -> None:
         cls({"sndhwm": -1})
     with pytest.raises(DriverError, match="'rcvhwm' must be a int"):
         cls({"rcvhwm": "100"})
+
+
+@pytest.mark.parametrize(("system", "pattern", "binders"), [("zmq", Pattern.QUEUE, 12), ("mqcore", Pattern.REQREP, 5)])
+def test_brokerless_binders_get_distinct_free_ports_in_one_call(system: str, pattern: Pattern, binders: int,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    import harness.brokers
+
+    calls: list[int] = []
+    real = harness.brokers.free_ports
+
+    def counting(count: int) -> list[int]:
+        calls.append(count)
+        return real(count)
+
+    monkeypatch.setattr(harness.brokers, "free_ports", counting)
+    producers, consumers = (binders, 1) if pattern is Pattern.QUEUE else (1, binders)
+    plan = driver_class(system)({}).plan(Topology(pattern, 1, producers, consumers, 100, "ports"))
+    ports = [int(endpoint.rsplit(":", 1)[1]) for endpoint in plan["endpoints"]]
+    assert calls == [binders] and len(set(ports)) == binders
+    with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+        ephemeral = int(f.read().split()[0])
+    assert all(port < ephemeral for port in ports) or ephemeral <= 11000  # below where clients' ports come from
 
 
 def test_mqcore_alone_takes_busy_poll_sets_it_on_its_sockets_and_records_it() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Mapping
 from typing import Any, ClassVar
@@ -43,6 +44,32 @@ class _Stalling(_Wrapping):
         if self._left == 0:
             while True:  # a broker that stopped accepting: only the runner's interrupt ends this
                 time.sleep(3600)
+        self._left -= 1
+        self._inner.send(payload)
+
+
+class CrashingDriver(ZmqDriver):
+    """pyzmq, except that each producer's process aborts (SIGABRT, as a crashing client library would)
+    after ``crash_after`` messages."""
+
+    name: ClassVar[str] = "crashing"
+
+    @classmethod
+    def option_names(cls) -> frozenset[str]:
+        return super().option_names() | {"crash_after"}
+
+    def create_producer(self, plan: Mapping[str, Any], role: Role) -> Producer:
+        return _Crashing(super().create_producer(plan, role), int(self.options.get("crash_after", 100)))
+
+
+class _Crashing(_Wrapping):
+    def __init__(self, inner: Producer, crash_after: int) -> None:
+        super().__init__(inner)
+        self._left = crash_after
+
+    def send(self, payload: bytearray) -> None:
+        if self._left == 0:
+            os.abort()
         self._left -= 1
         self._inner.send(payload)
 

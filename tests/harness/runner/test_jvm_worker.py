@@ -127,12 +127,12 @@ def test_clock_check_refuses_a_stamp_outside_the_bracket() -> None:
 
 def test_a_jvm_replier_answers_the_clock_and_stops_when_told(tmp_path: Path) -> None:
     need_jvm()
+    from harness.brokers import free_port
     from harness.drivers.base import Pattern, Topology
-    from harness.drivers.zmq_driver import free_tcp_port
 
     topology = Topology(Pattern.REQREP, 1, 1, 1, 100, "clock")
     plan = {"topology": {"pattern": "reqrep", "topics": 1, "producers": 1, "consumers": 1, "message_size": 100,
-                         "run_tag": topology.run_tag}, "endpoints": [f"tcp://127.0.0.1:{free_tcp_port()}"]}
+                         "run_tag": topology.run_tag}, "endpoints": [f"tcp://127.0.0.1:{free_port()}"]}
     spec = spec_for("replier", tmp_path / "replier", plan)
     spec_path = tmp_path / "spec.json"
     spec_path.write_text(json.dumps(jvm.spec_json(spec, "jeromq")))

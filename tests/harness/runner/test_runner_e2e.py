@@ -112,8 +112,20 @@ def test_stalled_run_ends_with_clear_message_and_keeps_data(tmp_path: Path) -> N
     raw = pd.read_parquet(next((out.run_dir / "raw").glob("*.parquet")))
     got = raw[raw["t_recv"].notna()]
     assert len(got) == 300  # what was measured before the stall is kept, with its send stamps
-    assert got["t_send"].notna().all()
+    assert got["t_send"].notna().all(), out.problems
     assert list(out.summary["complete"]) == [False]  # the stalled case, from the manifest's case entry
+
+
+def test_a_worker_that_crashes_is_named_with_its_signal(tmp_path: Path) -> None:
+    register("crashing", "tests.harness.runner.fake_drivers:CrashingDriver")
+    try:
+        out = run(tmp_path, {"name": "crash", "pattern": "queue", "message_sizes": [100], "messages": 1000,
+                             "warmup": 0, "timeout": 2, "variants": {"crashing": {"crash_after": 200}}},
+                  ["crashing"])
+    finally:
+        SYSTEMS.pop("crashing", None)
+    assert not out.complete
+    assert any("ended by SIGABRT" in p and "producer" in p for p in out.problems), out.problems
 
 
 def _late_subscription(tmp_path: Path, late_ms: int, **fields: Any) -> Any:

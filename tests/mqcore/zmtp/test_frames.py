@@ -6,9 +6,9 @@ from collections.abc import Sequence
 
 import pytest
 
-from mqcore.zmtp import Message, ProtocolViolation, ZmtpStateError
+from mqcore.zmtp import Message, ProtocolViolation, ZmtpConnection, ZmtpStateError
 
-from .wire import frame, handshaken, raw_peer
+from .wire import frame, greeting, handshaken, raw_peer
 
 SIZES = [0, 1, 255, 256, 65535, 1 << 20]
 
@@ -130,6 +130,23 @@ def test_maxmsgsize_refuses_from_the_header_before_any_body() -> None:
     assert conn.next_events() == [] and conn.buffered_bytes == 0
 
 
+
+@pytest.mark.parametrize("prefix", [b"", "handshaken"])
+def test_a_huge_announced_frame_holds_only_what_arrived(prefix: object) -> None:
+    # No MAXMSGSIZE: a header may announce 2**62 bytes (before or after the handshake); the body's
+    # buffer follows what arrived (it doubles as it fills), never the announced size.
+    if prefix:
+        conn = raw_peer("PULL", b"PUSH")
+    else:
+        conn = ZmtpConnection("PULL")
+        conn.start()
+        conn.receive_data(greeting())
+    conn.receive_data(b"\x02" + (1 << 62).to_bytes(8, "big") + b"x" * 100_000)
+    assert conn.buffered_bytes == 100_000
+    if prefix:  # after the handshake the rest may be read in place, into a buffer of bounded size
+        view = conn.receive_buffer()
+        assert view is not None and 0 < len(view) < 64 << 20
+
 def test_maxmsgsize_short_frame_header_alone_is_enough() -> None:
     conn = raw_peer("PULL", b"PUSH", maxmsgsize=40)
     conn.receive_data(b"\x00\x29")
@@ -173,3 +190,24 @@ def test_partial_frame_header_is_kept() -> None:
     conn.receive_data(data[20:])
     assert conn.next_events() == [Message([b"x" * 300])]
     assert conn.buffered_bytes == 0
+
+
+def test_a_body_larger_than_its_first_buffer_is_read_in_place_as_the_buffer_grows() -> None:
+    from mqcore.zmtp._decoder import SPARE_LIMIT
+
+    body = bytes(range(256)) * ((SPARE_LIMIT + 300_000) // 256)
+    conn = raw_peer("PULL", b"PUSH")
+    wire = frame(body)
+    conn.receive_data(wire[:70_000])
+    at = 70_000
+    sizes = set()
+    while at < len(wire):
+        view = conn.receive_buffer()
+        assert view is not None
+        sizes.add(len(view))
+        n = min(len(view), 3_000_000)
+        view[:n] = wire[at:at + n]
+        conn.received_into(n)
+        at += n
+    assert conn.next_events() == [Message([body])]
+    assert conn.buffered_bytes == 0 and len(sizes) > 2

@@ -1,7 +1,7 @@
-"""StreamEngine: one tcp/ipc connection — greeting, handshake and ZMTP framing via the sans-IO codec.
+"""StreamEngine: one tcp/ipc connection in its IO thread — greeting, handshake, ZMTP framing via the
+sans-IO codec, heartbeats, ZAP, socket-monitor events.
 
-Owned by an IO thread, with two doors for the socket's thread (see "Inline IO" below). The engine
-moves messages between the OS socket and its session's pipe:
+The engine moves messages between the OS socket and its session's pipe:
 * input: one ``recv`` per readable event (up to 64 KiB), decoded whole; Message events go straight
   into the pipe with one ``flush`` per read (one wake-up of the socket per batch). When the pipe is at
   its HWM the engine keeps the undelivered events and stops reading (TCP back-pressure) until the
@@ -13,44 +13,33 @@ socket; a SUB socket's outgoing ``\\x01``/``\\x00`` messages become commands (3.
 Heartbeats (``mqcore.heartbeat``) start after the handshake. Socket-monitor events (handshake
 succeeded/failed, disconnected) go out through ``emit_event``; closing before the handshake reports
 HANDSHAKE_FAILED_NO_DETAIL unless a more precise failure was reported already.
-Inline IO (NULL/PLAIN only; CURVE keeps every byte in the IO thread because of its nonces): the
-IO-thread hand-over costs two thread wake-ups per message under the GIL, so the socket's thread may do
-the IO itself when the engine is idle:
-* ``send_inline`` (from ``Pipe.flush`` when the IO thread sleeps on an empty pipe and the previous
-  attempt is older than INLINE_GAP): drain the pipe, encode, ``send`` in the caller's thread.
-* ``recv_inline`` (from the socket's wait/poll/recv while its only pipe is empty): read and decode in
-  the caller's thread. While the socket's thread polls our fd (``reader_waiting``) the IO thread does
-  not read but *parks* (drops READ); the socket then reads for it until it sleeps some other way
-  (Poller, FD/EVENTS, asyncio, a second pipe), which calls ``request_unpark``.
-``mqcore.direct`` is a shorter way through the same doors for the common case (its own frame scan,
-sends that bypass the pipe); it uses ``inline_failed``, ``inline_decode``, ``keep_backlog``,
-``claim_inline`` and ``write_later`` and keeps the same rules.
-Rules: everything touching output state (``_out``, the WRITE bit, the pipe's read side, the encoder)
-or input state (the decoder, the pipe's write side, ``_handoff``) holds ``_lock`` (re-entrant); the
-socket's thread only ever *tries* it, so it never waits for the IO thread. Whatever only the IO thread
-may do (commands, handshake bytes, errors, timers, poller changes) is handed to it by command, in
-order (``_handoff`` is taken before the IO thread reads again).
 Security: the mechanism (NULL, PLAIN, CURVE) and its role come from the options (``mqcore.security``);
 a server mechanism asks the ZAP handler through a ``mqcore.zap.ZapClient`` pipe without blocking, and a
 refusal is reported as HANDSHAKE_FAILED_AUTH with the ZAP status code (on both sides, as libzmq does).
+
+Owned by an IO thread; the socket's thread may do the connection's IO itself through the engine's
+``Inline`` part (``mqcore/engine/_inline.py``, which keeps the lock both threads share and states its
+rules). Besides what the session calls, the engine's public members are there for that part, which
+uses them under its lock: ``out``, ``mask``, ``input_stopped``, ``heartbeat``, ``pull``, ``receive``,
+``read``, ``fill``, ``send_some``, ``put_messages``, ``queue``, ``deliver``, ``fail``, ``set_mask``.
 """
 
 from __future__ import annotations
 
 import logging
-import selectors
 import socket
-import threading
 import time
 from typing import TYPE_CHECKING
 
 from mqcore import security
 from mqcore.constants import SOCKET_TYPE_NAMES, Event, SocketType
+from mqcore.engine._inline import READ, WRITE, ZERO_COPY, Inline
 from mqcore.heartbeat import Heartbeat
 from mqcore.monitor import emit, protocol_error_code
 from mqcore.pipe import Msg
 from mqcore.zap import ZapClient, handler_bound, next_request_id
 from mqcore.zmtp import (
+    MORE,
     AuthFailed,
     Cancel,
     HandshakeDone,
@@ -60,26 +49,20 @@ from mqcore.zmtp import (
     ProtocolViolation,
     Subscribe,
     ZmtpConnection,
+    frame_header,
 )
-from mqcore.zmtp._frames import MORE, encode_messages, frame_header
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from mqcore.io_thread import IoThread, Timer
     from mqcore.options import Options
     from mqcore.session import Session
 
 log = logging.getLogger("mqcore")
 
-READ = selectors.EVENT_READ
-WRITE = selectors.EVENT_WRITE
 RECV_BYTES = 65536
 BATCH_BYTES = 65536
-ZERO_COPY = 65536  # frames this large are written from the caller's buffer (sendmsg), never joined
-# send_inline hands over to the IO thread when the previous attempt was less than this long ago (s)
-# and nothing was read in the socket's thread since: a caller sending back to back is better served
-# by the IO thread's batches than by a syscall per message; a caller that read a reply between sends
-# (REQ, DEALER, REP round trips) gets the inline write however short the round trip.
-INLINE_GAP = 50e-6
 _SUBSCRIBERS = (SocketType.SUB, SocketType.XSUB)
 _monotonic = time.monotonic
 
@@ -117,68 +100,53 @@ class StreamEngine:
         self.is_sub = options.type in _SUBSCRIBERS
         self.alive = True
         self.handshaken = False
-        self._out: bytes | memoryview | list[bytes | memoryview] = b""
-        self._mask = 0
-        self._input_stopped = False
+        # Output not written yet, and the events registered with the IO thread's poller.
+        self.out: bytes | memoryview | list[bytes | memoryview] = b""
+        self.mask = 0
+        self.input_stopped = False  # the pipe is full: no reading until restart_input
         self._pending: list[object] = []
         self._timer: Timer | None = None
-        self._heartbeat: Heartbeat | None = None
+        self.heartbeat: Heartbeat | None = None
         self._failure_reported = False  # a HANDSHAKE_FAILED_* event was emitted already
-        # Output state (_out, _mask's WRITE bit, the session pipe's read side, the codec's encoder) is
-        # shared with the socket's thread through ``send_inline``; both sides hold this lock for it.
-        # Re-entrant: _write may close the engine on an error.
-        self._lock = threading.RLock()
-        self._last_inline = 0.0
-        self.direct_ok = False  # mqcore.direct's lasting conditions hold (set by it once they do)
-        self.large_frames = False  # mqcore.direct reads large frames header first (_read_large)
-        # Events decoded by recv_inline that only the IO thread may handle (commands, a full pipe):
-        # (bytes to send, events); taken first by the IO thread's next read, so order is kept.
-        self._handoff: tuple[bytes, list] | None = None  # type: ignore[type-arg]
-        self._backlog = False  # _handoff holds only messages a full pipe refused (recv_inline's own)
-        self.inline_eof = False  # recv_inline saw EOF or an error: the socket's thread stops polling
-        # Parking (see recv_inline): while ``reader_waiting`` (set by the socket's thread around its
-        # poll of our fd) the IO thread does not read but drops READ from its mask and sets
-        # ``parked``; the socket's thread then owns reading until it asks for ``request_unpark``.
-        # Both flags change under ``_lock``. Not with heartbeats: PINGs must be answered promptly.
-        self.reader_waiting = False
-        self.parked = False
-        self._unpark_posted = False
-        self._may_park = options.heartbeat_ivl <= 0
+        # The socket's thread's door to this connection; its lock guards the state both threads use.
+        self.inline = Inline(self)
 
     # -- life cycle ----------------------------------------------------------------------------------
     def plug(self) -> None:
         if self._setup_error:
-            self._error(self._setup_error)
+            self.fail(self._setup_error)
             return
-        self._out = self.conn.start()
+        self.out = self.conn.start()
         if self.handshake_ivl > 0:
             self._timer = self.io.add_timer(self.handshake_ivl / 1000.0, self._handshake_timeout)
-        self._set_mask(READ)
+        self.set_mask(READ)
         self._write()
 
     def close(self) -> None:
         """Forget the connection (no callback to the session)."""
         if not self.alive:
             return
-        with self._lock:
+        inline = self.inline
+        with inline.lock:
             self.alive = False
+            inline.closed()
         pipe = self.session.pipe
-        if pipe is not None and pipe.engine is self:
-            pipe.inline = pipe.engine = None
+        if pipe is not None and pipe.inline is inline:
+            pipe.inline = None
         if self._timer is not None:
             self._timer.cancel()
-        if self._heartbeat is not None:
-            self._heartbeat.cancel()
+        if self.heartbeat is not None:
+            self.heartbeat.cancel()
         if self._zap is not None:
             self._zap.close()
         self.io.remove_fd(self.fd)
-        with self._lock:  # never while the socket's thread is in send_inline
+        with inline.lock:  # never while the socket's thread writes
             try:
                 self.sock.close()
             except OSError:
                 pass
 
-    def _error(self, reason: str = "") -> None:
+    def fail(self, reason: str = "") -> None:
         if not self.alive:
             return
         if reason:
@@ -201,108 +169,23 @@ class StreamEngine:
     def _handshake_timeout(self) -> None:
         self._timer = None
         if not self.handshaken:
-            self._error("handshake timed out")
+            self.fail("handshake timed out")
 
-    def _set_mask(self, mask: int) -> None:
-        if mask != self._mask and self.alive:
-            self._mask = mask
+    def set_mask(self, mask: int) -> None:
+        if mask != self.mask and self.alive:
+            self.mask = mask
             self.io.set_events(self.fd, mask, self._on_io)
 
     def _on_io(self, mask: int) -> None:
         if mask & READ:
-            with self._lock:
-                if self._handoff is not None:
-                    self._take_handoff()
-                if self.reader_waiting and self._may_park and self.alive:
-                    self.parked = True  # the socket's thread is polling our fd and reads it
-                    self._set_mask(self._mask & ~READ)
-                elif self.alive and not self._input_stopped:  # the handoff may have filled the pipe
-                    self._read()
+            inline = self.inline
+            with inline.lock:
+                if inline.io_may_read():  # else parked: the socket's thread polls our fd and reads it
+                    self.read()
         if mask & WRITE and self.alive:
             self._write()
 
-    # -- input in the socket's thread --------------------------------------------------------------
-    def recv_inline(self) -> None:
-        """Socket's thread, while it waits for input: read and decode the OS socket here.
-
-        The socket's thread polls this engine's fd beside its mailbox (SocketBase._wait) and calls
-        this when it is readable; messages go into the pipe as the IO thread would put them, without
-        the IO thread's wake-up and its hand-over to the socket. Anything only the IO thread may do
-        (commands, handshake replies, errors) is handed to it in order (``_handoff``); messages a full
-        pipe refuses wait in ``_handoff`` for this thread's next call (``_backlog``) or the IO thread's
-        ``restart_input``. Skipped when the IO thread holds the engine: it is reading already.
-        """
-        lock = self._lock
-        if not lock.acquire(False):
-            return
-        try:
-            if not self.alive or self._input_stopped or not self.handshaken:
-                return
-            handoff = self._handoff
-            if handoff is not None:
-                if self._backlog:  # messages that did not fit last time: deliver them first
-                    rest = self._put_messages(handoff[1])
-                    self._handoff = (b"", rest) if rest else None
-                return
-            try:
-                got = self._pull()
-            except (BlockingIOError, InterruptedError):
-                return
-            except OSError as exc:
-                self.inline_failed(str(exc))
-                return
-            if not got:
-                self.inline_failed("peer closed the connection")
-                return
-            self._last_inline = 0.0  # as in mqcore.direct: a send answering this read may go inline
-            self._inline_events(self.conn.next_events())
-        finally:
-            lock.release()
-
-    def inline_failed(self, reason: str) -> None:
-        """Socket's thread, holding ``_lock``: its read met EOF or an error, which a parked IO thread
-        would not see; the IO thread closes the connection and the socket's thread stops polling it."""
-        self.inline_eof = True
-        self.io.post(self._error, reason)
-
-    def inline_decode(self, data: bytes, refused: list[Msg]) -> None:
-        """Socket's thread, holding ``_lock`` (``mqcore.direct``): decode ``data`` and handle its
-        events as ``recv_inline`` does, after ``refused``, messages a full pipe did not take."""
-        self.conn.receive_data(data)
-        events = self.conn.next_events()
-        if refused:
-            events = [Message(frames) for frames in refused] + events
-        self._inline_events(events)
-
-    def write_later(self, rest: memoryview) -> None:
-        """Socket's thread, holding ``_lock`` with no output pending: the rest of a partial direct write
-        goes out from the IO thread (which waits for EVENT_WRITE), before anything queued later."""
-        self._out = rest
-        self.io.post(self.restart_output)
-
-    def keep_backlog(self, refused: list[Msg]) -> None:
-        """Socket's thread, holding ``_lock``: messages a full pipe refused, for its next read."""
-        self._inline_events([Message(frames) for frames in refused])
-
-    def _inline_events(self, events: list) -> None:  # type: ignore[type-arg]
-        """The end of an inline read (``_lock`` held): messages into the pipe, the rest in order to
-        the IO thread, or, when only messages a full pipe refused are left, kept for the next read."""
-        if self._heartbeat is not None:
-            self._heartbeat.last_recv = _monotonic()
-        conn = self.conn
-        out = conn.data_to_send()
-        rest = self._put_messages(events)
-        if out or conn.dead or (rest and any(type(ev) is not Message for ev in rest)):
-            self._handoff = (out, rest)
-            self._backlog = False
-            self.io.post(self._take_handoff)
-        elif rest:
-            # The pipe is full: keep the rest for this thread's next call (or the IO thread's
-            # restart_input when the reader drains the pipe to its low-water mark).
-            self._handoff = (b"", rest)
-            self._backlog = True
-
-    def _put_messages(self, events: list) -> list:  # type: ignore[type-arg]
+    def put_messages(self, events: list) -> list:  # type: ignore[type-arg]
         """Write the leading Message events into the pipe while it has room; the rest is returned."""
         pipe = self.session.pipe
         if pipe is None:
@@ -320,38 +203,8 @@ class StreamEngine:
             pipe.flush()
         return events[i:] if i < n else []
 
-    def request_unpark(self) -> None:
-        """Socket's thread, before it sleeps without polling our fd: the IO thread reads again."""
-        if self.parked and not self._unpark_posted:
-            self._unpark_posted = True
-            self.io.post(self._unpark)
-
-    def _unpark(self) -> None:
-        with self._lock:
-            self._unpark_posted = False
-            if self._handoff is not None:
-                self._take_handoff()
-            if self.parked and not self.reader_waiting:
-                self.parked = False
-                if not self._input_stopped:
-                    self._set_mask(self._mask | READ)
-
-    def _take_handoff(self) -> None:
-        with self._lock:
-            handoff, self._handoff = self._handoff, None
-            self._backlog = False
-            if handoff is None or not self.alive:
-                return
-            out, events = handoff
-            if out:
-                self._queue(out)
-            if events:
-                self._deliver(events)
-            if self.conn.dead and self.alive:
-                self._error("protocol error")
-
     # -- input ---------------------------------------------------------------------------------------
-    def _pull(self) -> int:
+    def pull(self) -> int:
         """One read from the OS socket into the codec: bytes read, 0 at EOF; raises as ``recv``.
         The rest of a large frame body is read in place (``recv_into``), no chunks to join."""
         conn = self.conn
@@ -366,37 +219,47 @@ class StreamEngine:
             conn.receive_data(data)
         return len(data)
 
-    def _read(self) -> None:
+    def receive(self, failed: Callable[[str], None]) -> bool:
+        """One read (``pull``): True if bytes came, False if none; EOF or an error also goes to
+        ``failed`` with the reason (``fail`` here, the hand-over of it in the socket's thread)."""
         try:
-            got = self._pull()
+            got = self.pull()
         except (BlockingIOError, InterruptedError):
-            return
+            return False
         except OSError as exc:
-            self._error(str(exc))
-            return
+            failed(str(exc))
+            return False
         if not got:
-            self._error("peer closed the connection")
-            return
-        if self._heartbeat is not None:
-            self._heartbeat.last_recv = _monotonic()
+            failed("peer closed the connection")
+            return False
+        return True
+
+    def read(self) -> bool:
+        """IO thread: one read from the OS socket and what it brings (handshake, events into the pipe,
+        replies); False when nothing came (or the connection closed)."""
+        if not self.receive(self.fail):
+            return False
+        if self.heartbeat is not None:
+            self.heartbeat.last_recv = _monotonic()
         self._after_input()
+        return True
 
     def _after_input(self) -> None:
         """Send handshake replies, relay a ZAP request, deliver events (after bytes or a ZAP reply)."""
         conn = self.conn
         out = conn.data_to_send()
         if out:
-            self._queue(out)
+            self.queue(out)
         if self._asks_zap and self._zap is None and self.alive:
             self._ask_zap()
         events = conn.next_events()
         if events:
-            self._deliver(events)
+            self.deliver(events)
         if conn.dead and self.alive:
-            self._error("protocol error")
+            self.fail("protocol error")
 
-    def _deliver(self, events: list) -> None:  # type: ignore[type-arg]
-        events = self._put_messages(events)  # the common case: all are messages, written in one step
+    def deliver(self, events: list) -> None:  # type: ignore[type-arg]
+        events = self.put_messages(events)  # the common case: all are messages, written in one step
         pipe = self.session.pipe
         i = 0
         n = len(events)
@@ -417,9 +280,9 @@ class StreamEngine:
                     break
                 pipe.write([(b"\x01" if type(ev) is Subscribe else b"\x00") + ev.topic])
             elif type(ev) is Ping:
-                self._queue(self.conn.encode_pong(ev.context))
-                if self._heartbeat is not None:
-                    self._heartbeat.peer_ping(ev.ttl_ds)
+                self.queue(self.conn.encode_pong(ev.context))
+                if self.heartbeat is not None:
+                    self.heartbeat.peer_ping(ev.ttl_ds)
             elif type(ev) is AuthFailed:
                 self._auth_failed(ev)
                 return
@@ -430,7 +293,7 @@ class StreamEngine:
                     self.emit_event(Event.HANDSHAKE_FAILED_PROTOCOL, protocol_error_code(ev.reason))
                 elif not self.handshaken and security.zap_status(ev.reason):  # the server's ZAP said no
                     self.emit_event(Event.HANDSHAKE_FAILED_AUTH, security.zap_status(ev.reason))
-                self._error(f"{type(ev).__name__}: {ev.reason!r}")
+                self.fail(f"{type(ev).__name__}: {ev.reason!r}")
                 return
             i += 1
         if pipe is not None:
@@ -443,21 +306,21 @@ class StreamEngine:
             return
         self._zap = ZapClient(self.session.ctx, self.io, self._on_zap_reply, self._on_zap_lost)
         if not self._zap.send(frames):
-            self._error("the ZAP handler at inproc://zeromq.zap.01 went away")
+            self.fail("the ZAP handler at inproc://zeromq.zap.01 went away")
 
     def _on_zap_reply(self, frames: list[bytes]) -> None:
         if self.alive:
-            with self._lock:
+            with self.inline.lock:
                 self.conn.zap_reply(frames)
                 self._after_input()
 
     def _on_zap_lost(self) -> None:
-        self._error("the ZAP handler closed before answering")
+        self.fail("the ZAP handler closed before answering")
 
     def _auth_failed(self, ev: AuthFailed) -> None:
         """The ZAP handler refused the peer; the codec already queued (and we sent) its ERROR."""
         self.emit_event(Event.HANDSHAKE_FAILED_AUTH, ev.status_code)  # as libzmq: the ZAP status code
-        self._error(f"ZAP refused the peer: {ev.status_code} {ev.status_text}")
+        self.fail(f"ZAP refused the peer: {ev.status_code} {ev.status_text}")
 
     def _on_handshake(self, ev: HandshakeDone) -> bool:
         self.handshaken = True
@@ -468,14 +331,13 @@ class StreamEngine:
             self.close()
             return False
         self.emit_event(Event.HANDSHAKE_SUCCEEDED, 0)
-        self._heartbeat = Heartbeat(self.io, self.options, self._send_ping, self._error)
-        self._heartbeat.start()
+        self.heartbeat = Heartbeat(self.io, self.options, self._send_ping, self.fail)
+        self.heartbeat.start()
         pipe = self.session.pipe
         if pipe is not None:
             pipe.peer.properties = self._message_properties()
         if pipe is not None and not self.conn.mechanism.wraps_traffic:
-            pipe.inline = self.send_inline  # see send_inline (CURVE's nonces stay in the IO thread)
-            pipe.engine = self
+            pipe.inline = self.inline  # the socket's thread's door (CURVE's nonces stay in the IO thread)
         self.restart_output()  # messages queued before the connection existed
         return self.alive
 
@@ -494,96 +356,47 @@ class StreamEngine:
 
     def _send_ping(self, ttl_ds: int) -> None:
         if self.alive:
-            self._queue(self.conn.encode_ping(ttl_ds))
+            self.queue(self.conn.encode_ping(ttl_ds))
 
     def _stop_input(self, pending: list) -> None:  # type: ignore[type-arg]
         # Already stopped (events that were under way): they follow what waits already, never replace it.
-        self._pending = self._pending + pending if self._input_stopped else pending
-        self._input_stopped = True
-        self._set_mask(self._mask & ~READ)
+        self._pending = self._pending + pending if self.input_stopped else pending
+        self.input_stopped = True
+        self.set_mask(self.mask & ~READ)
 
     def restart_input(self) -> None:
         """The pipe has room again (session got activate_write)."""
-        with self._lock:
-            if self._handoff is not None:
-                self._take_handoff()
-            self._restart_input()
-
-    def _restart_input(self) -> None:
-        if not self._input_stopped or not self.alive:
-            return
-        self._input_stopped = False
-        self.parked = False  # READ comes back on below
-        pending, self._pending = self._pending, []
-        self._deliver(pending)
-        if not self._input_stopped and self.alive:
-            self._set_mask(self._mask | READ)
+        inline = self.inline
+        with inline.lock:
+            inline.take_handoff()
+            if not self.input_stopped or not self.alive:
+                return
+            self.input_stopped = False
+            inline.unparked()  # READ comes back on below
+            pending, self._pending = self._pending, []
+            self.deliver(pending)
+            if not self.input_stopped and self.alive:
+                self.set_mask(self.mask | READ)
 
     # -- output --------------------------------------------------------------------------------------
-    def _queue(self, data: bytes) -> None:
-        with self._lock:
-            out = self._out
+    def queue(self, data: bytes) -> None:
+        """Write ``data`` after what is pending (handshake bytes, PING/PONG, a hand-over's replies)."""
+        with self.inline.lock:
+            out = self.out
             if type(out) is list:
-                self._out = [*out, data]
+                self.out = [*out, data]
             elif out:
-                self._out = bytes(out) + data  # type: ignore[arg-type]
+                self.out = bytes(out) + data  # type: ignore[arg-type]
             else:
-                self._out = data
+                self.out = data
             self._write()
-
-    def claim_inline(self) -> bool:
-        """Socket's thread, before writing in its own thread: True if the previous attempt is at least
-        INLINE_GAP old or the socket's thread read since (the inline reads reset it), and ``_lock`` was
-        free (then held: the caller releases it); False: the writing stays with the IO thread (busy,
-        or sends back to back, which its batches serve better)."""
-        now = _monotonic()
-        last, self._last_inline = self._last_inline, now
-        return now - last >= INLINE_GAP and self._lock.acquire(False)
-
-    def send_inline(self) -> bool:
-        """Socket's thread: write what its pipe holds straight to the OS socket, skipping the IO thread.
-
-        Called by ``Pipe.flush`` when the IO thread sleeps on an empty pipe. Only if the engine is idle
-        (lock free, nothing pending, not waiting for EVENT_WRITE) it drains the pipe, encodes and sends
-        the batch in this thread, so order with earlier messages is kept. True when everything went
-        out; False asks the caller to hand over to the IO thread as usual (busy engine, more than one
-        batch, a partial write, whose rest waits in ``_out``, or an error, which the IO thread finds).
-        """
-        if not self.claim_inline():
-            return False
-        lock = self._lock
-        try:
-            if not self.alive or self._out or self._mask & WRITE:
-                return False
-            pipe = self.session.pipe
-            queued = pipe.inbound if pipe is not None else None
-            if (queued is not None and len(queued) == 1 and self.handshaken and not self.is_sub
-                    and sum(map(len, queued[0])) < ZERO_COPY):
-                # The round-trip case: one small message waits. Read it (HWM accounting) and encode
-                # it here; the pipe stays asleep (in_active False), so the next flush comes here too.
-                out: bytes | list[bytes | memoryview] = encode_messages((pipe.read(),))  # type: ignore[arg-type, union-attr]
-            else:
-                out = self._fill()
-            if not out:
-                return False
-            try:
-                rest = self._send_some(out)
-            except OSError:
-                rest = out  # the IO thread meets the error again and closes
-            if not rest:
-                pipe = self.session.pipe
-                return pipe is None or not pipe.inbound
-            self._out = rest
-            return False
-        finally:
-            lock.release()
 
     def restart_output(self) -> None:
         """The pipe has messages again (session got activate_read)."""
-        if self.alive and not (self._mask & WRITE):
+        if self.alive and not (self.mask & WRITE):
             self._write()
 
-    def _fill(self) -> bytes | list[bytes | memoryview]:
+    def fill(self) -> bytes | list[bytes | memoryview]:
         """The next batch from the pipe, encoded: one buffer, or a list of buffers (for ``sendmsg``)
         when it carries frames of ZERO_COPY bytes or more, which are sent without being copied."""
         pipe = self.session.pipe
@@ -640,7 +453,7 @@ class StreamEngine:
             return chunks  # type: ignore[return-value]
         return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
-    def _send_some(self, out: bytes | memoryview | list[bytes | memoryview]) -> bytes | memoryview | list[bytes | memoryview]:
+    def send_some(self, out: bytes | memoryview | list[bytes | memoryview]) -> bytes | memoryview | list[bytes | memoryview]:
         """Write what the OS takes now; returns what is left (``b""`` when all went). Raises OSError
         (not BlockingIOError/InterruptedError: then nothing went)."""
         try:
@@ -659,31 +472,31 @@ class StreamEngine:
         return b""
 
     def _write(self) -> None:
-        with self._lock:
+        with self.inline.lock:
             self._write_locked()
 
     def _write_locked(self) -> None:
         while self.alive:
-            out = self._out
+            out = self.out
             if not out:
-                out = self._out = self._fill()
+                out = self.out = self.fill()
                 if not out:
                     break
             try:
-                rest = self._send_some(out)
+                rest = self.send_some(out)
             except OSError as exc:
-                self._error(str(exc))
+                self.fail(str(exc))
                 return
-            self._out = rest
+            self.out = rest
             if rest:
-                self._set_mask(self._mask | WRITE)
+                self.set_mask(self.mask | WRITE)
                 return
         if not self.alive:
             return
-        self._set_mask(self._mask & ~WRITE)
+        self.set_mask(self.mask & ~WRITE)
         if self.handshaken:
             self.session.output_drained()
 
     @property
     def has_output(self) -> bool:
-        return bool(self._out)
+        return bool(self.out)
