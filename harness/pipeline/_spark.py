@@ -11,9 +11,11 @@ broadcast join or a sort of bounded blocks, and Spark spills what does not fit t
   receipt-level measure; producers and consumers from the distinct (case, producer, consumer) triples.
 * **Delivery units** (one shuffle): rows are partitioned by (case, producer, block of 65,536 seqs), so
   every row of a delivery unit (producer, seq[, subscriber]) meets in one partition, and aggregated to one
-  row per unit: receipts, first receipt (``min`` of (t_recv, consumer, send_failed)), failed, stamps.
-  Expected, received, duplicated, failed counts are sums over units; a message (producer, seq) is a
-  group of units in the same partition, so sent counts and message-level measures need no second shuffle.
+  row per unit: receipts, first receipt (``min`` of (t_recv, consumer)), failed, flagged unconfirmed or
+  drained (on a row whose send did not raise), stamps. Expected, received, duplicated, failed, unconfirmed
+  and held counts are sums over units (unconfirmed and held: flagged units never received); a message
+  (producer, seq) is a group of units in the same partition, so sent counts and message-level measures
+  need no second shuffle.
 * **Out of order** (same partitions): a first receipt is late iff a higher seq of its stream (producer,
   consumer) arrived strictly earlier — the pandas engine's running-max rule restated. Within a block a
   window ordered by seq gives the earliest receipt of the higher seqs; across blocks a small per-block
@@ -62,7 +64,9 @@ ROWS_PER_PARTITION = 1_000_000
 
 _STAMPS = ("t_intended", "t_send", "t_ack", "t_recv")
 _COUNTS = ("rows", "producers", "consumers", "sent", "expected", "received_unique", "received", "failed",
-           "failed_received", "out_of_order")
+           "failed_received", "out_of_order", "unconfirmed", "held")
+#: Row flags of a unit never received: (raw column, case aggregate column), as the pandas engine counts them.
+_FLAGS = (("unconfirmed", "unconfirmed"), ("drained", "held"))
 
 
 def spark_schema() -> object:
@@ -94,12 +98,15 @@ def case_id(keys: Sequence[str]) -> Column:
 
 def read_rows(spark: SparkSession, files: Sequence[Path | str]) -> DataFrame:
     """:func:`read_raw` reduced to what the computation uses, numbers only: ``cid pid producer consumer seq``,
-    the stamps, ``send_failed`` (0/1) and ``dcons`` (the subscriber of a pubsub delivery unit, else 0)."""
+    the stamps, ``send_failed`` (0/1), ``unconfirmed`` and ``drained`` (0/1, on rows whose send did not
+    raise) and ``dcons`` (the subscriber of a pubsub delivery unit, else 0)."""
     from pyspark.sql import functions as F
 
+    failed = F.coalesce(F.col("send_failed"), F.lit(False))
     return read_raw(spark, files).select(
         "cid", "pid", "producer", "consumer", "seq", *_STAMPS,
-        F.coalesce(F.col("send_failed"), F.lit(False)).cast("int").alias("send_failed"),
+        failed.cast("int").alias("send_failed"),
+        *[(F.coalesce(F.col(flag), F.lit(False)) & ~failed).cast("int").alias(flag) for flag, _ in _FLAGS],
         F.when(F.col("pattern") == "pubsub", F.col("consumer")).otherwise(F.lit(0)).alias("dcons"),
     )
 
@@ -281,12 +288,13 @@ def _delivery(spark: SparkSession, rows: DataFrame, cases: pd.DataFrame, pooled_
     first_key = (F.col("t_recv") - F.col("t_recv_base")) * (1 << 16) + F.col("consumer")
     units = (
         rows.join(F.broadcast(base), "cid", "left")
-        .select("cid", "producer", "seq", "dcons", "t_recv", "send_failed", *stamps,
+        .select("cid", "producer", "seq", "dcons", "t_recv", "send_failed", *(f for f, _ in _FLAGS), *stamps,
                 F.expr(f"seq div {BLOCK}").alias("block"), first_key.alias("first_key"))
         .repartition(partitions, "cid", "producer", "block")
         .groupBy("cid", "producer", "block", "seq", "dcons")
         .agg(F.count("t_recv").alias("receipts"), F.min("first_key").alias("first_key"),
-             F.max("send_failed").alias("failed"), *[F.min(s).alias(s) for s in stamps])
+             F.max("send_failed").alias("failed"), *[F.max(f).alias(f) for f, _ in _FLAGS],
+             *[F.min(s).alias(s) for s in stamps])
         .persist(StorageLevel.MEMORY_AND_DISK)
     )
     try:
@@ -295,6 +303,7 @@ def _delivery(spark: SparkSession, rows: DataFrame, cases: pd.DataFrame, pooled_
             F.count(F.lit(1)).alias("expected"), F.count("first_key").alias("received_unique"),
             F.sum("receipts").alias("received"), F.sum("failed").alias("failed"),
             F.count(F.when(received & (F.col("failed") > 0), F.lit(1))).alias("failed_received"),
+            *[F.count(F.when(~received & (F.col(flag) > 0), F.lit(1))).alias(name) for flag, name in _FLAGS],
         ).toPandas()
         # a first receipt is late iff a higher seq of its stream (producer, consumer) arrived earlier
         firsts = units.where(received).select(

@@ -8,9 +8,9 @@ why the two paths agree to the last bit on everything except the order statistic
 
 Case aggregate columns (all stamps and latencies in ns):
 ``rows producers consumers sent t_send_first t_send_last expected received_unique received failed
-failed_received out_of_order t_recv_first t_recv_last percentile_method percentile_rank_error`` and, for
-each of :data:`MEASURES` (``lat``, ``int``, ``delay``), ``<prefix>_count <prefix>_sum_ns <prefix>_max_ns
-<prefix>_q_ns``; the ``*_q_ns`` columns hold one value per entry of the measure's ``fractions``.
+failed_received out_of_order unconfirmed held t_recv_first t_recv_last percentile_method
+percentile_rank_error`` and, for each of :data:`MEASURES` (``lat``, ``int``, ``delay``), ``<prefix>_count
+<prefix>_sum_ns <prefix>_max_ns <prefix>_q_ns``; the ``*_q_ns`` columns hold one value per entry of the measure's ``fractions``.
 """
 
 from __future__ import annotations
