@@ -5,6 +5,8 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 SCENARIOS ?= scenarios/smoke.yaml
+# How brokers are started by compare, crosscheck and evaluate: auto (default; evaluate: process), process, containers
+BACKEND ?=
 BROKER_PACKAGES := rabbitmq-server nats-server mosquitto redis-server activemq
 # The brokers' own benchmark tools for `make crosscheck` (redis-benchmark; mosquitto_pub/sub).
 TOOL_PACKAGES := redis-tools mosquitto-clients
@@ -14,13 +16,17 @@ NATSCLI := github.com/nats-io/natscli/nats@v0.5.0
 NATS_SERVER := github.com/nats-io/nats-server/v2@v2.15.2
 BROWSER_PACKAGES := chromium
 PYTEST_ARGS ?=
+# The brokers `make test` runs through the containers backend too (their images are built when missing).
+TEST_IMAGES := rabbitmq,kafka,redis,nats,mqtt
+DOCKER_PACKAGES := docker.io debootstrap
 
 JVM_JAR := jvm/target/mqbench-jvm.jar
 JVM_SOURCES := jvm/pom.xml $(shell find jvm/src -name '*.java' 2>/dev/null)
 
 LATEST_RUN = $$(ls -1dt results/*/manifest.json 2>/dev/null | head -1 | xargs -r dirname)
 
-.PHONY: compare test report regress baseline evaluate brokers toxiproxy toolchain lint jvm crosscheck nats-cli nats-server
+.PHONY: compare test report regress baseline evaluate brokers toxiproxy toolchain lint jvm crosscheck nats-cli \
+	nats-server docker images
 
 # The virtual environment, rebuilt only when pyproject.toml or the C loops change.
 $(STAMP): pyproject.toml setup.py harness/runner/_hotloop.c
@@ -31,7 +37,7 @@ $(STAMP): pyproject.toml setup.py harness/runner/_hotloop.c
 
 ## compare: run the default scenario on every system that can run here (mqcore and pyzmq need no broker)
 compare: $(STAMP) jvm
-	$(VENV)/bin/mqbench compare $(SCENARIOS)
+	$(VENV)/bin/mqbench compare $(SCENARIOS) $(if $(BACKEND),--backend $(BACKEND))
 
 ## report: summarise the newest run (or RUNS="results/a results/b") into report.html, figures and summary.md
 report: $(STAMP)
@@ -40,7 +46,8 @@ report: $(STAMP)
 ## regress: measure mqcore against pyzmq in one run and compare the ratios with results/baseline/
 # Thresholds for our 2-core CI machine (docs/regression.md): a core kept busy by another process moved the
 # mqcore/zmq ratios by up to ~26% (throughput) and ~50% (RTT p50/p99) on unchanged code; a 2x slowdown is -50%.
-REGRESS_THRESHOLDS ?= --threshold 0.25 --metric-threshold lat_p50_us=0.6 --metric-threshold lat_p99_us=0.6
+REGRESS_THRESHOLDS ?= --threshold 0.25 --metric-threshold lat_p50_us=0.6 --metric-threshold lat_p99_us=0.6 \
+	--report-only mqcore:busy-poll
 regress: $(STAMP)
 	$(VENV)/bin/mqbench compare scenarios/regress.yaml --no-report
 	$(VENV)/bin/mqbench regress "$(LATEST_RUN)" --baseline results/baseline $(REGRESS_THRESHOLDS)
@@ -55,10 +62,10 @@ baseline: $(STAMP)
 ## the network scenarios across hosts (docs/network.md: needs root and toxiproxy), then what each guarantee costs
 ## and what replicated clusters do when a node dies, pauses or is cut off (docs/clusters.md: needs root)
 evaluate: $(STAMP) brokers toxiproxy jvm
-	$(VENV)/bin/mqbench compare scenarios/evaluation.yaml --backend process
-	$(VENV)/bin/mqbench compare scenarios/network.yaml --backend process
-	$(VENV)/bin/mqbench compare scenarios/replicated.yaml --backend process
-	$(VENV)/bin/mqbench compare scenarios/node-faults.yaml --backend process
+	$(VENV)/bin/mqbench compare scenarios/evaluation.yaml --backend $(or $(BACKEND),process)
+	$(VENV)/bin/mqbench compare scenarios/network.yaml --backend $(or $(BACKEND),process)
+	$(VENV)/bin/mqbench compare scenarios/replicated.yaml --backend $(or $(BACKEND),process)
+	$(VENV)/bin/mqbench compare scenarios/node-faults.yaml --backend $(or $(BACKEND),process)
 
 ## toxiproxy: Shopify's Toxiproxy server (network faults between hosts) from the Go module proxy into
 ## .brokers/bin/toxiproxy-server; with CI=true a missing Go toolchain is a failure
@@ -128,6 +135,24 @@ jvm-broker-%: harness/brokers/maven/%.xml
 	else echo "brokers: Maven could not fetch $* $$version (see above); its tests will be skipped"; \
 	  rm -rf $$dir/lib.part; [ "$$CI" != "true" ]; fi
 
+## docker: Debian's Docker engine and debootstrap, for the containers backend and `make images` (as root with apt
+## when missing; nothing is started here)
+docker:
+	@missing=""; command -v dockerd >/dev/null || missing="docker.io"; \
+	command -v debootstrap >/dev/null || missing="$$missing debootstrap"; \
+	if [ -z "$$missing" ]; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	  echo "docker: installing$$missing"; \
+	  DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
+	else echo "docker: cannot install$$missing (needs root and apt-get); the containers backend is skipped"; \
+	  [ "$$CI" != "true" ]; fi
+
+## images: each broker's image for the containers backend: the pinned official one when a registry serves it,
+## else built here from a Debian base and the packages/jars the process backend runs (docs/brokers.md)
+images: $(STAMP) docker brokers
+	$(VENV)/bin/mqbench images $(if $(SYSTEMS),--systems $(SYSTEMS))
+
 ## toolchain: a C compiler and Python's headers, for the runner's C loops (as root with apt: installs them)
 toolchain:
 	@if command -v cc >/dev/null && $(PYTHON) -c "import os, sys, sysconfig; \
@@ -140,9 +165,13 @@ toolchain:
 	  "(docs/harness-cost.md)"; fi
 
 ## test: the whole suite, then the performance-regression check (make regress) that guards mqcore;
-## in CI (CI=true) a missing broker or browser fails instead of skipping
-test: toolchain $(STAMP) brokers toxiproxy jvm
-	@set +e; mkdir -p .pytest_cache; now=.pytest_cache/current-test; err=.pytest_cache/stderr.log; rm -f $$now; \
+## in CI (CI=true) a missing broker or browser fails instead of skipping. A Docker engine is started for the
+## containers tests when none answers (tools/docker-engine; stopped at the end, every container removed)
+test: toolchain $(STAMP) brokers toxiproxy jvm docker
+	@set +e; mkdir -p .pytest_cache; engine=$$PWD/.pytest_cache/dockerd.pid; \
+	tools/docker-engine start $$engine || exit 1; trap "MQBENCH_PYTHON=$(PY) tools/docker-engine stop $$engine" EXIT; \
+	$(VENV)/bin/mqbench images --systems $(TEST_IMAGES) || [ "$$CI" != "true" ] || exit 1; \
+	now=.pytest_cache/current-test; err=.pytest_cache/stderr.log; rm -f $$now; \
 	MQBENCH_CURRENT_TEST=$$now $(PY) -m pytest $(PYTEST_ARGS) 2> >(trap "" INT; tee $$err >&2); rc=$$?; wait $$!; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: that is a failure here"; exit 1; fi; \
 	if [ $$rc -gt 128 ]; then \
@@ -173,7 +202,7 @@ $(JVM_JAR): $(JVM_SOURCES)
 
 ## crosscheck: each broker's own benchmark tool beside the harness on the same broker (docs/truthfulness.md)
 crosscheck: $(STAMP) brokers jvm
-	$(VENV)/bin/mqbench crosscheck scenarios/crosscheck.yaml
+	$(VENV)/bin/mqbench crosscheck scenarios/crosscheck.yaml $(if $(BACKEND),--backend $(BACKEND))
 
 ## lint: ruff and mypy over both packages
 lint: $(STAMP)

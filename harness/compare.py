@@ -33,8 +33,9 @@ from harness.network import (
 from harness.pipeline import PipelineError, add_run, summarise_run
 from harness.report import write_report_from_summary
 from harness.runfolder import RunFolder
-from harness.runner.case import RunOne, System, cases, run_cases, scenario_reason, variant_reason
-from harness.runner.search import run_searches, searches
+from harness.runner.case import RunOne, System, run_cases
+from harness.runner.plan import RunPlan
+from harness.runner.search import run_searches
 from harness.runner.worker import HOT_LOOPS
 from harness.scenario import Scenario, Variant
 
@@ -129,16 +130,15 @@ def compare(
     ready = {s: st for s, st in statuses.items() if st.ready}
     unready = [st for st in statuses.values() if not st.ready]
     order = [s for s in SYSTEMS if s in ready]
+    plan = RunPlan.build(scenarios, order)
     for sc in scenarios:
-        listed = [s for s in order if sc.systems is None or s in sc.systems]
         if sc.systems is not None or systems is not None:
-            reasons = [f"{s}: {reason}" for s in listed if (reason := scenario_reason(s, sc))]
-            if reasons and len(reasons) == len(listed):
+            reasons = plan.unrunnable(sc)
+            if reasons and len(reasons) == len(plan.named(sc)):
                 raise CompareError(f"scenario {sc.name}: no chosen system can run it ({'; '.join(reasons)})")
-    specs = list(cases(scenarios, order))
-    searched = list(searches(scenarios, order))
-    skipped = sorted({f"{sc.name}: {s} ({reason})" for sc in scenarios for s in order
-                      if (sc.systems is None or s in sc.systems) and (reason := scenario_reason(s, sc))})
+    specs = list(plan.cases())
+    searched = list(plan.searches())
+    skipped = plan.not_supported()
     if not specs and not searched:
         raise CompareError("the scenarios and systems chosen leave nothing to run")
     if spark_master is not None and searched:
@@ -154,7 +154,7 @@ def compare(
         for st in unready:
             console.print(f"not run, cannot run here: {st.system}: {st.reason}", highlight=False)
         run.manifest["not_available"] = {st.system: st.reason for st in unready}
-    for where, reason in _unrunnable_variants(scenarios, order).items():
+    for where, reason in plan.unavailable_clients().items():
         console.print(f"not run, its client cannot run here: {where}: {reason}", highlight=False)
         run.manifest.setdefault("not_available", {})[where] = reason
     problems: list[str] = []
@@ -165,11 +165,11 @@ def compare(
             with contextlib.ExitStack() as stack:
                 net = None if spark_master else _network(stack, scenarios, run)
                 placement = _placement(scenarios, net)
-                shapes = _shapes([spec[1] for spec in specs] + [v for _, v, _ in searched])
+                shapes = _shapes([spec.variant for spec in specs] + [v for _, v, _ in searched])
                 provisioned = _provision(stack, order, ready, brokers, backend, run, console, placement, shapes,
                                          _node_hosts(scenarios, net))
                 complete = run_cases(specs, provisioned, run, console, problems, network=net, run_one=run_one) and complete
-                complete = run_searches(scenarios, provisioned, run, console, problems) and complete
+                complete = run_searches(searched, provisioned, run, console, problems) and complete
         except KeyboardInterrupt:
             problems.append("interrupted by the user (Ctrl-C / SIGTERM)")
             run.finish(False, problems)
@@ -219,19 +219,6 @@ def _summarise(run: RunFolder, console: Console, write_report: bool, spark_maste
         except Exception as exc:  # noqa: BLE001 - the measurements and summary are safe on disk; say what failed
             console.print(f"[yellow]the report could not be written: {exc}[/]")
     return summary.per_repetition
-
-
-def _unrunnable_variants(scenarios: Sequence[Scenario], systems: Sequence[str]) -> dict[str, str]:
-    """``system/variant`` -> why the client that variant chooses cannot run here."""
-    out: dict[str, str] = {}
-    for sc in scenarios:
-        for system in systems:
-            if sc.systems is None or system in sc.systems:
-                for variant in sc.variants_for(system):
-                    reason = variant_reason(variant)
-                    if reason:
-                        out[f"{system}/{variant.name}"] = reason
-    return out
 
 
 def _network(stack: contextlib.ExitStack, scenarios: Sequence[Scenario], run: RunFolder) -> Network | None:
@@ -305,11 +292,13 @@ def _provision(
         if ready[system].backend == "embedded":
             out[system] = System(None, "embedded")
             continue
+        note = choose_backend(system, backend=backend, url=brokers.get(system)).note
+        if note:
+            console.print(note, highlight=False)
         single: BrokerEndpoint | None = None
         clusters: dict[ClusterShape, BrokerEndpoint] = {}
         for shape in (shapes or {}).get(system, [SINGLE_NODE]):
-            what = f"{system} ({shape.label()}, {ready[system].backend})" if shape.clustered else \
-                f"{system} ({ready[system].backend})"
+            what = f"{system} ({shape.label()})" if shape.clustered else f"{system} ({ready[system].backend})"
             with console.status(f"starting {what}…"):
                 try:
                     endpoint = stack.enter_context(

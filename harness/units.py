@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from typing import Any
 
 MISSING = "–"
 
@@ -35,6 +36,19 @@ def _scaled(value: float, units: tuple[tuple[str, float], ...], base: str) -> st
             # Beyond the largest unit, whole numbers: "1500s", never "1.5e+03s".
             return f"{scaled:.0f}{suffix}" if abs(scaled) >= 1000 else f"{scaled:.3g}{suffix}"
     return f"{rounded:.3g}{base}"
+
+
+def factor(value: float | None) -> str:
+    """A ratio for a reader, two significant digits and never an exponent: ``290×``, ``2.9×``, ``0.45×``,
+    ``0.012×``."""
+    if _missing(value):
+        return MISSING
+    assert value is not None
+    rounded = float(f"{value:.2g}")
+    if rounded == 0 or abs(rounded) >= 10:
+        return f"{rounded:,.0f}×"
+    decimals = 1 - math.floor(math.log10(abs(rounded)))
+    return f"{rounded:.{decimals}f}×"
 
 
 def size(nbytes: int) -> str:
@@ -81,3 +95,30 @@ def percent(value: float | None) -> str:
         return MISSING
     assert value is not None
     return f"{value:.0f}%"
+
+
+# -- rates: one spelling of "unpaced" -----------------------------------------------------------------
+
+MAX_RATE = "max"
+
+
+def as_rate(value: Any) -> float | None:
+    """A rate as code holds it: ``None`` for an unpaced one (None, NaN, "max"), else messages per second."""
+    if value is None or value == MAX_RATE:
+        return None
+    rate = float(value)
+    return None if math.isnan(rate) else rate
+
+
+def rate_text(value: Any, show: Callable[[float], str] | None = None) -> str:
+    """A rate for people: "max", or the number (through ``show``, e.g. :func:`count`, when given)."""
+    rate = as_rate(value)
+    if rate is None:
+        return MAX_RATE
+    return show(rate) if show is not None else f"{rate:g}"
+
+
+def rate_column(value: Any) -> float:
+    """A rate as a table's float ``rate`` column holds it (NaN for an unpaced one)."""
+    rate = as_rate(value)
+    return float("nan") if rate is None else rate

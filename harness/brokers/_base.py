@@ -1,12 +1,17 @@
 """The provisioner interface: one subclass per system describes how to run and probe its broker.
 
-A provisioner is mostly data: its binaries, the pinned container, the URL of a local broker, its ports and
-timeouts. Code is only what differs per broker: the commands of a local broker (``commands``), its
+A provisioner is mostly data: its binaries, the pinned official image, the URL of a local broker, its ports
+and timeouts. Code is only what differs per broker: the commands of a local broker (``commands``), its
 handshake (``probe``) and, where the binary tells it, its version (``binary_version``).
+
+The containers backend runs the same launch inside an image: ``prepare_in_image`` builds it with a copy of the
+provisioner whose ``files`` say where the broker's files are in that image (``ImageFiles``); the few lookups
+a launch makes on this machine (``epmd``, a jar folder, a configuration template) go through ``path``.
 """
 
 from __future__ import annotations
 
+import copy
 import shutil
 import subprocess
 from abc import ABC, abstractmethod
@@ -16,7 +21,7 @@ from typing import TYPE_CHECKING, ClassVar
 from urllib.parse import urlsplit
 
 from harness.brokers._ports import LOOPBACK, free_ports
-from harness.brokers._spec import ClusterLaunch, Command, ContainerSpec, Launch, NodeHost
+from harness.brokers._spec import ClusterLaunch, Command, ImageFiles, Launch, NodeHost, PinnedImage
 from harness.runfolder import redact
 
 if TYPE_CHECKING:
@@ -44,8 +49,11 @@ class Provisioner(ABC):
     process_implementation: ClassVar[str] = ""
     #: Names or paths of the broker executable, tried in order by the default ``find_binary``.
     binaries: ClassVar[tuple[str, ...]] = ()
-    #: The pinned container, returned by the default ``container_spec``.
-    container: ClassVar[ContainerSpec]
+    #: The pinned official image the containers backend uses when a registry serves it (None: none fits the
+    #: process backend's settings; an image built here by `make images` is used instead).
+    image: ClassVar[PinnedImage | None] = None
+    #: Where the broker's files are when a launch is prepared for an image (None: on this machine).
+    files: ImageFiles | None = None
     #: Where clients reach a local broker, formatted with ``host`` and the first of its ``ports``.
     url_template: ClassVar[str]
     #: How many free loopback ports a local broker takes (the first is the clients' port).
@@ -85,16 +93,28 @@ class Provisioner(ABC):
         """What is installed locally, for `mqbench systems` (JVM brokers name their release)."""
         return "a local broker binary is installed"
 
-    def container_spec(self, host_port: int, advertised_host: str = "localhost") -> ContainerSpec:
-        """The container that runs this broker (``host_port`` is used only by brokers that advertise it)."""
-        return self.container
-
     def prepare_process(self, workdir: Path) -> Launch:
         """Pick free ports and write configuration into ``workdir`` (private, removed after the run).
         Raises OSError saying what to install when the broker is missing."""
         binary = self.find_binary()
         if binary is None:
             raise OSError(self.process_unavailable_reason())
+        return self.launch(binary, workdir)
+
+    def prepare_in_image(self, workdir: Path, files: ImageFiles) -> Launch:
+        """The launch ``prepare_process`` makes, for the broker inside an image whose files are at
+        ``files.paths`` (``binary`` at least): the same ports on this machine's loopback, the same settings
+        in ``workdir``, which the container sees at the same path."""
+        inside = copy.copy(self)
+        inside.files = files
+        return inside.launch(files.paths["binary"], workdir)
+
+    def path(self, role: str, here: Callable[[], str | None]) -> str | None:
+        """Where the file playing ``role`` is: in the image the launch is prepared for, else ``here()``."""
+        return self.files.paths.get(role) if self.files is not None else here()
+
+    def launch(self, binary: str, workdir: Path) -> Launch:
+        """The launch of a private broker whose executable is ``binary``, on free loopback ports."""
         ports = free_ports(self.ports)
         return Launch(
             commands=self.commands(binary, workdir, ports),
@@ -102,7 +122,7 @@ class Provisioner(ABC):
             workdir=workdir,
             ready_timeout=self.ready_timeout,
             stop_grace=self.stop_grace,
-            version=self.binary_version(binary),
+            version=self.binary_version(binary) if self.files is None else "",
             extra=self.launch_extra(ports),
         )
 

@@ -1,8 +1,22 @@
-"""Broker containers through testcontainers, used only when a Docker engine answers.
+"""Broker containers: the process backend's launch run inside an image, one container per command.
 
-``docker_available`` asks the engine once per process with a short timeout and caches the answer.
-``BrokerContainer`` turns a :class:`ContainerSpec` into a started container and stops it (force-remove) on
-``stop``; testcontainers' reaper removes it too if this process dies without stopping it.
+Containers are made through testcontainers' ``DockerContainer`` with host networking: the broker listens on the
+same private loopback ports, with the same settings, as a local process (``Provisioner.prepare_in_image``).
+The launch's workdir is bind-mounted at the same path and each container runs as the invoking user, so the
+broker's files (data, logs) are where, and whose, they would be; Docker's ``init`` is PID 1 (it passes SIGTERM
+on and reaps what the broker spawns). A broker placed on a host (``harness.network``) enters it the way a local
+process does (``ip netns exec``, which the images built here carry), from a container that sees
+``/var/run/netns`` and may enter a namespace (CAP_SYS_ADMIN, no seccomp filter; not ``--privileged``, which asks
+for every capability and fails where the engine itself lacks one).
+
+Cleanup, on every way out: ``stop`` (SIGTERM, the grace, SIGKILL, remove) at the end of the provisioning block,
+also on Ctrl-C; an atexit hook for what is still live; and labels naming the owner (this process's pid and
+start time), so that containers of a run killed outright are removed by the next ``sweep`` (run once per
+process before its first container, and by `make test`). testcontainers' reaper (Ryuk) is used only where its
+image is here or can be pulled; otherwise it is turned off and the labels do its job.
+
+Invariants: ``_LIVE`` holds every container this process started and has not removed yet; a container is
+listed there before it is created, so no way out misses one.
 """
 
 from __future__ import annotations
@@ -10,97 +24,301 @@ from __future__ import annotations
 import atexit
 import contextlib
 import functools
+import os
 import threading
+import uuid
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from harness.brokers._spec import ContainerSpec
+from harness.brokers._images import Image, client
+from harness.brokers._process import _descendants
+from harness.brokers._spec import Command
+
+OWNER = "org.mqbench.owner"  # "<pid>:<start time in clock ticks>" of the process that started the container
+SYSTEM = "org.mqbench.broker"
+NETNS_DIR = "/var/run/netns"
 
 _LIVE: set[BrokerContainer] = set()
 _LIVE_LOCK = threading.Lock()
+
+
+class ContainerError(Exception):
+    """A container could not be created or started; one sentence."""
 
 
 @functools.lru_cache(maxsize=1)
 def docker_available(timeout: float = 2.0) -> bool:
     """True when a Docker engine (DOCKER_HOST or the default socket) answers a ping within ``timeout``."""
     try:
-        import docker
-
-        client = docker.from_env(timeout=timeout)
+        engine = client(timeout=timeout)
         try:
-            return bool(client.ping())
+            return bool(engine.ping())
         finally:
-            client.close()
+            engine.close()
     except Exception:  # no library, no socket, refused, timeout: all mean "not available"
         return False
 
 
-def docker_host() -> str:
-    """The host name under which containers' published ports are reachable."""
-    from testcontainers.core.docker_client import DockerClient
+def _start_ticks(pid: int) -> str:
+    """The start time of process ``pid`` (clock ticks since boot, /proc/PID/stat field 22), "" when gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read().decode(errors="replace")
+    except OSError:
+        return ""
+    return stat[stat.rfind(")") + 2:].split()[19]
 
-    return str(DockerClient().host())
+
+def owner_labels(system: str) -> dict[str, str]:
+    """The labels every container of ours carries: its owner (this process) and its broker."""
+    return {OWNER: f"{os.getpid()}:{_start_ticks(os.getpid())}", SYSTEM: system}
+
+
+def owner_alive(owner: str) -> bool:
+    """Whether the process an ``OWNER`` label names still runs (the same pid and start time)."""
+    pid, _, ticks = owner.partition(":")
+    return pid.isdigit() and bool(ticks) and _start_ticks(int(pid)) == ticks
+
+
+def sweep() -> list[str]:
+    """Remove the containers of ours whose owner has exited (a run killed before its teardown); their names."""
+    removed = []
+    for container in client().containers.list(all=True, filters={"label": OWNER}):
+        if not owner_alive(container.labels.get(OWNER, "")):
+            with contextlib.suppress(Exception):
+                container.remove(force=True, v=True)
+                removed.append(container.name)
+    return removed
+
+
+_SWEPT = threading.Event()
+
+
+def _prepare_engine() -> None:
+    """Once per process: sweep what killed runs left, and turn testcontainers' reaper off where its image
+    cannot be had (``TESTCONTAINERS_RYUK_DISABLED`` set by the user wins)."""
+    if _SWEPT.is_set():
+        return
+    _SWEPT.set()
+    sweep()
+    from testcontainers.core.config import testcontainers_config as config
+
+    if "TESTCONTAINERS_RYUK_DISABLED" not in os.environ and not config.ryuk_disabled:
+        from harness.brokers._images import _local, _pull_problem
+
+        if _local(config.ryuk_image) is None and _pull_problem(config.ryuk_image) is not None:
+            config.ryuk_disabled = True
 
 
 class BrokerContainer:
-    """One container for ``spec``; after ``start``, ``url`` is where clients reach it."""
+    """One command of a launch in ``image``: ``start``, ``exit_status``, ``pid``, ``kill``, ``stop``. Its output
+    is appended to ``<workdir>/logs/<command name>.out`` when it stops, where a local process writes it."""
 
-    def __init__(self, spec: ContainerSpec) -> None:
+    def __init__(self, image: Image, command: Command, workdir: Path, host_netns: bool = False) -> None:
         from testcontainers.core.container import DockerContainer
 
-        container: Any = DockerContainer(spec.image)
-        if spec.host_port is not None:
-            container.with_bind_ports(spec.port, spec.host_port)
-        else:
-            container.with_exposed_ports(spec.port)
-        for port in spec.more_ports:
-            container.with_bind_ports(port, port)
-        for key, value in spec.env.items():
+        self.name = f"mqbench-{image.system}-{command.name}-{uuid.uuid4().hex[:8]}"
+        self.command = command
+        self.log_path = workdir / "logs" / f"{command.name}.out"
+        container: Any = DockerContainer(image.name)
+        container.with_command(list(command.argv[1:]))
+        container.with_name(self.name)
+        container.with_volume_mapping(str(workdir), str(workdir), "rw")
+        if host_netns:  # ip netns exec: the host namespaces' bind mounts, and the rights to enter them
+            container.with_volume_mapping(NETNS_DIR, NETNS_DIR, "rw")
+        for key, value in command.env.items():
             container.with_env(key, value)
-        if spec.command:
-            container.with_command(list(spec.command))
-        for path, text in spec.files.items():
-            container.with_copy_into_container(text.encode(), path)
-        self.spec = spec
-        self.url = ""
+        rights: dict[str, Any] = {}
+        if host_netns:  # setns(2), and the mounts `ip netns exec` makes: not every right (--privileged)
+            rights = {"cap_add": ["SYS_ADMIN", "NET_ADMIN"], "security_opt": ["seccomp=unconfined"]}
+        container.with_kwargs(
+            entrypoint=[command.argv[0]], network_mode="host", user=f"{os.getuid()}:{os.getgid()}",
+            working_dir=str(workdir), init=True, labels=owner_labels(image.system), **rights)
         self._container = container
+        self._started = False
 
-    def start(self) -> str:
-        """Pull (if needed) and start the container; return the clients' URL. Call ``stop`` even if this
-        raises."""
+    def start(self) -> None:
+        """Create and start the container (pulling the image first if the engine lacks it). ContainerError
+        saying why when it cannot; call ``stop`` either way."""
         with _LIVE_LOCK:
             _LIVE.add(self)
-        self._container.start()
-        host = self._container.get_container_host_ip()
-        spec = self.spec
-        port = (
-            spec.host_port if spec.host_port is not None else int(self._container.get_exposed_port(spec.port))
-        )
-        self.url = spec.url_template.format(host=host, port=port)
-        return self.url
-
-    def save_logs(self, directory: Path) -> None:
-        """Write the container's stdout and stderr into ``directory``."""
-        directory.mkdir(parents=True, exist_ok=True)
-        with contextlib.suppress(Exception):
-            out, err = self._container.get_logs()
-            (directory / "container.stdout").write_bytes(out or b"")
-            (directory / "container.stderr").write_bytes(err or b"")
-
-    def stop(self) -> None:
         try:
+            self._container.start()
+        except Exception as exc:  # noqa: BLE001 - the engine's refusal, in one line
+            raise ContainerError(f"container {self.name} did not start: {_first_line(exc)}") from None
+        self._started = True
+
+    def _wrapped(self) -> Any:
+        return self._container._container  # docker-py's Container (None before create)
+
+    def exit_status(self) -> int | None:
+        """The exit status once the container has stopped, else None."""
+        wrapped = self._wrapped()
+        if wrapped is None:
+            return None
+        with contextlib.suppress(Exception):
+            wrapped.reload()
+            state = wrapped.attrs.get("State", {})
+            if state.get("Status") in ("exited", "dead"):
+                return int(state.get("ExitCode", -1))
+        return None
+
+    def pids(self) -> list[int]:
+        """This machine's pids of the container's processes (its init and what runs under it)."""
+        wrapped = self._wrapped()
+        if wrapped is None:
+            return []
+        with contextlib.suppress(Exception):
+            wrapped.reload()
+            pid = int(wrapped.attrs.get("State", {}).get("Pid") or 0)
+            if pid:
+                return [pid, *_descendants(pid)]
+        return []
+
+    def kill(self) -> None:
+        """SIGKILL every process of the container (no shutdown: a crash); the container stays, stopped."""
+        wrapped = self._wrapped()
+        if wrapped is not None:
             with contextlib.suppress(Exception):
-                self._container.stop(force=True, delete_volume=True)
+                wrapped.kill()
+                wrapped.wait(timeout=30)
+
+    def stop(self, grace: float) -> None:
+        """SIGTERM, up to ``grace`` s, SIGKILL; keep its output in the log file; remove it. Idempotent; also
+        when ``start`` was interrupted between the engine creating the container and handing it back."""
+        try:
+            wrapped = self._wrapped()
+            if wrapped is None:
+                with contextlib.suppress(Exception):  # not created, or created and not handed back yet
+                    wrapped = client().containers.get(self.name)
+                    self._container._container = wrapped
+            if wrapped is not None:
+                with contextlib.suppress(Exception):
+                    wrapped.stop(timeout=max(1, round(grace)))
+                self.save_logs()
+                with contextlib.suppress(Exception):
+                    wrapped.remove(force=True, v=True)
+                self._container._container = None
         finally:
             with _LIVE_LOCK:
                 _LIVE.discard(self)
 
+    def save_logs(self) -> None:
+        wrapped = self._wrapped()
+        if wrapped is None:
+            return
+        with contextlib.suppress(Exception):
+            output = wrapped.logs(stdout=True, stderr=True)
+            self.log_path.parent.mkdir(parents=True, exist_ok=True)
+            with open(self.log_path, "ab") as log:
+                log.write(output)
+
+
+class BrokerNode:
+    """The containers of one broker node: one per command (helpers first, the broker proper last), started in
+    order and stopped in reverse. The same shape as a local node, so a cluster's nodes can be made of these
+    from their ``NodeLaunch``es. Kill/restart act on the broker proper (``kill``, ``restart``), for faults."""
+
+    def __init__(self, image: Image, commands: Sequence[Command], workdir: Path, host_netns: bool = False) -> None:
+        self.image, self.workdir, self.host_netns = image, workdir, host_netns
+        self.containers: list[BrokerContainer] = []
+        self._commands = list(commands)
+        self._lock = threading.Lock()
+
+    def start(self) -> None:
+        _prepare_engine()
+        for command in self._commands:
+            self._start(command)
+
+    def _start(self, command: Command) -> BrokerContainer:
+        container = BrokerContainer(self.image, command, self.workdir, self.host_netns)
+        self.containers.append(container)
+        container.start()
+        return container
+
+    def exited(self) -> str | None:
+        """Which container has exited, with its status (for the readiness wait), else None."""
+        for container in self.containers:
+            status = container.exit_status()
+            if status is not None:
+                return f"{container.command.name} (container {container.name}) exited with status {status}"
+        return None
+
+    def names(self) -> list[str]:
+        return [c.name for c in self.containers]
+
+    def pids(self) -> list[int]:
+        return [pid for c in self.containers for pid in c.pids()]
+
+    def running(self) -> bool:
+        return bool(self.containers) and self.containers[-1].exit_status() is None
+
+    def kill(self) -> None:
+        """SIGKILL the broker proper's container (the helpers, e.g. epmd, keep running)."""
+        with self._lock:
+            if self.containers:
+                self.containers[-1].kill()
+
+    def restart(self, command: Command, wait: Callable[[], str]) -> str:
+        """Start the broker proper again with ``command`` (same port and data directory) in a new container, the
+        killed one removed (its output kept); ``wait()`` waits until it answers and returns its version."""
+        with self._lock:
+            if self.running():
+                return ""
+            self.containers.pop().stop(0)
+            self._start(command)
+        return wait()
+
+    def stop(self, grace: float) -> None:
+        for container in reversed(self.containers):
+            container.stop(grace)
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text.splitlines()[0][:300]}" if text else type(exc).__name__
+
+
+def copy_out(image: Image) -> Callable[[str, Path], None]:
+    """``copy_out(path, dest)``: the folder ``path`` of ``image`` copied to ``dest`` (a container is created for
+    it, never started, and removed)."""
+
+    def copy(path: str, dest: Path) -> None:
+        import io
+        import tarfile
+
+        engine = client()
+        created = engine.containers.create(image.name, entrypoint=["/bin/true"], network_mode="none",
+                                           labels=owner_labels(image.system))
+        try:
+            stream, _ = created.get_archive(path.rstrip("/"))  # entries under the folder's own name
+            data = io.BytesIO(b"".join(stream))
+        finally:
+            created.remove(force=True)
+        dest.mkdir(parents=True, exist_ok=True)
+        with tarfile.open(fileobj=data) as archive:
+            for member in archive.getmembers():
+                member.name = member.name.split("/", 1)[1] if "/" in member.name else ""
+                if member.name and not member.issym() and ".." not in Path(member.name).parts:
+                    member.uid = member.gid = -1
+                    archive.extract(member, dest, set_attrs=False)
+
+    return copy
+
 
 def stop_all() -> None:
+    """Stop every container still live (the atexit fallback)."""
     with _LIVE_LOCK:
         live = list(_LIVE)
     for c in live:
-        c.stop()
+        c.stop(2.0)
+
+
+def live_names() -> list[str]:
+    """Names of the containers started here and not removed yet (for tests and diagnostics)."""
+    with _LIVE_LOCK:
+        return [c.name for c in _LIVE]
 
 
 atexit.register(stop_all)

@@ -12,6 +12,10 @@ import os
 import re
 import shutil
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from harness.brokers._spec import ImageFiles
 
 MAVEN_DIR = Path(__file__).resolve().parent / "maven"
 JVM_INSTALL = "install Java and Maven (`apt-get install maven openjdk-17-jre-headless`) and run `make brokers`"
@@ -72,6 +76,14 @@ class JarsBroker:
     jars: str
     display: str
     install_hint = JVM_INSTALL
+    files: ImageFiles | None
+
+    def jar_path(self) -> str:
+        """The ``-cp`` argument: every jar of ``jars`` here, or of the ``lib`` folder of the image the launch
+        is prepared for."""
+        if self.files is not None:
+            return f"{self.files.paths['lib']}/*"
+        return classpath(self.jars)
 
     def find_binary(self) -> str | None:
         return None if self.process_unavailable_reason() else java()

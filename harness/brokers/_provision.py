@@ -18,11 +18,11 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from harness.brokers import _images
 from harness.brokers._base import Provisioner, redact
 from harness.brokers._choice import choose_backend
 from harness.brokers._cluster import ClusterControl, process_cluster
-from harness.brokers._containers import BrokerContainer, docker_host
-from harness.brokers._ports import free_port
+from harness.brokers._containers import BrokerNode, ContainerError, copy_out
 from harness.brokers._process import BrokerProcess, _descendants
 from harness.brokers._registry import provisioner
 from harness.brokers._spec import Command, Launch, NodeHost
@@ -75,9 +75,10 @@ def provision(
 
     Raises DriverError (one sentence) when no backend can be used, an external broker does not answer, or
     a broker fails to start; in the last case its logs are in ``logs_dir/<system>/``. ``placement`` puts a
-    local process broker on a host (other backends ignore it: their broker stays where it is).
-    ``shape`` with more than one node starts a cluster (process backend), node i on ``node_hosts[i]``
-    (default: every node on loopback); an external URL is taken to be a broker of that shape.
+    provisioned broker (a local process, or the processes of its containers) on a host; an external broker
+    stays where it is. ``shape`` with more than one node starts a cluster (process backend: ``auto`` means it
+    for a cluster), node i on ``node_hosts[i]`` (default: every node on loopback); an external URL is taken
+    to be a broker of that shape.
     """
     choice = choose_backend(system, backend, url)
     prov = provisioner(system)
@@ -87,6 +88,11 @@ def provision(
         assert url is not None
         yield replace(_external(prov, url), shape=shape)
     elif shape.clustered:
+        if choice.backend == "containers" and backend == "auto":  # clusters run as local processes (for now)
+            choice = choose_backend(system, "process")
+            if choice.backend is None:
+                raise DriverError(f"a {shape.nodes}-node {system} cluster runs on the process backend only: "
+                                  f"{choice.reason}")
         if choice.backend != "process":
             raise DriverError(f"a {shape.nodes}-node {system} cluster runs on the process backend only; "
                               f"use --backend process")
@@ -96,7 +102,7 @@ def provision(
         with _process_broker(prov, logs_dir, placement) as endpoint:
             yield endpoint
     else:
-        with _container_broker(prov, logs_dir) as endpoint:
+        with _container_broker(prov, logs_dir, placement) as endpoint:
             yield endpoint
 
 
@@ -168,12 +174,44 @@ class BrokerControl:
                 raise DriverError(f"the local {self.system} broker did not come back after a restart: {exc}") from None
 
 
-_CONTROLS: dict[str, BrokerControl | ClusterControl] = {}
+class ContainerControl:
+    """Kill and restart one broker started by ``provision`` in containers, as :class:`BrokerControl` does for a
+    local process: ``kill`` SIGKILLs the broker proper's container, ``start`` runs its command again in a new
+    container on the same port and data directory (the workdir the containers share with this machine)."""
+
+    def __init__(self, prov: Provisioner, launch: Launch, node: BrokerNode) -> None:
+        self.prov, self.launch, self.node = prov, launch, node
+        self.system = prov.system
+        self.url = launch.url
+        self._restart_state: object = None
+
+    def pids(self) -> list[int]:
+        """This machine's pids of the broker's processes, in every container of the node."""
+        return self.node.pids()
+
+    def running(self) -> bool:
+        return self.node.running()
+
+    def kill(self) -> None:
+        with contextlib.suppress(Exception):
+            self._restart_state = self.prov.restart_state(self.url)
+        self.node.kill()
+
+    def start(self) -> str:
+        command = self.prov.restart_command(self.launch.commands[-1], self._restart_state)
+        try:
+            return self.node.restart(command, lambda: _wait_ready(self.prov, self.url, self.launch.ready_timeout,
+                                                                  self.node.exited))
+        except (StartFailed, ContainerError) as exc:
+            raise DriverError(f"the {self.system} container did not come back after a restart: {exc}") from None
 
 
-def broker_control(endpoint: BrokerEndpoint | None) -> BrokerControl | ClusterControl | None:
-    """The kill/restart handle of a broker provisioned here as local processes (a ``ClusterControl`` for a
-    cluster), else None."""
+_CONTROLS: dict[str, BrokerControl | ClusterControl | ContainerControl] = {}
+
+
+def broker_control(endpoint: BrokerEndpoint | None) -> BrokerControl | ClusterControl | ContainerControl | None:
+    """The kill/restart handle of a broker provisioned here (a local process, its containers, or a
+    ``ClusterControl`` for a cluster), else None."""
     if endpoint is None:
         return None
     return _CONTROLS.get(endpoint.url)
@@ -225,32 +263,64 @@ def _process_broker(prov: Provisioner, logs_dir: Path | None, placement: Placeme
 
 
 @contextlib.contextmanager
-def _container_broker(prov: Provisioner, logs_dir: Path | None) -> Iterator[BrokerEndpoint]:
-    spec = prov.container_spec(host_port=free_port(), advertised_host=docker_host())
-    container = BrokerContainer(spec)
+def _container_broker(prov: Provisioner, logs_dir: Path | None, placement: Placement | None) -> Iterator[BrokerEndpoint]:
+    """The process backend's launch run in the system's image (``_images.choose``), one container per command,
+    with host networking: the same loopback ports, settings and workdir as a local process. Later, a cluster's
+    nodes are one :class:`BrokerNode` per ``NodeLaunch``."""
+    image = _images.choose(prov.system).image
+    if image is None:
+        raise DriverError(f"the containers backend cannot run {prov.system}: {_images.choose(prov.system).reason}")
+    workdir = Path(tempfile.mkdtemp(prefix=f"mqbench-{prov.system}-"))
+    node: BrokerNode | None = None
+    launch = None
     try:
         try:
+            launch = prov.prepare_in_image(workdir, _images.files(image, copy_out(image)))
+            local_url = launch.url
+            if placement is not None:
+                launch = prov.place(launch, placement)
+                commands = tuple(placement.command(c) for c in launch.commands)
+                launch = replace(launch, commands=commands, url=placement.route(launch.url))
             launched = time.monotonic()
-            url = container.start()
-            version = _wait_ready(prov, url, spec.ready_timeout, lambda: None)
+            node = BrokerNode(image, launch.commands, workdir, host_netns=placement is not None)
+            node.start()
+            version = _wait_ready(prov, launch.url, launch.ready_timeout, node.exited)
             ready = time.monotonic()
-        except Exception as exc:
-            kept = _kept_dir(prov.system, logs_dir)
-            container.save_logs(kept)
+        except (StartFailed, ContainerError, OSError) as exc:
+            if node is not None:
+                for container in node.containers:
+                    container.save_logs()
+            kept = _copy_logs(workdir, prov.system, logs_dir)
             raise DriverError(
-                f"the {prov.system} container ({spec.image}) failed to start: {_describe(exc)}; its logs are in {kept}"
+                f"the {prov.system} broker in {image.name} failed to start: {exc}; its logs are in {kept}"
             ) from None
+        _CONTROLS[launch.url] = ContainerControl(prov, launch, node)
         yield BrokerEndpoint(
             system=prov.system,
-            url=url,
+            url=launch.url,
             backend="containers",
-            version=version or spec.tag,
-            extra={"image": spec.image, "startup_s": ready - launched},  # image pull included
+            implementation=prov.process_implementation,
+            version=version or image.version,
+            extra={**launch.extra, "image": image.name, "image_id": image.id or _image_id(image.name),
+                   "image_origin": image.origin, "containers": node.names(), "workdir": str(workdir),
+                   "startup_s": ready - launched,  # a pull at first use included
+                   **({} if placement is None else {"host": placement.host, "local_url": local_url})},
         )
     finally:
-        if logs_dir is not None and container.url:
-            container.save_logs(logs_dir / prov.system)
-        container.stop()
+        if launch is not None:
+            _CONTROLS.pop(launch.url, None)
+        if node is not None:
+            node.stop(launch.stop_grace if launch is not None else 5.0)
+            if logs_dir is not None:
+                _copy_logs(workdir, prov.system, logs_dir)
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _image_id(name: str) -> str:
+    """The id of image ``name`` now that it is here (it was pulled at first use), or ""."""
+    with contextlib.suppress(Exception):
+        return str(_images.client().images.get(name).id)
+    return ""
 
 
 def _wait_ready(prov: Provisioner, url: str, timeout: float, exited: Callable[[], str | None]) -> str:

@@ -1,39 +1,40 @@
-"""What a provisioner describes, as plain data: container configurations and local process launches.
+"""What a provisioner describes, as plain data: the launches of local processes, and the images they run in
+with the containers backend.
 
 These are pure values (no Docker, no processes) so they can be unit-tested on any machine.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 
 @dataclass(frozen=True)
-class ContainerSpec:
-    """One broker container: pinned image, the client port inside it, environment, command, files.
+class PinnedImage:
+    """A broker's official image at a pinned tag, and where the broker's files are inside it (``paths`` by
+    role, as :class:`ImageFiles`). The containers backend runs the very launch of the process backend in it."""
 
-    ``host_port`` is set when the broker must know the host-side port (Kafka advertises it), and then the
-    container port is bound to exactly that host port; otherwise Docker maps ``port`` to a random one.
-    ``url_template`` is formatted with the host and host-side port. Readiness is decided by the same
-    protocol probe as for local processes, within ``ready_timeout`` seconds (image pull not included).
-    """
-
-    image: str
-    port: int
-    url_template: str
-    env: Mapping[str, str] = field(default_factory=dict)
-    command: tuple[str, ...] = ()
-    files: Mapping[str, str] = field(default_factory=dict)  # path inside the container -> text
-    host_port: int | None = None
-    more_ports: tuple[int, ...] = ()  # further container ports, each bound to the same host port number
-    ready_timeout: float = 60.0
+    name: str
+    paths: Mapping[str, str]
 
     @property
     def tag(self) -> str:
-        """The pinned image tag (its version), e.g. ``3.13.7`` for ``rabbitmq:3.13.7``."""
-        return self.image.rpartition(":")[2]
+        """The pinned tag (its version), e.g. ``3.13.7`` for ``rabbitmq:3.13.7``."""
+        return self.name.rpartition(":")[2]
+
+
+@dataclass(frozen=True)
+class ImageFiles:
+    """Where a broker's files are inside an image, for a launch that runs there (the containers backend):
+    ``paths`` by role: ``binary`` (the broker's executable, ``java`` for a JVM broker) and, as a broker needs
+    them, ``lib`` (its jar folder), ``home``, ``conf`` (a configuration template folder), ``epmd``; a bare
+    name is looked up on the image's PATH. ``copy_out(path, dest)`` copies a folder of the image to ``dest``
+    on this machine (a template the launch edits before the broker starts)."""
+
+    paths: Mapping[str, str]
+    copy_out: Callable[[str, Path], None] | None = None
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,5 @@
-"""ActiveMQ Classic: a private instance (own conf/data dirs, STOMP on a loopback port) or the pinned image.
+"""ActiveMQ Classic: a private instance (own conf/data dirs, STOMP on a loopback port), here or in an image
+(whose instance template is copied out of it first).
 
 A private instance also listens for OpenWire on a second loopback port (``extra["openwire"]`` of its
 endpoint): ActiveMQ's own producer/consumer tool, which ``mqbench crosscheck`` runs, speaks only OpenWire.
@@ -14,7 +15,7 @@ from urllib.parse import unquote, urlsplit
 
 from harness.brokers._base import ProbeError, Provisioner, host_port, which
 from harness.brokers._ports import LOOPBACK
-from harness.brokers._spec import Command, ContainerSpec
+from harness.brokers._spec import Command, PinnedImage
 from harness.brokers._wire import connect, recv_until
 
 IMAGE = "apache/activemq-classic:5.18.6"
@@ -40,8 +41,8 @@ class ActiveMQProvisioner(Provisioner):
     schemes = ("stomp",)
     install_hint = "install the Debian package activemq and a Java runtime (`make brokers`)"
     url_template = "stomp://{host}:{port}"
-    # The image's stock activemq.xml already opens STOMP on 61613.
-    container = ContainerSpec(IMAGE, 61613, url_template, ready_timeout=90.0)
+    image = PinnedImage(IMAGE, {"binary": "/opt/apache-activemq/bin/activemq.jar", "java": "java",
+                                "home": "/opt/apache-activemq", "conf": "/opt/apache-activemq/conf"})
     ports = 2  # STOMP (the clients'), OpenWire (ActiveMQ's own benchmark tool)
     ready_timeout = 90.0
     stop_grace = 15.0
@@ -54,11 +55,18 @@ class ActiveMQProvisioner(Provisioner):
         return str(jar)
 
     def commands(self, jar: str, workdir: Path, ports: list[int]) -> tuple[Command, ...]:
-        java, template = which("java"), _conf_template()
-        if java is None or template is None:  # gone since find_binary looked
-            raise OSError(self.process_unavailable_reason())
+        java = self.path("java", lambda: which("java"))
+        home = self.path("home", lambda: str(HOME))
         conf, data = workdir / "conf", workdir / "data"
-        shutil.copytree(template, conf)
+        template = _conf_template() if self.files is None else None
+        if java is None or (self.files is None and template is None):  # gone since find_binary looked
+            raise OSError(self.process_unavailable_reason())
+        if self.files is not None:
+            assert self.files.copy_out is not None, "an image's instance template is copied out of it"
+            self.files.copy_out(self.files.paths["conf"], conf)
+        else:
+            assert template is not None
+            shutil.copytree(template, conf)
         (data / "tmp").mkdir(parents=True)
         xml = conf / "activemq.xml"
         xml.write_text(broker_xml(xml.read_text(), ports[0], ports[1]))
@@ -68,7 +76,7 @@ class ActiveMQProvisioner(Provisioner):
             "-Xmx512m",
             "-Djava.awt.headless=true",
             f"-Dlog4j.configuration=file:{conf / 'log4j.properties'}",
-            f"-Dactivemq.home={HOME}",
+            f"-Dactivemq.home={home}",
             f"-Dactivemq.base={workdir}",
             f"-Dactivemq.conf={conf}",
             f"-Dactivemq.data={data}",

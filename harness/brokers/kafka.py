@@ -1,6 +1,7 @@
-"""Apache Kafka 4.x in KRaft mode from the Maven Central jars that `make brokers` fetches (or the pinned
-apache/kafka image): one combined broker+controller node, or a cluster of such nodes (``prepare_cluster``)
-whose controllers form one static Raft quorum (``controller.quorum.voters``).
+"""Apache Kafka 4.x in KRaft mode from the Maven Central jars that `make brokers` fetches: one combined
+broker+controller node, here or in an image (the pinned apache/kafka, or one built with the same jars), or a
+cluster of such nodes (``prepare_cluster``) whose controllers form one static Raft quorum
+(``controller.quorum.voters``).
 
 The Kafka-protocol readiness probe (ApiVersions) lives here and is shared with Tansu (``tansu.py``); the
 cluster's readiness and the leader of a partition come from Metadata requests (``_kafka_wire.py``).
@@ -20,7 +21,7 @@ from typing import TYPE_CHECKING
 from harness.brokers import _jars, _kafka_wire
 from harness.brokers._base import ProbeError, Provisioner, host_port
 from harness.brokers._ports import LOOPBACK, free_ports
-from harness.brokers._spec import ClusterLaunch, Command, ContainerSpec, Launch, NodeHost, NodeLaunch
+from harness.brokers._spec import ClusterLaunch, Command, Launch, NodeHost, NodeLaunch, PinnedImage
 from harness.drivers.base import BrokerEndpoint, ClusterShape, DriverError
 
 if TYPE_CHECKING:
@@ -76,34 +77,7 @@ class KafkaProvisioner(_jars.JarsBroker, KafkaProtocolProbe):
     # load average of 30.
     cluster_ready_timeout = 240.0
 
-    def container_spec(self, host_port: int, advertised_host: str = "localhost") -> ContainerSpec:
-        # Kafka advertises host:port to clients, so the container listens on the very port bound on the host.
-        env = {
-            "KAFKA_NODE_ID": "1",
-            "KAFKA_PROCESS_ROLES": "broker,controller",
-            "KAFKA_LISTENERS": f"PLAINTEXT://0.0.0.0:{host_port},CONTROLLER://0.0.0.0:9093",
-            "KAFKA_ADVERTISED_LISTENERS": f"PLAINTEXT://{advertised_host}:{host_port}",
-            "KAFKA_LISTENER_SECURITY_PROTOCOL_MAP": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
-            "KAFKA_CONTROLLER_LISTENER_NAMES": "CONTROLLER",
-            "KAFKA_CONTROLLER_QUORUM_VOTERS": "1@localhost:9093",
-            "KAFKA_INTER_BROKER_LISTENER_NAME": "PLAINTEXT",
-            "KAFKA_OFFSETS_TOPIC_REPLICATION_FACTOR": "1",
-            "KAFKA_TRANSACTION_STATE_LOG_REPLICATION_FACTOR": "1",
-            "KAFKA_TRANSACTION_STATE_LOG_MIN_ISR": "1",
-            "KAFKA_SHARE_COORDINATOR_STATE_TOPIC_REPLICATION_FACTOR": "1",
-            "KAFKA_SHARE_COORDINATOR_STATE_TOPIC_MIN_ISR": "1",
-            "KAFKA_GROUP_INITIAL_REBALANCE_DELAY_MS": "0",
-            "KAFKA_NUM_PARTITIONS": "1",
-            "KAFKA_HEAP_OPTS": "-Xms768m -Xmx768m",
-        }
-        return ContainerSpec(
-            image=IMAGE,
-            port=host_port,
-            url_template="kafka://{host}:{port}",
-            env=env,
-            host_port=host_port,
-            ready_timeout=90.0,
-        )
+    image = PinnedImage(IMAGE, {"binary": "java", "lib": "/opt/kafka/libs"})
 
     def commands(self, binary: str, workdir: Path, ports: list[int]) -> tuple[Command, ...]:
         port, controller_port = ports
@@ -111,7 +85,7 @@ class KafkaProvisioner(_jars.JarsBroker, KafkaProtocolProbe):
         props.write_text(server_properties(port, controller_port, workdir / "data"))
         log4j = workdir / "log4j2.properties"
         log4j.write_text(LOG4J2)
-        return (node_command(binary, props, log4j, new_cluster_id(), HEAP),)
+        return (node_command(binary, props, log4j, new_cluster_id(), HEAP, self.jar_path()),)
 
     def prepare_cluster(self, workdir: Path, shape: ClusterShape, hosts: Sequence[NodeHost]) -> ClusterLaunch:
         """``shape.nodes`` combined broker+controller nodes, node i with ``node.id`` i on ``hosts[i].address``,
@@ -206,11 +180,14 @@ class KafkaProvisioner(_jars.JarsBroker, KafkaProtocolProbe):
 LEADER_TIMEOUT = 2.0  # seconds a node gets to answer ``leader``'s Metadata request
 
 
-def node_command(binary: str, props: Path, log4j: Path, cluster_id: str, heap: tuple[str, ...]) -> Command:
+def node_command(binary: str, props: Path, log4j: Path, cluster_id: str, heap: tuple[str, ...],
+                 jars: str | None = None) -> Command:
     """One node: storage is formatted by the same command that then becomes the broker (exec): one process
     group to stop, and a restart (fault injection, a node fault) re-runs it harmlessly thanks to
-    ``--ignore-formatted``, so the node comes back with its data and its cluster id."""
-    classpath = ("-Djava.awt.headless=true", f"-Dlog4j2.configurationFile={log4j}", "-cp", _jars.classpath("kafka"))
+    ``--ignore-formatted``, so the node comes back with its data and its cluster id. ``jars``: the ``-cp``
+    (default: the jars here; an image's own folder when the launch is for an image)."""
+    classpath = ("-Djava.awt.headless=true", f"-Dlog4j2.configurationFile={log4j}", "-cp",
+                 jars or _jars.classpath("kafka"))
     # The storage tool runs for a second: the client compiler only and the serial collector halve its CPU
     # (1.7 -> 0.8 s here), which counts when three nodes start at once on two cores.
     fmt = (binary, "-Xmx256m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", *classpath, "kafka.tools.StorageTool",

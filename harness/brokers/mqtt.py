@@ -1,4 +1,4 @@
-"""MQTT: Mosquitto 2 with anonymous access on one listener, locally or in the pinned container image."""
+"""MQTT: Mosquitto 2 with anonymous access on one loopback listener, here or in an image."""
 
 from __future__ import annotations
 
@@ -9,15 +9,14 @@ from urllib.parse import unquote, urlsplit
 
 from harness.brokers._base import ProbeError, Provisioner, command_output, host_port
 from harness.brokers._ports import LOOPBACK
-from harness.brokers._spec import Command, ContainerSpec
+from harness.brokers._spec import Command, PinnedImage
 from harness.brokers._wire import connect, recv_exact
 
 IMAGE = "eclipse-mosquitto:2.0.20"
-CONTAINER_CONFIG = "/mosquitto/config/mosquitto.conf"
 
 
 def broker_config(listener: str) -> str:
-    """mosquitto.conf shared by the local process and the container.
+    """mosquitto.conf of a private broker.
 
     Beyond anonymous access: QoS 1/2 queues and in-flight windows are raised from 1000/20 so the broker's
     defaults do not drop or throttle a benchmark's bursts, and TCP_NODELAY is on as in the other brokers.
@@ -42,10 +41,7 @@ class MosquittoProvisioner(Provisioner):
     install_hint = "install the Debian package mosquitto (`make brokers`)"
     binaries = ("mosquitto", "/usr/sbin/mosquitto")
     url_template = "mqtt://{host}:{port}"
-    container = ContainerSpec(
-        IMAGE, 1883, url_template, command=("mosquitto", "-c", CONTAINER_CONFIG),
-        files={CONTAINER_CONFIG: broker_config("1883")},
-    )
+    image = PinnedImage(IMAGE, {"binary": "/usr/sbin/mosquitto"})
 
     def commands(self, binary: str, workdir: Path, ports: list[int]) -> tuple[Command, ...]:
         config = workdir / "mosquitto.conf"

@@ -1,6 +1,6 @@
-"""NATS: nats-server with JetStream (file storage in the broker's private dir) on a loopback port, the pinned
-container image, or a cluster of nodes joined by routes (JetStream clustered: a Raft meta group, and a Raft
-group per replicated stream).
+"""NATS: nats-server with JetStream (file storage in the broker's private dir) on a loopback port, here or in
+an image (the pinned official one, or one built here with the binary the process backend runs), or a cluster
+of nodes joined by routes (JetStream clustered: a Raft meta group, and a Raft group per replicated stream).
 
 Core NATS and JetStream are the same server: JetStream is always enabled, so a driver variant chooses
 between core subjects (at-most-once) and streams. A cluster's nodes each have a ``server_name`` (``node<i>``,
@@ -22,9 +22,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from harness.brokers._base import ProbeError, Provisioner, host_port
+from harness.brokers._base import ProbeError, Provisioner, command_output, host_port
 from harness.brokers._ports import LOOPBACK, free_ports
-from harness.brokers._spec import ClusterLaunch, Command, ContainerSpec, NodeHost, NodeLaunch
+from harness.brokers._spec import ClusterLaunch, Command, NodeHost, NodeLaunch, PinnedImage
 from harness.brokers._wire import connect
 
 if TYPE_CHECKING:
@@ -70,10 +70,7 @@ class NatsProvisioner(Provisioner):
     binaries = ("nats-server",)
 
     url_template = "nats://{host}:{port}"
-    container = ContainerSpec(
-        IMAGE, 4222, url_template, command=("--config", "/etc/nats/mqbench.conf"),
-        files={"/etc/nats/mqbench.conf": server_config("0.0.0.0:4222", "/data/jetstream")},
-    )
+    image = PinnedImage(IMAGE, {"binary": "/nats-server"})  # a scratch image: the binary at its root
     max_nodes = 5
     cluster_note = "JetStream clustered: nodes joined by routes, Raft per replicated stream"
 
@@ -83,6 +80,10 @@ class NatsProvisioner(Provisioner):
 
         built = cache_dir() / "bin" / self.binaries[0]
         return str(built) if built.is_file() and os.access(built, os.X_OK) else super().find_binary()
+
+    def binary_version(self, binary: str) -> str:
+        out = command_output(binary, "--version").split()  # "nats-server: v2.15.2"
+        return out[-1].removeprefix("v") if out else ""
 
     def commands(self, binary: str, workdir: Path, ports: list[int]) -> tuple[Command, ...]:
         config = workdir / "nats.conf"

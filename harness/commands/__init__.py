@@ -11,6 +11,7 @@ from harness.commands import (
     compare,
     crosscheck,
     history,
+    images,
     regress,
     report,
     systems,
@@ -18,6 +19,6 @@ from harness.commands import (
 )
 
 #: In the order ``mqbench --help`` lists them.
-COMMANDS = (compare, crosscheck, systems, validate, calibrate, report, history, regress, baseline)
+COMMANDS = (compare, crosscheck, systems, images, validate, calibrate, report, history, regress, baseline)
 
 __all__ = ["COMMANDS"]

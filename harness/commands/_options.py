@@ -24,7 +24,8 @@ def add_broker_options(parser: argparse.ArgumentParser) -> None:
     """``--broker NAME=URL`` (repeatable) and ``--backend``."""
     parser.add_argument("--broker", action="append", metavar="NAME=URL", help="use a broker you already run")
     parser.add_argument("--backend", choices=BACKENDS, default="auto",
-                        help="how to start brokers (default auto: containers if Docker answers, else local process)")
+                        help="how to start brokers (default auto: containers when a Docker engine answers and the "
+                        "broker's image is here or can be pulled, else a local process)")
 
 
 def add_run_options(parser: argparse.ArgumentParser, default_scenarios: Sequence[str], systems: str) -> None:

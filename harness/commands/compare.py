@@ -102,10 +102,9 @@ def end_of_run_tables(summary: pd.DataFrame) -> list[Table]:
     frame = summary.copy()
     if "clock_uncertainty_us" not in frame:  # a summary from before runs on a cluster
         frame["clock_uncertainty_us"] = float("nan")
-    frame["rate"] = frame["rate"].fillna(-1)  # "max" would otherwise drop out of the groupby
     if "parity" not in frame:  # a summary from before parity labels
         frame["parity"] = ""
-    cases = frame.groupby(_CASE, sort=False).agg(
+    cases = frame.groupby(_CASE, sort=False, dropna=False).agg(
         reps=("repetition", "count"),
         snd=("sender_msgs_per_s", "median"),
         rcv=("receiver_msgs_per_s", "median"),
@@ -134,7 +133,7 @@ def end_of_run_tables(summary: pd.DataFrame) -> list[Table]:
                 (str(r["label"]) if r["variant"] in ("default", None) else f"{r['label']}/{r['variant']}")
                 + (f" {MARK}" if r["bound"] else ""),
                 units.size(int(r["size"])),
-                "max" if r["rate"] < 0 else units.count(float(r["rate"])),
+                units.rate_text(r["rate"], units.count),
                 units.count(r["snd"]),
                 units.count(r["rcv"]),
                 *(units.uncertain_us(r[k], r["clock"], units.duration_us, spread=False) for k in ("p50", "p99", "p999", "mx")),

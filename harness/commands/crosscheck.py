@@ -32,8 +32,8 @@ from harness.drivers import BROKERLESS, SYSTEMS
 NAME = "crosscheck"
 DEFAULT_SCENARIOS = ("scenarios/crosscheck.yaml",)
 TABLE_WIDTH = 100
-_COLUMNS = (Column("system/variant"), Column("tool"), *numeric("harness\nmsg/s", "tool\nmsg/s", "R"),
-            Column("vs"), *numeric("tool\np50", "tool\np99"), Column("lat"), Column("bound"))
+_COLUMNS = (Column("system/variant"), Column("tool"), Column("tool\nas"), *numeric("harness\nmsg/s", "tool\nmsg/s", "R"),
+            Column("vs"), *numeric("tool\np50", "tool\np99"), Column("bound"))
 _LATENCY = {"one-way": "1-way", "round trip": "rtt"}
 
 
@@ -57,32 +57,47 @@ def run(args: argparse.Namespace, console: Console) -> int:
     if isinstance(outcome, int):
         return outcome
     console.print(crosscheck_table(outcome.rows), width=TABLE_WIDTH)
+    for line in capacity(outcome.rows):
+        console.print(line, highlight=False, markup=False)
     for line in not_measured(outcome.rows):
         console.print(line, highlight=False)
     return run_footer(console, outcome.run_dir, outcome.complete, outcome.problems)
 
 
 def crosscheck_table(rows: pd.DataFrame) -> Table:
-    """Median over repetitions per variant x tool; R < 0.5 marked client-bound."""
+    """Median over repetitions per variant x tool x reference; R < 0.5 against the tool with the row's
+    settings marked client-bound; against the tool at its best, R is the fraction of the broker's capacity."""
     from harness.metrics.crosscheck import CLIENT_BOUND, median_rows
 
     medians = median_rows(rows.to_dict("records")) if not rows.empty else []
     cells = []
     for m in medians:
         variant = m["system"] if m["variant"] in ("default", "", None) else f"{m['system']}/{m['variant']}"
+        tool, way = str(m["tool"]), "best" if m["reference"] == "best" else "row"
         if m["status"] != "ok":
-            cells.append([variant, str(m["tool"]), "", "", "", "", "", "", "", m["status"]])
+            cells.append([variant, tool, way, "", "", "", "", "", "", m["status"]])
             continue
         cells.append([
-            variant, str(m["tool"]), units.count(m["harness_rate"]), units.count(m["tool_rate"]), _r(m["R"]),
+            variant, tool, way, units.count(m["harness_rate"]), units.count(m["tool_rate"]), _r(m["R"]),
             "send" if m["rate_kind"] == "sender" else "recv",
-            units.duration_us(m["tool_lat_p50_us"]), units.duration_us(m["tool_lat_p99_us"]),
-            _LATENCY.get(m["tool_lat_kind"], m["tool_lat_kind"]), "client" if m["client_bound"] else "",
+            " ".join(x for x in (units.duration_us(m["tool_lat_p50_us"]),
+                                 _LATENCY.get(m["tool_lat_kind"], m["tool_lat_kind"])) if x),
+            units.duration_us(m["tool_lat_p99_us"]), "client" if m["client_bound"] else "",
         ])
     reps = max((m["reps"] for m in medians), default=0)
     title = (f"crosscheck: median of {reps} repetitions; R = harness receiver msg/s ÷ tool's (receiver, or "
-             f"sender where vs = send); bound = client: R < {CLIENT_BOUND:g}, the row measures its client")
+             f"sender where vs = send); tool p50 with its kind (1-way, rtt); tool as: row = with the row's settings, best = at its best on the broker, "
+             f"where R is the fraction of the broker's capacity the row reached; bound = client: R < {CLIENT_BOUND:g} against the tool with the row's "
+             "settings, the row measures its client")
     return table(_COLUMNS, cells, title=title, width=TABLE_WIDTH)
+
+
+def capacity(rows: pd.DataFrame) -> list[str]:
+    """Per row variant, in words: the fraction of the broker's capacity it reached, and R."""
+    from harness.metrics.crosscheck import capacity_sentences, median_rows
+    from harness.report._context import row_name
+
+    return capacity_sentences(median_rows(rows.to_dict("records")), row_name) if not rows.empty else []
 
 
 def not_measured(rows: pd.DataFrame) -> list[str]:

@@ -29,6 +29,7 @@ from harness.regression import (
     read_baseline,
     read_run_data,
     regressions,
+    split_reference,
 )
 
 NAME = "regress"
@@ -81,6 +82,14 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         default=0.05,
         metavar="P",
         help="significance level of the one-sided Mann-Whitney U test (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--report-only",
+        action="append",
+        default=[],
+        metavar="SYSTEM[:VARIANT]",
+        help="judge and show this system's (variant's) metrics but never fail on them, repeatable: rows whose "
+             "ratio rests on a free core (mqcore's busy polling) beside the rows that gate (docs/regression.md)",
     )
     parser.add_argument(
         "--baseline-system",
@@ -148,6 +157,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
             metric_thresholds=metric_thresholds,
             baseline_systems=baseline_systems,
         )
+        reported = [split_reference(item) for item in args.report_only]
     except RegressionInputError as exc:
         return fail(exc)
     for line in (
@@ -162,8 +172,19 @@ def run(args: argparse.Namespace, console: Console) -> int:
     ))
     for note in notes:
         console.print(note, soft_wrap=True, highlight=False)
-    console.print(verdict_line(results, alpha), soft_wrap=True, highlight=False, markup=False)
-    return EXIT_FAILED if regressions(results) else EXIT_OK
+    gated = [r for r in results if not reported_only(r, reported)]
+    shown = [r for r in regressions(results) if reported_only(r, reported)]
+    if shown:
+        console.print("Reported, not gated: " + "; ".join(r.describe() for r in shown), soft_wrap=True,
+                      highlight=False, markup=False)
+    console.print(verdict_line(gated, alpha), soft_wrap=True, highlight=False, markup=False)
+    return EXIT_FAILED if regressions(gated) else EXIT_OK
+
+
+def reported_only(result: MetricResult, reported: Sequence[tuple[str, str | None]]) -> bool:
+    """Whether ``result`` belongs to a system (and variant, when one is named) given to --report-only."""
+    return any(result.system == system and (variant is None or result.key.get("variant") == variant)
+               for system, variant in reported)
 
 
 def _case(result: MetricResult) -> str:

@@ -1,4 +1,5 @@
-"""``mqbench systems``: for each system, whether it can run here, through which backend, or why not."""
+"""``mqbench systems``: for each system, whether it can run here, through which backend, or why not; for each
+broker also which backends are ready here (a local process; containers, with the image they would run)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,8 @@ from harness.drivers.base import DriverError
 from harness.scenario import ScenarioError
 
 NAME = "systems"
-_COLUMNS = (Column("system"), Column("ready"), Column("backend"), Column("detail"))
+_COLUMNS = (Column("system"), Column("ready"), Column("backend"), Column("process"), Column("containers"),
+            Column("detail"))
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -40,8 +42,28 @@ def _client_rows(system: str, system_ready: bool, backend: str) -> list[list[str
             reason = str(exc)
         ready = system_ready and reason is None
         detail = reason or (cls.ready_detail() if cls.runs_in_jvm else f"{client} {_version(client)}")
-        rows.append([f"{system} ({client})", "yes" if ready else "no", backend or "–", detail])
+        rows.append([f"{system} ({client})", "yes" if ready else "no", backend or "–", "", "", detail])
     return rows
+
+
+def _backends(system: str, reason: str) -> tuple[str, str, str]:
+    """For a broker: whether a local process can run it ("yes"/"no"), the image containers would run it in
+    (or "no"), and ``reason`` with the why-not of each backend that is not ready and not already in it."""
+    from harness.brokers import containers_reason, provisioner
+    from harness.brokers._images import choose
+
+    prov = provisioner(system)
+    if prov is None:
+        return "–", "–", reason
+    notes = [reason]
+    process_why = prov.process_unavailable_reason()
+    if process_why and process_why not in reason:
+        notes.append(f"process: {process_why}")
+    containers_why = containers_reason(system)
+    image = choose(system).image if containers_why is None else None
+    if containers_why and containers_why not in reason:
+        notes.append(f"containers: {containers_why}")
+    return ("no" if process_why else "yes"), (image.name if image is not None else "no"), "; ".join(notes)
 
 
 def _version(distribution: str) -> str:
@@ -61,7 +83,8 @@ def run(args: argparse.Namespace, console: Console) -> int:
     rows = []
     for system in SYSTEMS:
         st = system_status(system, brokers, args.backend)
-        rows.append([system, "yes" if st.ready else "no", st.backend or "–", st.reason])
+        process, containers, detail = _backends(system, st.reason)
+        rows.append([system, "yes" if st.ready else "no", st.backend or "–", process, containers, detail])
         rows.extend(_client_rows(system, st.ready, st.backend))
     width = console.width
     console.print(table(_COLUMNS, rows, title="systems", width=width), width=width)

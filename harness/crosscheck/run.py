@@ -2,10 +2,14 @@
 
 Per scenario and broker system: one broker is provisioned for all repetitions; for each repetition and
 variant the harness runs its case (through ``harness.runner``, raw records into the run folder as in
-``compare``), then every tool of that system runs the same case (size, producers, consumers, guarantee,
-window) against the same endpoint (``ratio.interleaved``). After the last system the pipeline summarises
-the run; each row's harness rate is that summary's receiver msg/s. The table goes to ``crosscheck.parquet``
-/ ``.csv`` and the report gets a section. A tool that cannot run gives a row that says why in one sentence.
+``compare``), then every tool of that system that applies to the variant runs with the variant's settings
+(size, producers, consumers, guarantee, window), then the variant's tool at its best on the broker
+(``Tool.best``; a best run another variant of this repetition already made, or one equal to the run with the
+row's settings, is not made again), all against the same endpoint (``ratio.interleaved``). Tools run for
+their ramp and a fixed number of seconds of steady state: the scenario's ``duration``, else
+``DEFAULT_SECONDS``. After the last system the pipeline summarises the run; each row's harness rate is that
+summary's receiver msg/s. The table goes to ``crosscheck.parquet`` / ``.csv`` and the report gets a section. A
+tool that cannot run gives a row that says why in one sentence.
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ from rich.console import Console
 from harness.brokers import broker_control, provision
 from harness.compare import CompareError, resolve_systems
 from harness.crosscheck._tool import CrossCase, Tool, ToolFailed, ToolMissing, ToolResult
-from harness.crosscheck.ratio import CLIENT_BOUND, HarnessSide, interleaved, row
+from harness.crosscheck.ratio import BEST, CLIENT_BOUND, MATCHED, HarnessSide, interleaved, row
 from harness.crosscheck.tools import ToolUnavailable, load_tool, tool_keys
 from harness.drivers import BROKERLESS, SYSTEMS, driver_class
 from harness.drivers.base import BrokerEndpoint, DriverError
@@ -35,7 +39,8 @@ from harness.pipeline import PipelineError, summarise_run
 from harness.report import write_report_from_summary
 from harness.runfolder import RunFolder, RunFolderError
 from harness.runfolder.schema import CROSSCHECK, CROSSCHECK_COLUMNS
-from harness.runner.case import System, run_cases, supports, variant_reason
+from harness.runner.case import CaseSpec, System, run_cases
+from harness.runner.plan import RunPlan
 from harness.runner.proc import CpuMeter, CpuUse, cpu_seconds
 from harness.runner.worker import HOT_LOOPS
 from harness.scenario import Scenario, Variant
@@ -43,6 +48,7 @@ from harness.scenario import Scenario, Variant
 #: The driver option that is each system's window of messages in flight (pipeline depth for Redis).
 WINDOW_OPTION = {"redis": "pipeline", "rabbitmq": "confirm_window", "mqtt": "inflight", "activemq": "prefetch"}
 DEFAULT_WINDOW = 1000  # PerfTest's -c in the issue's terms; for systems whose driver has no window option
+DEFAULT_SECONDS = 10.0  # of steady state each tool measures when the scenario counts messages
 
 
 @dataclass
@@ -64,6 +70,7 @@ class _Pending:
     result: ToolResult | None
     status: str = "ok"
     note: str = ""
+    reference: str = MATCHED
 
 
 def crosscheck(
@@ -100,13 +107,15 @@ def crosscheck(
             console.print(f"not run, cannot run here: {st.system}: {st.reason}", highlight=False)
     pending: list[_Pending] = []
     problems: list[str] = []
+    plan = RunPlan.build(scenarios, order)
     try:
         for sc in scenarios:
-            for system in order:
-                if (sc.systems is None or system in sc.systems) and supports(system, sc):
-                    _system(sc, system, statuses[system].backend, brokers, run, console, problems, strict, pending)
+            for system in plan.systems_for(sc):
+                variants = [v for v in plan.variants(sc) if v.system == system]
+                _system(sc, system, variants, statuses[system].backend, brokers, run, console, problems, strict,
+                        pending)
             for st in statuses.values():
-                if not st.ready and st.system not in BROKERLESS and (sc.systems is None or st.system in sc.systems):
+                if not st.ready and st.system not in BROKERLESS and sc.lists(st.system):
                     pending += _not_measured(sc, st.system, {key: st.reason for key in tool_keys(st.system)})
                     if strict:
                         problems.append(f"{st.system} cannot run here: {st.reason}")
@@ -147,12 +156,12 @@ def _tools(system: str) -> tuple[dict[str, Tool], dict[str, str]]:
 
 
 def _system(
-    sc: Scenario, system: str, backend: str, brokers: Mapping[str, str], run: RunFolder, console: Console,
-    problems: list[str], strict: bool, out: list[_Pending],
+    sc: Scenario, system: str, variants: Sequence[Variant], backend: str, brokers: Mapping[str, str],
+    run: RunFolder, console: Console, problems: list[str], strict: bool, out: list[_Pending],
 ) -> None:
-    """Append the rows of ``system`` to ``out`` as each is measured (an interrupted run keeps them)."""
+    """Append the rows of ``system``'s ``variants`` (those the run plan runs) to ``out`` as each is measured
+    (an interrupted run keeps them)."""
     tools, missing = _tools(system)
-    variants = [v for v in sc.variants_for(system) if variant_reason(v) is None]
     for key, reason in missing.items():
         console.print(f"[yellow]![/] {system}: tool {key} missing: {reason}", highlight=False)
         if strict:
@@ -174,8 +183,18 @@ def _system(
         for size in sc.message_sizes:
             cases = {v.name: _case(sc, v, size, endpoint) for v in variants}
             by_name = {v.name: v for v in variants}
+            applying = {name: [key for key, tool in tools.items() if tool.applies(case)]
+                        for name, (case, _) in cases.items()}
+            best_of = {name: next((key for key in keys if tools[key].best(cases[name][0]) is not None), None)
+                       for name, keys in applying.items()}
+            for name, keys in applying.items():
+                if not keys:
+                    why = f"no crosscheck tool of {system} applies to its variant {name}"
+                    problems.append(f"{system}/{name}: {why}")
+                    out += _not_measured(sc, system, {system: why})
             sides: dict[tuple[str, int], HarnessSide] = {}
-            for step in interleaved(sc.repetitions, list(by_name), list(tools)):
+            made: dict[tuple[Any, ...], _Pending] = {}  # this repetition's tool runs, by tool and case
+            for step in interleaved(sc.repetitions, list(by_name), applying, best_of):
                 case, labels = cases[step.variant]
                 where = f"{system}/{step.variant} {size} B rep {step.repetition + 1}"
                 if step.tool is None:
@@ -187,8 +206,17 @@ def _system(
                     continue
                 tool = tools[step.tool]
                 side = sides[(step.variant, step.repetition)]
-                with console.status(f"{where}: {tool.name}…"):
-                    out.append(_tool_run(sc.name, tool, case, side, endpoint, run, pids, console, problems, where))
+                ran = tool.best(case) if step.best else case
+                assert ran is not None
+                done = (step.repetition, step.tool, ran.key())
+                if done not in made:
+                    label = f"{tool.name} at its best" if step.best else tool.name
+                    with console.status(f"{where}: {label}…"):
+                        made[done] = _tool_run(sc.name, tool, ran, side, endpoint, run, pids, console, problems,
+                                               where)
+                first = made[done]
+                out.append(dataclasses.replace(first, case=case, harness=side,
+                                               reference=BEST if step.best else MATCHED))
 
 
 def _not_measured(sc: Scenario, system: str, reasons: Mapping[str, str]) -> list[_Pending]:
@@ -206,7 +234,7 @@ def _case(sc: Scenario, variant: Variant, size: int, endpoint: BrokerEndpoint) -
                                if dataclasses.is_dataclass(opts) and not isinstance(opts, type) else {})
     window = int(options.get(WINDOW_OPTION.get(variant.system, ""), DEFAULT_WINDOW))
     case = CrossCase(variant.system, size, sc.messages or 0, sc.producers, sc.consumers,
-                     driver.guarantee().value, window, options)
+                     driver.guarantee().value, window, options, seconds=sc.duration or DEFAULT_SECONDS)
     return case, {"label": driver.label(), "client": driver.client_name() or driver.name}
 
 
@@ -218,7 +246,7 @@ def _harness(
     before = _workers_cpu()
     t0 = time.monotonic()
     meter = CpuMeter({"broker": pids}).start()
-    run_cases([(sc, variant, size, None, rep)], {variant.system: System(endpoint, backend)}, run, console, problems)
+    run_cases([CaseSpec(sc, variant, size, None, rep)], {variant.system: System(endpoint, backend)}, run, console, problems)
     broker = [u for u in meter.stop() if pids]
     return [CpuUse("harness", _workers_cpu() - before, time.monotonic() - t0), *broker]
 
@@ -234,25 +262,38 @@ def _workers_cpu() -> float:
     return (cpu_seconds(server) if server else 0.0) + own.ru_utime + own.ru_stime
 
 
+ATTEMPTS = 2  # runs of a tool per repetition: a shared machine stalls a JVM tool now and then
+
+
 def _tool_run(
     scenario: str, tool: Tool, case: CrossCase, side: HarnessSide, endpoint: BrokerEndpoint, run: RunFolder,
     pids: list[int], console: Console, problems: list[str], where: str,
 ) -> _Pending:
-    # Absolute: tools run with their own working directory and are handed file paths under this one.
-    workdir = (run.work_dir / f"tool-{time.monotonic_ns()}").resolve()
-    try:
-        result = tool.run(case, endpoint, workdir, pids)
-    except (ToolMissing, ToolFailed, ValueError) as exc:
-        # ValueError: an adapter's parser found no figure in the tool's output (a tool cut short, say).
-        status = "missing" if isinstance(exc, ToolMissing) else "failed"
-        if isinstance(exc, ValueError):
-            exc = ToolFailed(f"its output held no figure ({exc})")
-        console.print(f"[red]✗[/] {where}: {tool.name}: {exc}", highlight=False)
-        problems.append(f"{where}: {tool.name}: {exc}")
-        return _Pending(scenario, case, side, tool.name, None, status, str(exc))
-    finally:
-        shutil.rmtree(workdir, ignore_errors=True)
-    return _Pending(scenario, case, side, tool.name, result)
+    """One repetition of ``tool``; a run that fails is made once more (the first failure is kept in the
+    row's note), a tool that is missing is not."""
+    failures: list[str] = []
+    for _ in range(ATTEMPTS):
+        # Absolute: tools run with their own working directory and are handed file paths under this one.
+        workdir = (run.work_dir / f"tool-{time.monotonic_ns()}").resolve()
+        try:
+            result = tool.run(case, endpoint, workdir, pids)
+        except (ToolMissing, ToolFailed, ValueError) as exc:
+            # ValueError: an adapter's parser found no figure in the tool's output (a tool cut short, say).
+            if isinstance(exc, ValueError):
+                exc = ToolFailed(f"its output held no figure ({exc})")
+            console.print(f"[red]✗[/] {where}: {tool.name}: {exc}", highlight=False)
+            if isinstance(exc, ToolMissing):
+                problems.append(f"{where}: {tool.name}: {exc}")
+                return _Pending(scenario, case, side, tool.name, None, "missing", str(exc))
+            failures.append(str(exc))
+            continue
+        finally:
+            shutil.rmtree(workdir, ignore_errors=True)
+        if failures:
+            result = dataclasses.replace(result, note=f"{result.note}; made again after: {failures[0]}")
+        return _Pending(scenario, case, side, tool.name, result)
+    problems.append(f"{where}: {tool.name}: {failures[-1]}")
+    return _Pending(scenario, case, side, tool.name, None, "failed", "; ".join(failures))
 
 
 def _rows(run: RunFolder, pending: list[_Pending], console: Console, problems: list[str],
@@ -283,5 +324,5 @@ def _frame(pending: list[_Pending], rates: Mapping[tuple[Any, ...], float]) -> p
     for p in pending:
         key = (p.scenario, p.case.system, p.harness.variant, p.case.size, p.harness.repetition)
         side = dataclasses.replace(p.harness, receiver_rate=rates.get(key, float("nan")))
-        rows.append(row(p.case, side, p.tool, p.result, p.status, p.note))
+        rows.append(row(p.case, side, p.tool, p.result, p.status, p.note, p.reference))
     return pd.DataFrame(rows, columns=list(CROSSCHECK_COLUMNS))

@@ -102,6 +102,7 @@ class _Session:
         self.cond = threading.Condition()
         self.error: str | None = None
         self.deliver: Callable[[Any], None] | None = None
+        self.on_receipt: Callable[[str], None] | None = None  # called on the receiver thread per receipt
         self.conn.set_listener("mqbench", _listener(self))
         self.ids = itertools.count()
         login = unquote(url.username) if url.username else None
@@ -148,8 +149,11 @@ def _listener(session: _Session) -> Any:
                 session.deliver(frame)
 
         def on_receipt(self, frame: Any) -> None:
+            receipt = frame.headers.get("receipt-id", "")
+            if session.on_receipt is not None:
+                session.on_receipt(receipt)
             with session.cond:
-                session.receipts.add(frame.headers.get("receipt-id", ""))
+                session.receipts.add(receipt)
                 session.cond.notify_all()
 
         def on_error(self, frame: Any) -> None:
@@ -168,7 +172,11 @@ def _listener(session: _Session) -> Any:
 class _StompProducer(Producer):
     """With transactions, at-least-once across a lost connection: the bodies of the open transaction and
     of the COMMIT in flight are left in ``carry`` (the driver's), and the producer the runner creates next
-    on this driver sends them again first; a message may then arrive twice, never not at all."""
+    on this driver sends them again first; a message may then arrive twice, never not at all.
+
+    Outcomes (``watch_outcomes``, with transactions): the receipt of a COMMIT acknowledges every send of its
+    transaction; it is reported from stomp.py's receiver thread as it arrives, not when the producer next
+    waits for it."""
 
     def __init__(self, session: _Session, destination: str, opts: ActiveMQOptions, carry: list[bytes]) -> None:
         self.session, self.destination = session, destination
@@ -182,11 +190,29 @@ class _StompProducer(Producer):
         self.open: list[bytes] = []  # bodies sent in the open transaction
         self.in_commit: list[bytes] = []  # bodies of the COMMIT in flight
         self.carry = carry
+        self.report: Callable[[int, int, bool], None] | None = None
+        self.count = 0  # sends so far (a predecessor's carried bodies are not this producer's sends)
+        self.tx_first = 0  # the send number of the open transaction's first send
+        self.commits: dict[str, tuple[int, int]] = {}  # COMMIT receipt -> (first send, sends), until it came
         if self.transactions and carry:  # carry stays until the broker confirmed it
             for body in carry:
                 self._send_in_tx(body)
             self.flush(RECEIPT_TIMEOUT)
             carry.clear()
+
+    def watch_outcomes(self, report: Callable[[int, int, bool], None]) -> bool:
+        if not self.transactions:  # no receipts, or one per send, awaited in send (synchronous)
+            return False
+        self.report = report
+        commits = self.commits
+
+        def on_receipt(receipt: str) -> None:
+            sends = commits.pop(receipt, None)
+            if sends is not None and sends[1]:
+                report(sends[0], sends[1], True)
+
+        self.session.on_receipt = on_receipt
+        return True
 
     def _send_in_tx(self, body: bytes) -> None:
         conn = self.session.conn
@@ -202,6 +228,7 @@ class _StompProducer(Producer):
         try:
             if self.transactions:
                 self._send_in_tx(bytes(payload))
+                self.count += 1
                 if self.batch.due():
                     self._commit()
                     self.batch.done()
@@ -223,12 +250,16 @@ class _StompProducer(Producer):
         if self.transactions:
             self.carry[:] = [*self.in_commit, *self.open]
             self.in_commit, self.open, self.tx, self.committing = [], [], None, None
+            self.tx_first = self.count
 
     def _commit(self) -> None:
         """COMMIT the open transaction with a receipt, after the previous COMMIT's receipt came (one in
         flight: the broker works on this batch while the next one is sent)."""
         assert self.tx is not None
         receipt = self.session.receipt_id()
+        if self.report is not None:  # before the COMMIT leaves: its receipt may come at once
+            self.commits[receipt] = (self.tx_first, self.count - self.tx_first)
+        self.tx_first = self.count
         self.session.conn.commit(self.tx, headers={"receipt": receipt})
         self.tx = None
         if self.committing is not None:

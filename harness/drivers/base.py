@@ -52,6 +52,11 @@ class Topology:
     consumers: int
     message_size: int
     run_tag: str
+    keys: int = 0  # distinct message keys the producers send with (``Producer.send_keyed``); 0: no keys
+
+    def key_names(self) -> list[bytes]:
+        """The message keys of a keyed run, the same in every process: ``k0`` .. ``k<keys - 1>``."""
+        return [b"k%d" % i for i in range(self.keys)]
 
     def topic_name(self, index: int) -> str:
         return f"mqbench-{self.run_tag}-t{index}"
@@ -119,6 +124,12 @@ class Producer(ABC):
     @abstractmethod
     def send(self, payload: bytearray) -> None:
         """Hand one message over. Blocks when the system applies back-pressure; raises DriverError on failure."""
+
+    def send_keyed(self, payload: bytearray, key: bytes) -> None:
+        """With ``Capabilities.keys``: ``send`` with a message key (one of ``Topology.key_names``), which the
+        system routes by: Kafka's record key (the partition by its hash), RabbitMQ's routing key, a NATS
+        subject or an MQTT topic below the topic's. Same contract as ``send`` otherwise."""
+        raise DriverError(f"{type(self).__name__} has no message keys")
 
     def watch_outcomes(self, report: Callable[[int, int, bool], None]) -> bool:
         """Ask to be told what became of each send when the system says so later (publisher confirms,
@@ -199,12 +210,19 @@ class Capabilities:
     #: ``Producer.send`` accepts any buffer (e.g. a memoryview slice) and has copied it by the time it
     #: returns: the runner may send full-speed runs from one reused block of messages.
     batch_send: bool = False
+    #: With ``batch_send``: the library converts any other buffer to ``bytes`` in Python before it sends
+    #: (mqcore), so the runner hands it one ``bytes`` object per message, made in C from the stamped block, as
+    #: an application would make its message, rather than a view it would convert at a Python call's cost.
+    send_bytes: bool = False
     #: The producer buffers or windows sends: the runner calls ``Producer.flush`` after the last one.
     flush: bool = False
     #: Pub/sub subscriptions reach a publisher some time after the subscriber is ready, and what it sends
     #: before then is dropped (brokerless PUB/SUB: the slow joiner). The runner then starts a pub/sub case
     #: only once every consumer has heard a probe from each of its producers (needs ``pull_receive``).
     slow_joiner: bool = False
+    #: ``Producer.send_keyed`` works: what a message key is in this system, in words ("record key: the
+    #: partition by its hash"); empty when the system has no keys (a keyed scenario skips it, saying so).
+    keys: str = ""
 
 
 class Driver(ABC):
@@ -337,6 +355,7 @@ def _topology_dict(t: Topology) -> dict[str, Any]:
         "consumers": t.consumers,
         "message_size": t.message_size,
         "run_tag": t.run_tag,
+        "keys": t.keys,
     }
 
 
@@ -349,4 +368,5 @@ def topology_from_plan(plan: Mapping[str, Any]) -> Topology:
         consumers=int(d["consumers"]),
         message_size=int(d["message_size"]),
         run_tag=str(d["run_tag"]),
+        keys=int(d.get("keys", 0)),
     )

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from harness.drivers.base import (
+    Capabilities,
     ClusterShape,
     Consumer,
     DriverError,
@@ -45,6 +46,8 @@ from harness.drivers.options import option
 
 ACKS = {"0": 0, "1": 1, "all": "all", "-1": "all"}
 CLIENTS = ("kafka-python", "confluent-kafka")
+COMPRESSIONS = ("none", "gzip", "snappy", "lz4", "zstd")
+KEYS = "record key: the partition by its hash (murmur2)"
 CONFLUENT_POLL_EVERY = 1000  # confluent-kafka producer: serve librdkafka's events once per this many sends
 # kafka-python backs off exponentially up to 30 s between attempts to reach a broker, and its metadata refresh
 # shares that backoff: after a broker restart (which raises the partitions' leader epoch) a consumer keeps
@@ -63,6 +66,8 @@ class KafkaOptions:
     batch_size: int = option(16384, minimum=1)
     partitions: int = option(1, minimum=1)
     client: str = option("kafka-python", choices=CLIENTS)
+    # the producer's batch compression (compression.type); kafka-python needs the lz4 / zstandard packages
+    compression: str = option("none", choices=COMPRESSIONS)
 
 
 class KafkaDriver(BrokerDriver):
@@ -73,6 +78,7 @@ class KafkaDriver(BrokerDriver):
     client_module = "kafka"
     options_type = KafkaOptions
     opts: KafkaOptions
+    capabilities = Capabilities(flush=True, keys=KEYS)
 
     def __init__(self, options: Mapping[str, Any], broker: Any = None) -> None:
         super().__init__(options, broker)
@@ -233,6 +239,7 @@ class _KafkaProducer(RoundRobinProducer):
             acks=ACKS[opts.acks],
             linger_ms=opts.linger_ms,
             batch_size=opts.batch_size,
+            compression_type=None if opts.compression == "none" else opts.compression,
             enable_idempotence=driver.idempotent(),
             delivery_timeout_ms=DELIVERY_TIMEOUT_MS,  # retries: unbounded (the default) within this time
             max_request_size=8 * 1024 * 1024,
@@ -254,12 +261,19 @@ class _KafkaProducer(RoundRobinProducer):
         report(index, 1, accepted)
 
     def send(self, payload: bytearray) -> None:
-        partition = self._partition()
+        self._send(payload, None, self._partition())
+
+    def send_keyed(self, payload: bytearray, key: bytes) -> None:
+        if self.error is not None:
+            raise DriverError(f"kafka failed to deliver a message: {self.error!r}")
+        self._send(payload, key, None)  # no partition given: the client's partitioner hashes the key
+
+    def _send(self, payload: bytearray, key: bytes | None, partition: int | None) -> None:
         index = self.sent
         self.sent += 1
         try:
             # The client batches asynchronously, so it gets its own copy of the reused buffer.
-            future = self.producer.send(self.topic, value=bytes(payload), partition=partition)
+            future = self.producer.send(self.topic, value=bytes(payload), key=key, partition=partition)
         except Exception as exc:  # buffer full for max_block_ms, message too large, ...
             raise DriverError(f"kafka refused a message: {exc!r}") from None
         if self.report is not None:

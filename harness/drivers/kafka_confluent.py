@@ -68,8 +68,10 @@ class ConfluentProducer(RoundRobinProducer):
         self.config = {
             **_common(driver),
             "acks": str(acks) if acks != "all" else "all",
+            "partitioner": "murmur2_random",  # the Java client's partitioner, for keyed messages
             "linger.ms": opts.linger_ms,
             "batch.size": opts.batch_size,
+            "compression.type": opts.compression,
             # Idempotent with acks=all on Apache Kafka (KafkaDriver.idempotent); retries are unbounded
             # (message.send.max.retries' default) within the delivery timeout.
             "enable.idempotence": driver.idempotent(),
@@ -122,13 +124,20 @@ class ConfluentProducer(RoundRobinProducer):
             self._failed(RuntimeError(str(err)))
 
     def send(self, payload: bytearray) -> None:
-        partition = self._partition()
+        self._produce(payload, None, self._partition())
+
+    def send_keyed(self, payload: bytearray, key: bytes) -> None:
+        if self.error is not None:
+            raise DriverError(f"kafka failed to deliver a message: {self.error!r}")
+        self._produce(payload, key, -1)  # librdkafka's partitioner (murmur2 like the Java client's) hashes it
+
+    def _produce(self, payload: bytearray, key: bytes | None, partition: int) -> None:
         index = self.sent
         self.sent += 1
         extra = {} if self.report is None else {"on_delivery": functools.partial(self._outcome, index)}
         while True:
             try:
-                self.producer.produce(self.topic, bytes(payload), partition=partition, **extra)
+                self.producer.produce(self.topic, bytes(payload), key=key, partition=partition, **extra)
                 break
             except BufferError:  # librdkafka's queue is full: let it send, then try again
                 self.producer.poll(0.05)

@@ -10,10 +10,11 @@ beside the default. The run records the value in force beside mqcore's version.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import ModuleType
 from typing import Any, ClassVar
 
+from harness.drivers.base import Capabilities
 from harness.drivers.options import option
 from harness.drivers.zmq_driver import ZmqDriver, ZmqOptions
 
@@ -27,6 +28,8 @@ class MqcoreDriver(ZmqDriver):
     name: ClassVar[str] = "mqcore"
     client_packages: ClassVar[tuple[str, ...]] = ("mqbench",)
     client: ClassVar[str] = ""  # measured through its own API
+    # mqcore's send turns any buffer but bytes into bytes first, a Python call per message (docs/harness-cost.md)
+    capabilities: ClassVar[Capabilities] = replace(ZmqDriver.capabilities, send_bytes=True)
     options_type = MqcoreOptions
     opts: MqcoreOptions
 

@@ -23,8 +23,26 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from harness.drivers.base import Consumer, DriverError, Guarantee, Pattern, Producer, Role
-from harness.drivers.broker import BrokerDriver, CallbackConsumer, address, connect, guarantee, pattern, topic
+from harness.drivers.base import (
+    Capabilities,
+    Consumer,
+    DriverError,
+    Guarantee,
+    Pattern,
+    Producer,
+    Role,
+    topology_from_plan,
+)
+from harness.drivers.broker import (
+    IDLE_NS,
+    BrokerDriver,
+    CallbackConsumer,
+    address,
+    connect,
+    guarantee,
+    pattern,
+    topic,
+)
 from harness.drivers.options import option
 
 SHARE_GROUP = "mqbench"
@@ -47,6 +65,7 @@ class MqttDriver(BrokerDriver):
     client_module = "paho.mqtt.client"
     options_type = MqttOptions
     opts: MqttOptions
+    capabilities = Capabilities(flush=True, keys="a topic level: <topic>/<key>, subscribed as <topic>/+")
 
     def guarantee(self) -> Guarantee:
         # Clean sessions on a broker without persistence: nothing survives a restart.
@@ -63,7 +82,7 @@ class MqttDriver(BrokerDriver):
         return _MqttProducer(conn, topic(plan, role), self.opts.qos, self.opts.inflight)
 
     def create_consumer(self, plan: Mapping[str, Any], role: Role) -> Consumer:
-        name = topic(plan, role)
+        name = topic(plan, role) + ("/+" if topology_from_plan(plan).keys else "")
         if pattern(plan) is Pattern.QUEUE:
             name = f"$share/{SHARE_GROUP}/{name}"
         conn = _Connection(self, f"c{role.index}", manual_ack=self.opts.qos > 0, threaded=True)
@@ -150,9 +169,34 @@ class _Connection:
 
 
 class _MqttProducer(Producer):
+    """Outcomes (``watch_outcomes``, QoS 1/2): the broker's PUBACK (QoS 1) or PUBCOMP (QoS 2) of each
+    publish, reported from paho's ``on_publish`` as the producer reads it. While watched, the producer also
+    reads what has arrived, without waiting, every ``READ_EVERY`` sends and after any pause between sends,
+    so that an acknowledgement is stamped when it came rather than when the window next filled."""
+
+    READ_EVERY = 16
+
     def __init__(self, conn: _Connection, topic: str, qos: int, window: int) -> None:
         self.conn, self.topic, self.qos, self.window = conn, topic, qos, window
         self.unfinished: collections.deque[Any] = collections.deque()  # oldest first
+        self.report: Callable[[int, int, bool], None] | None = None
+        self.sends: dict[int, int] = {}  # message id -> send number, until its acknowledgement
+        self.count = 0
+        self.last = 0
+
+    def watch_outcomes(self, report: Callable[[int, int, bool], None]) -> bool:
+        if not self.qos:
+            return False
+        self.report = report
+        sends = self.sends
+
+        def on_publish(_client: Any, _userdata: Any, mid: int, _reason: Any, _props: Any) -> None:
+            index = sends.pop(mid, None)
+            if index is not None:
+                report(index, 1, True)
+
+        self.conn.client.on_publish = on_publish
+        return True
 
     def _finish(self, count: int, timeout: float) -> None:
         """Drive the network until the oldest ``count`` unfinished publishes are done."""
@@ -170,13 +214,23 @@ class _MqttProducer(Producer):
                 raise DriverError(f"mqtt publish {unfinished[0].mid} did not complete within {timeout:.0f} s")
             conn.pump(0.05)
 
-    def send(self, payload: bytearray) -> None:
+    def send_keyed(self, payload: bytearray, key: bytes) -> None:
+        self.send(payload, f"{self.topic}/{key.decode()}")
+
+    def send(self, payload: bytearray, where: str = "") -> None:
         import paho.mqtt.client as mqtt
 
         self.conn.check()
-        info = self.conn.client.publish(self.topic, bytes(payload), qos=self.qos)
+        info = self.conn.client.publish(where or self.topic, bytes(payload), qos=self.qos)
         if info.rc != mqtt.MQTT_ERR_SUCCESS:
             raise DriverError(f"mqtt publish failed: {mqtt.error_string(info.rc)}")
+        if self.report is not None:
+            self.sends[info.mid] = self.count
+            self.count += 1
+            now = time.monotonic_ns()
+            if not self.count % self.READ_EVERY or now - self.last > IDLE_NS:
+                self.conn.pump(0)  # acknowledgements that came meanwhile: reported now
+            self.last = now
         if self.qos or not info.is_published():  # QoS 0 written in publish: nothing left to wait for
             self.unfinished.append(info)
             if len(self.unfinished) >= self.window:

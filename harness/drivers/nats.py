@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from harness.drivers.base import (
+    Capabilities,
     Consumer,
     DriverError,
     Guarantee,
@@ -36,6 +37,7 @@ from harness.drivers.base import (
     Requester,
     Role,
     Topology,
+    topology_from_plan,
 )
 from harness.drivers.broker import BrokerDriver, CallbackConsumer, connect, guarantee, pattern, topic
 from harness.drivers.options import option
@@ -71,6 +73,8 @@ class NatsDriver(BrokerDriver):
     client_packages = ("nats-py",)
     client = "nats-py"
     client_module = "nats"
+    capabilities = Capabilities(flush=True, keys="a subject token: <topic>.<key>, subscribed as <topic>.* "
+                                             "(core NATS; JetStream streams take no keyed subjects yet)")
     options_type = NatsOptions
 
     def __init__(self, options: Mapping[str, Any], broker: Any = None) -> None:
@@ -128,7 +132,13 @@ class NatsDriver(BrokerDriver):
 
     # -- workers -------------------------------------------------------------------------------------
 
+    def _no_keys(self, plan: Mapping[str, Any]) -> None:
+        if self.opts.jetstream and topology_from_plan(plan).keys:
+            raise DriverError("nats JetStream streams take no keyed subjects yet; run keys on core NATS "
+                              "(jetstream: false)")
+
     def create_producer(self, plan: Mapping[str, Any], role: Role) -> Producer:
+        self._no_keys(plan)
         if self.opts.jetstream:
             from harness.drivers._nats_jetstream import JetStreamProducer
 
@@ -137,13 +147,15 @@ class NatsDriver(BrokerDriver):
         return _NatsProducer(_Session(self.url), topic(plan, role))
 
     def create_consumer(self, plan: Mapping[str, Any], role: Role) -> Consumer:
+        self._no_keys(plan)
         if self.opts.jetstream:
             from harness.drivers._nats_jetstream import JetStreamConsumer
 
             return JetStreamConsumer(_Session(self.url, reconnect=True), topic(plan, role), pattern(plan), role,
                                      self.opts.fetch)
         group = QUEUE_GROUP if pattern(plan) is Pattern.QUEUE else ""
-        return _NatsConsumer(_Session(self.url), topic(plan, role), group)
+        wildcard = ".*" if topology_from_plan(plan).keys else ""
+        return _NatsConsumer(_Session(self.url), topic(plan, role) + wildcard, group)
 
     def create_requester(self, plan: Mapping[str, Any], role: Role) -> Requester:
         return _NatsRequester(_Session(self.url), topic(plan, role))
@@ -226,7 +238,7 @@ class _Session:
 class _NatsProducer(Producer):
     def __init__(self, session: _Session, subject: str) -> None:
         self.session, self.subject = session, subject
-        self.queue: collections.deque[bytes] = collections.deque()
+        self.queue: collections.deque[bytes | tuple[str, bytes]] = collections.deque()
         self.scheduled = False  # a drain is due in the loop and has not begun
         self.room = threading.Condition()
 
@@ -236,17 +248,24 @@ class _NatsProducer(Producer):
         queue, publish, subject = self.queue, self.session.nc.publish, self.subject
         try:
             for _ in range(len(queue)):
-                await publish(subject, queue.popleft())
+                item = queue.popleft()
+                if isinstance(item, tuple):  # a keyed message: (its subject, its body)
+                    await publish(*item)
+                else:
+                    await publish(subject, item)
         except Exception as exc:  # noqa: BLE001 - reported by the next send or flush
             self.session.errors.append(exc)
             queue.clear()
         with self.room:
             self.room.notify_all()
 
-    def send(self, payload: bytearray) -> None:
+    def send_keyed(self, payload: bytearray, key: bytes) -> None:
+        self.send(payload, f"{self.subject}.{key.decode()}")
+
+    def send(self, payload: bytearray, subject: str = "") -> None:
         self.session.check()
         queue = self.queue
-        queue.append(bytes(payload))
+        queue.append((subject, bytes(payload)) if subject else bytes(payload))
         if not self.scheduled:
             self.scheduled = True
             self.session.submit(self._drain())

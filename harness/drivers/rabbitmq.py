@@ -27,6 +27,7 @@ from typing import Any
 
 from harness.drivers.base import (
     SINGLE_NODE,
+    Capabilities,
     Consumer,
     DriverError,
     Guarantee,
@@ -71,6 +72,7 @@ class RabbitMQDriver(BrokerDriver):
     client_module = "pika"
     options_type = RabbitMQOptions
     opts: RabbitMQOptions
+    capabilities = Capabilities(flush=True, keys="routing key: a direct exchange routes each message by it")
 
     def __init__(self, options: Mapping[str, Any], broker: Any = None) -> None:
         super().__init__(options, broker)
@@ -180,17 +182,23 @@ class RabbitMQDriver(BrokerDriver):
     def _declare(self, ch: Any, topology: Topology, topic: int) -> None:
         """Declare the topic's queue (queue) or fanout exchange (pubsub); idempotent. Producers and consumers
         declare it again when they connect, as applications do, so a broker that restarted without it
-        (transient variant) gets it back; only the messages it held are gone."""
+        (transient variant) gets it back; only the messages it held are gone. A keyed run routes by key:
+        the topic's exchange is a direct one (pubsub: each subscriber's queue bound with every key; queue:
+        an exchange of the queue's name, the queue bound with every key)."""
         name = topology.topic_name(topic)
         if self._kind(topology) is Pattern.PUBSUB:
-            ch.exchange_declare(name, exchange_type="fanout", durable=self.durable)
+            ch.exchange_declare(name, exchange_type="direct" if topology.keys else "fanout", durable=self.durable)
         else:
             ch.queue_declare(name, durable=self.durable, arguments=self.queue_arguments())
+            if topology.keys:
+                ch.exchange_declare(name, exchange_type="direct", durable=self.durable)
+                for key in topology.key_names():
+                    ch.queue_bind(name, name, routing_key=key.decode())
 
     def create_producer(self, plan: Mapping[str, Any], role: Role) -> Producer:
         topology = topology_from_plan(plan)
         name = topology.topic_name(role.topic)
-        if self._kind(topology) is Pattern.PUBSUB:
+        if self._kind(topology) is Pattern.PUBSUB or topology.keys:
             producer = _RabbitProducer(self._connect(), self.opts, self.durable, name, "", self.carry)
         else:
             producer = _RabbitProducer(self._connect(), self.opts, self.durable, "", name, self.carry)
@@ -354,6 +362,10 @@ class _RabbitProducer(Producer):
             self._leave_unconfirmed()
             raise
 
+    def send_keyed(self, payload: bytearray, key: bytes) -> None:
+        self.routing_key = key.decode()  # the topic's direct exchange routes by it
+        self.send(payload)
+
     def _leave_unconfirmed(self) -> None:
         self.carry[:] = self.unconfirmed
         self.unconfirmed.clear()
@@ -402,7 +414,8 @@ class _RabbitConsumer(Consumer):
                 ch.queue_declare(queue, durable=True, arguments=driver.queue_arguments())
             else:
                 queue = ch.queue_declare("", exclusive=True, auto_delete=True).method.queue
-            ch.queue_bind(queue, name)  # synchronous: bound when this returns
+            for key in self.topology.key_names() or [b""]:  # a keyed run's exchange is direct: every key
+                ch.queue_bind(queue, name, routing_key=key.decode())  # synchronous: bound when this returns
         stream = self.opts.queue_type == "stream"
         if stream:
             arguments = {"x-stream-offset": driver.offsets.get(self.role.index, "first")}

@@ -29,6 +29,7 @@ from harness.drivers.options import option
 GROUP = "mqbench"
 FIELD = b"d"
 SOCKET_TIMEOUT = 30.0
+AOF_ON_TIMEOUT = 60.0  # seconds the first rewrite of an AOF turned on at run time may take
 
 
 @dataclass(frozen=True)
@@ -91,8 +92,7 @@ class RedisDriver(BrokerDriver):
                 "redis option aof needs 'appendonly yes' and 'appendfsync always' on the external broker; "
                 "set them there or drop the option"
             )
-        client.config_set("appendfsync", "always")
-        client.config_set("appendonly", "yes")
+        turn_aof_on(client)
 
     # -- workers ---------------------------------------------------------------------------------
 
@@ -162,6 +162,13 @@ class _Wire:
         except redis.RedisError as exc:
             raise DriverError(f"redis refused a command: {exc}") from None
 
+    def ready(self) -> bool:
+        """Whether a reply (or part of one) has arrived and can be read now, without waiting."""
+        try:
+            return bool(self.conn.can_read(timeout=0))
+        except Exception:  # the connection failed: the next read says how
+            return True
+
     def call(self, *args: Any) -> Any:
         self.send(*args)
         return self.read()
@@ -178,7 +185,12 @@ class _RedisProducer(Producer):
 
     At-least-once across a lost connection: commands whose reply never came are left in ``carry`` (the
     driver's, so that the producer the runner creates next on this driver writes them again first); a
-    message may then arrive twice, never not at all."""
+    message may then arrive twice, never not at all.
+
+    Outcomes (``watch_outcomes``, pipelined): each reply is reported as it is read, for the send it answers
+    (replies come in command order; the carried commands come first and are not this producer's sends).
+    While watched, the replies that have already arrived are read after every batch, without waiting, so
+    that an acknowledgement is stamped when it came rather than when the window next filled."""
 
     def __init__(self, wire: _Wire, head: tuple[Any, ...], pipeline: int, carry: list[bytes]) -> None:
         self.wire, self.window, self.carry = wire, pipeline, carry
@@ -190,10 +202,27 @@ class _RedisProducer(Producer):
         self.unanswered: collections.deque[bytes] = collections.deque()  # written, reply not read yet
         # XADD / PUBLISH are answered once the server took the message; with a pipeline, later.
         self.acks_synchronously = pipeline == 1
+        self.report: Callable[[int, int, bool], None] | None = None
+        self.answered = 0  # replies read so far, the carried commands' included
+        self.carried = len(carry)
         if carry:  # a predecessor's unanswered commands first
             self.packed.extend(carry)
             self._write(answered=True)
             carry.clear()
+
+    def watch_outcomes(self, report: Callable[[int, int, bool], None]) -> bool:
+        if self.window == 1:  # each send waits for its own reply: synchronous
+            return False
+        self.report = report
+        return True
+
+    def _read_reply(self) -> None:
+        """Read the oldest unanswered command's reply (an error reply raises DriverError)."""
+        self.wire.read()
+        self.unanswered.popleft()
+        self.answered += 1
+        if self.report is not None and self.answered > self.carried:
+            self.report(self.answered - self.carried - 1, 1, True)
 
     def send(self, payload: bytearray) -> None:
         self.batch.begin()
@@ -208,15 +237,13 @@ class _RedisProducer(Producer):
         wire, packed, unanswered = self.wire, self.packed, self.unanswered
         try:
             while unanswered and len(unanswered) + len(packed) > self.window:
-                wire.read()
-                unanswered.popleft()
+                self._read_reply()
             if packed:
                 wire.write(b"".join(packed))
                 unanswered.extend(packed)
                 packed.clear()
-            while answered and unanswered:
-                wire.read()
-                unanswered.popleft()
+            while unanswered and (answered or (self.report is not None and wire.ready())):
+                self._read_reply()
         except DriverError:
             self.carry[:] = [*unanswered, *packed]
             unanswered.clear()
@@ -351,3 +378,22 @@ class _ChannelConsumer(Consumer):
     def close(self) -> None:
         self.pubsub.close()
         self.client.close()
+
+
+def turn_aof_on(client: Any, timeout: float = AOF_ON_TIMEOUT) -> None:
+    """``appendonly yes`` with ``appendfsync always`` on a running server, returning once the AOF holds every
+    write: Redis turns it on by rewriting the data set in a child first, and until that rewrite is done what
+    is written is kept in memory only (a crash meanwhile loses it). DriverError when the rewrite fails or
+    takes longer than ``timeout`` seconds."""
+    client.config_set("appendfsync", "always")
+    client.config_set("appendonly", "yes")
+    deadline = time.monotonic() + timeout
+    while True:
+        info = client.info("persistence")
+        if not info.get("aof_rewrite_in_progress") and not info.get("aof_rewrite_scheduled"):
+            if info.get("aof_last_bgrewrite_status", "ok") != "ok":
+                raise DriverError("redis could not turn its AOF on: the first rewrite failed (see its log)")
+            return
+        if time.monotonic() > deadline:
+            raise DriverError(f"redis's AOF was not on within {timeout:.0f} s (its first rewrite still runs)")
+        time.sleep(0.02)

@@ -1,15 +1,19 @@
-"""Crosscheck arithmetic shared by ``mqbench crosscheck`` and the report: R, the client-bound label, medians.
+"""Crosscheck arithmetic shared by ``mqbench crosscheck`` and the report: R, the client-bound label, medians,
+and the sentence that says what fraction of the broker's capacity a row reached.
 
 R = harness receiver msg/s ÷ the broker's own tool's msg/s on the same broker instance in the same minutes.
-A row whose R is below ``CLIENT_BOUND`` is labelled client-bound: the harness's client gets less than half
-of what the broker serves its own tool.
+Against the tool with the row's settings, a row whose R is below ``CLIENT_BOUND`` is labelled client-bound:
+the harness's client gets less than half of what the broker serves its own tool. Against the tool at its
+best, R is the fraction of the broker's capacity here that the row reached.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
+
+from harness import units
 
 CLIENT_BOUND = 0.5  # R below this: the row measures its client more than its broker
 
@@ -26,26 +30,52 @@ def client_bound(r: float) -> bool:
 
 
 def median_rows(rows: Sequence[Mapping[Any, Any]]) -> list[dict[str, Any]]:
-    """One row per (system, variant, tool, size): medians of the rates and R over repetitions, the
-    client-bound label of the median R, and the first non-empty status/note."""
+    """One row per (system, variant, tool, reference, size): medians of the rates and R over repetitions, the
+    client-bound label of the median R (against the tool with the row's settings only), and the first
+    non-empty status/note and settings."""
     groups: dict[tuple[Any, ...], list[Mapping[Any, Any]]] = {}
     for r in rows:
-        groups.setdefault((r["system"], r["variant"], r["tool"], r["size"]), []).append(r)
+        groups.setdefault((r["system"], r["variant"], r["tool"], r.get("reference", "matched"), r["size"]),
+                          []).append(r)
     out = []
-    for (system, variant, tool, size), members in groups.items():
+    for (system, variant, tool, reference, size), members in groups.items():
         first = members[0]
-        med = {k: _median([m[k] for m in members]) for k in
-               ("harness_rate", "tool_rate", "R", "tool_lat_p50_us", "tool_lat_p99_us",
+        med = {k: _median([m.get(k, math.nan) for m in members]) for k in
+               ("harness_rate", "tool_rate", "R", "tool_lat_p50_us", "tool_lat_p99_us", "tool_steady_s",
                 "cpu_tool_s", "cpu_broker_tool_s", "cpu_harness_s", "cpu_broker_harness_s")}
         ok = [m for m in members if m["status"] == "ok"]
         out.append({
             "system": system, "variant": variant, "client": first["client"], "label": first["label"],
-            "tool": tool, "size": size, "reps": len(ok), "rate_kind": next((m["rate_kind"] for m in ok), ""),
-            "tool_lat_kind": next((m["tool_lat_kind"] for m in ok), ""), **med,
-            "client_bound": client_bound(med["R"]),
+            "tool": tool, "reference": reference, "size": size, "reps": len(ok),
+            "rate_kind": next((m["rate_kind"] for m in ok), ""),
+            "tool_lat_kind": next((m["tool_lat_kind"] for m in ok), ""),
+            "tool_settings": next((m.get("tool_settings", "") for m in ok), ""), **med,
+            "client_bound": reference == "matched" and client_bound(med["R"]),
             "status": "ok" if ok else first["status"],
             "note": next((m["note"] for m in members if m["status"] != "ok"), first["note"]),
         })
+    return out
+
+
+def capacity_sentences(medians: Sequence[Mapping[str, Any]], name: Callable[[Any, Any], str]) -> list[str]:
+    """One sentence per row variant and size that has a figure against its tool at its best: the fraction of
+    the broker's capacity it reached, and R against the tool with the row's own settings (``median_rows``).
+    ``name(label, variant)`` names a row (the report's ``row_name``)."""
+    out = []
+    for m in medians:
+        if m["reference"] != "best" or m["status"] != "ok" or not finite(m["R"]):
+            continue
+        row = name(m["label"] or m["system"], m["variant"])
+        vs = "sender" if m["rate_kind"] == "sender" else "receiver"
+        text = (f"{row}, {units.size(int(m['size']))}: {m['R']:.2f} of what the broker carries here — {m['tool']} at its "
+                f"best ({m['tool_settings'] or 'its settings'}) moved {units.count(m['tool_rate'])} msg/s ({vs}), "
+                f"the row {units.count(m['harness_rate'])}")
+        matched = [x for x in medians if x["reference"] == "matched" and x["status"] == "ok" and finite(x["R"])
+                   and (x["system"], x["variant"], x["size"]) == (m["system"], m["variant"], m["size"])]
+        if matched:
+            text += "; against the tool with the row's settings R = " + ", ".join(
+                f"{x['R']:.2f} ({x['tool']})" for x in matched)
+        out.append(text + ".")
     return out
 
 

@@ -23,7 +23,8 @@ belongs to both); give a case one fault to charge each loss to exactly one fault
 - ``max_gap_s``: the longest stretch without any receipt from the fault to the last receipt of the window.
 The three times look at the faulted consumer's receipts only when the fault was a consumer's.
 - ``send_unavailable_s``: from the fault to the first acknowledgement of a message sent at or after it (the
-  producers could write again); NaN where outcomes are not told (a send that returned says nothing);
+  producers could write again); infinite when none was acknowledged by the window's end (never again within
+  the run); NaN where outcomes are not told (a send that returned says nothing);
 - ``whole_s``: from the fault to when the cluster passed its readiness check again (node faults);
 - ``rate_dip``: the lowest receipt rate in 200 ms bins from the fault until the rate came back
   (``back_rate_s``, else the window's end), as a fraction of the rate in the second before the fault.
@@ -159,9 +160,9 @@ def _value(v: Any) -> Any:
 
 
 def _first_ack(t_send: np.ndarray, t_ack: np.ndarray, t_f: int, hi: int) -> float:
-    """Seconds from the fault to the first acknowledgement of a message sent at or after it (NaN: none)."""
+    """Seconds from the fault to the first acknowledgement of a message sent at or after it (inf: none)."""
     acked = (t_send >= t_f) & (t_send < hi) & (t_ack >= 0)
-    return (int(t_ack[acked].min()) - t_f) / 1e9 if acked.any() else math.nan
+    return (int(t_ack[acked].min()) - t_f) / 1e9 if acked.any() else math.inf
 
 
 def _dip(t_recv: np.ndarray, t_f: int, t_back: int, hi: int, back_rate_s: float) -> float:

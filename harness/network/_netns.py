@@ -10,6 +10,11 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import os
+import threading
+from collections.abc import Callable
+from typing import TypeVar
+
+T = TypeVar("T")
 
 NETNS_DIR = "/var/run/netns"
 _CLONE_NEWNET = 0x40000000
@@ -39,3 +44,25 @@ def enter(namespace: str) -> None:
 def exec_prefix(namespace: str | None) -> tuple[str, ...]:
     """The argv prefix that runs a command inside ``namespace`` (empty for the root namespace)."""
     return () if namespace is None else ("ip", "netns", "exec", namespace)
+
+
+def made_in(namespace: str | None, make: Callable[[], T]) -> T:
+    """``make()`` called by a short-lived thread inside ``namespace`` (this one's when None): a socket it
+    creates stays in that namespace, and the calling thread's own namespace never changes."""
+    if namespace is None:
+        return make()
+    got: dict[str, object] = {}
+
+    def run() -> None:
+        try:
+            enter(namespace)  # this thread only: setns(2) moves the calling thread
+            got["value"] = make()
+        except BaseException as exc:  # noqa: BLE001 - raised again in the calling thread
+            got["error"] = exc
+
+    thread = threading.Thread(target=run, name=f"netns-{namespace}", daemon=True)
+    thread.start()
+    thread.join()
+    if "error" in got:
+        raise got["error"]  # type: ignore[misc]
+    return got["value"]  # type: ignore[return-value]

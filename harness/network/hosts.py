@@ -6,7 +6,10 @@ Layout (names carry the run's prefix ``mqn<5 hex>``, so ``leftovers()`` finds ex
   host i: namespace ``<prefix>-<name>``, veth ``<prefix>v<i>`` (root side, a bridge port) paired with
   ``<prefix>h<i>`` (inside the namespace) holding ``10.A.B.<i+2>/24``; its loopback is up.
 Nothing of the root namespace is changed besides what is created here: ``lo`` and existing interfaces
-are never touched. Partitions set a host's root-side veth down (packets are dropped silently, as on a cut
+are never touched. Where bridged packets pass a firewall that does more than accept them (Docker sets
+iptables' FORWARD policy to DROP), the run adds one accept rule for its own bridge and removes it at teardown
+(``_firewall``). Once made, every host is checked to reach every other one and the root namespace (a TCP
+connect each way): a pair that cannot is one sentence naming the hosts and what to check. Partitions set a host's root-side veth down (packets are dropped silently, as on a cut
 cable: TCP retransmits and resumes after the heal); bandwidth limits are ``tc tbf`` on both ends of the
 host's veth pair.
 
@@ -19,7 +22,9 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import functools
 import random
+import selectors
 import socket
 import subprocess
 import tempfile
@@ -27,10 +32,12 @@ import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from harness.network._netns import exec_prefix
+from harness.network import _firewall
+from harness.network._netns import exec_prefix, made_in
 from harness.network.toxiproxy import Toxiproxy
 
 PREFIX = "mqn"  # every namespace and link of ours starts with this
+REACH_TIMEOUT = 2.0  # seconds a host has to answer another's TCP connect when the hosts are checked
 _LIVE: set[Network] = set()
 _LIVE_LOCK = threading.Lock()
 
@@ -66,6 +73,8 @@ class Network:
         self.created_ns: list[str] = []
         self.created_links: list[str] = []
         self.shaped: set[str] = set()
+        self.firewall_rule = False  # an accept rule for our bridge is in iptables' FORWARD chain
+        self.firewall_note: str | None = None  # why the rule that was needed could not be added
         self.proxies: dict[str | None, Toxiproxy] = {}
         self.log_dir = Path(tempfile.mkdtemp(prefix=f"mqbench-{self.prefix}-"))
         self._lock = threading.Lock()
@@ -106,6 +115,10 @@ class Network:
         self.created_links.append(self.bridge)
         _ip("addr", "add", f"{self.address(None)}/24", "dev", self.bridge)
         _ip("link", "set", self.bridge, "up")
+        if _firewall.needs_rule():
+            _firewall.sweep(PREFIX, set(_links(PREFIX)))  # rules of runs killed before their teardown
+            self.firewall_note = _firewall.allow(self.bridge)
+            self.firewall_rule = self.firewall_note is None
         for host in self.hosts:
             ns = self.namespace(host)
             assert ns is not None
@@ -120,14 +133,87 @@ class Network:
             _ip("-n", ns, "addr", "add", f"{self.address(host)}/24", "dev", inner)
             _ip("-n", ns, "link", "set", inner, "up")
             _ip("-n", ns, "link", "set", "lo", "up")
+        self._check_reach()
+
+    def _check_reach(self) -> None:
+        """Every place (the root namespace and each host) reaches every other one: a TCP connect to a listener
+        on each address, all at once. NetworkError naming the first pair that cannot and what to check."""
+        places: list[str | None] = [None, *self.hosts]
+        opened: list[socket.socket] = []
+        failed: list[tuple[str | None, str | None]] = []
+
+        def listener(address: str) -> socket.socket:
+            sock = socket.socket()
+            opened.append(sock)
+            sock.bind((address, 0))
+            sock.listen(len(places))
+            return sock
+
+        def client() -> socket.socket:
+            sock = socket.socket()
+            opened.append(sock)
+            sock.setblocking(False)
+            return sock
+
+        try:
+            ports: dict[str | None, int] = {}
+            for place in places:
+                bound = made_in(self.namespace(place), functools.partial(listener, self.address(place)))
+                ports[place] = bound.getsockname()[1]
+            waiting: dict[socket.socket, tuple[str | None, str | None]] = {}
+            with selectors.DefaultSelector() as selector:
+                for src in places:
+                    for dst in places:
+                        if src != dst:
+                            sock = made_in(self.namespace(src), client)
+                            sock.connect_ex((self.address(dst), ports[dst]))
+                            selector.register(sock, selectors.EVENT_WRITE)
+                            waiting[sock] = (src, dst)
+                while waiting:
+                    events = selector.select(REACH_TIMEOUT)
+                    if not events:
+                        failed.extend(waiting.values())
+                        break
+                    for key, _ in events:
+                        sock = key.fileobj  # type: ignore[assignment]
+                        selector.unregister(sock)
+                        if sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR) != 0:
+                            failed.append(waiting[sock])
+                        del waiting[sock]
+        finally:
+            for sock in opened:
+                sock.close()
+        if failed:
+            src, dst = min(failed, key=lambda pair: places.index(pair[0]) * len(places) + places.index(pair[1]))
+            raise NetworkError(f"{self._place(src)} cannot reach {self._place(dst)} over the run's bridge "
+                               f"{self.bridge}; {self._what_to_check()}")
+
+    def _place(self, host: str | None) -> str:
+        name = "the root namespace" if host is None else f"host {host}"
+        return f"{name} ({self.address(host)})"
+
+    def _what_to_check(self) -> str:
+        if self.firewall_note is not None:
+            return (f"packets between hosts pass iptables' FORWARD chain here (bridge netfilter is on), which "
+                    f"does not accept them, and this run could not add its accept rule ({self.firewall_note}); "
+                    "check `iptables -S FORWARD` (Docker sets its policy to DROP)")
+        if self.firewall_rule:
+            return ("the run's accept rule is at the top of iptables' FORWARD chain, so check the rest of the "
+                    "firewall: `iptables -S`, `nft list ruleset`, and the INPUT chain of the root namespace")
+        return ("check the machine's firewall (`iptables -S`, `nft list ruleset`) and whether bridged packets "
+                "pass it (`sysctl net.bridge.bridge-nf-call-iptables`)")
 
     def close(self) -> None:
-        """Stop the Toxiproxy servers, delete the namespaces (their veth ends go with them) and the bridge."""
+        """Stop the Toxiproxy servers, remove the bridge's accept rule, delete the namespaces (their veth ends go
+        with them) and the bridge."""
         with self._lock:
             for proxy in self.proxies.values():
                 with contextlib.suppress(Exception):
                     proxy.stop()
             self.proxies.clear()
+            if self.firewall_rule:  # first: a rule of ours never outlives its bridge, except after a SIGKILL
+                _firewall.remove(self.bridge)
+                self.firewall_rule = False
             for ns in reversed(self.created_ns):
                 _ip("netns", "del", ns, check=False)
             for link in reversed(self.created_links):
@@ -188,14 +274,22 @@ def network(hosts: Sequence[str]) -> Iterator[Network | None]:
         net.close()
 
 
-def leftovers(prefix: str = PREFIX) -> list[str]:
-    """Namespaces and root-namespace links whose names start with ``prefix`` (ours), for checks."""
-    names = [line.split()[0] for line in _ip("netns", "list", check=False).splitlines() if line.strip()]
+def _links(prefix: str) -> list[str]:
+    """Root-namespace links whose names start with ``prefix``."""
+    names = []
     for line in _ip("-o", "link", "show", check=False).splitlines():
         parts = line.split(":")
         if len(parts) > 1:
             names.append(parts[1].strip().split("@")[0])
     return [n for n in names if n.startswith(prefix)]
+
+
+def leftovers(prefix: str = PREFIX) -> list[str]:
+    """Namespaces, root-namespace links and firewall rules (``<bridge> (iptables FORWARD rule)``) whose names
+    start with ``prefix`` (ours), for checks."""
+    names = [line.split()[0] for line in _ip("netns", "list", check=False).splitlines() if line.strip()]
+    names = [n for n in names if n.startswith(prefix)] + _links(prefix)
+    return names + [f"{bridge} (iptables {_firewall.CHAIN} rule)" for bridge in _firewall.ours(prefix)]
 
 
 def close_all() -> None:

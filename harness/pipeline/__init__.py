@@ -16,6 +16,7 @@ from harness.pipeline._aggregate import CI_METRICS, confidence_interval
 from harness.pipeline._errors import PipelineError
 from harness.pipeline._index import add_run, index_results, lake_for, run_folders
 from harness.pipeline._session import JAVA_HINT, NO_JAVA_FALLBACK, java_available, spark_session
+from harness.pipeline._search import SEARCH_KEYS
 from harness.pipeline._summary import (
     Summary,
     load_summary,
@@ -33,6 +34,7 @@ from harness.pipeline._tables import (
 from harness.runfolder import RunInfo
 
 __all__ = [
+    "SEARCH_KEYS",
     "CI_METRICS",
     "DISTRIBUTION_COLUMNS",
     "EXTRA_COLUMNS",

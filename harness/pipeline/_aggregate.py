@@ -27,6 +27,8 @@ CI_METRICS: tuple[str, ...] = (
     "lat_p99_us",
     "lat_intended_p50_us",
     "lat_intended_p99_us",
+    "publish_p50_us",
+    "publish_p99_us",
     "broker_cpu_pct",
     "client_cpu_pct",
     "harness_cpu_pct",

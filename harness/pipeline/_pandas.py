@@ -87,7 +87,7 @@ def concat_parts(parts: Sequence[Tables]) -> Tables:
 def case_groups(files: Sequence[Path | str]) -> list[list[Path | str]]:
     """``files`` grouped by case (``CASE_KEYS``, repetitions together), largest group first.
 
-    A file holds one case and repetition (``RunFolder.raw_name``); its first row names the case. Every
+    A file holds one case and repetition (``CaseKey.raw_name``); its first row names the case. Every
     output row of :func:`compute` belongs to one case, so computing group by group gives the same tables
     as computing everything at once, with one case's rows in memory instead of the whole run's.
     """
@@ -205,7 +205,7 @@ def compute(raw: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame
     second = (rec["t_recv"] - rec["cid"].map(cases["t_recv_first"]).astype("int64")) // 1_000_000_000
     series = rec.assign(second=second).groupby(["cid", "second"]).size().rename("msgs").reset_index()
     series = series.join(cases[keys], on="cid").drop(columns="cid")
-    return cases.reset_index(drop=True), series, _distribution(rec, cases)
+    return cases.reset_index(drop=True), series, _distribution(levels, cases)
 
 
 def _measured(rows: pd.DataFrame, measure: Measure, ids: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -216,15 +216,19 @@ def _measured(rows: pd.DataFrame, measure: Measure, ids: np.ndarray | None = Non
     return (rows["cid"].to_numpy() if ids is None else ids)[both], values
 
 
-def _distribution(rec: pd.DataFrame, cases: pd.DataFrame) -> pd.DataFrame:
-    """Latency percentiles of each case pooled over its repetitions, from the raw rows."""
+def _distribution(levels: dict[str, pd.DataFrame], cases: pd.DataFrame) -> pd.DataFrame:
+    """Latency percentiles of each case pooled over its repetitions, from the raw rows: each of ``POOLED``
+    over the rows of its level (end to end over the receipts, publish latency over the sent messages)."""
     keys = list(CASE_KEYS)
     pooled_id = cases.groupby(keys, dropna=False, sort=False).ngroup()
-    pid = pooled_id.loc[rec["cid"]].to_numpy()
-    pooled = cases[keys].groupby(pooled_id).first().loc[np.unique(pid)]
-    parts = [pooled]
+    measured = []
     for measure in POOLED:
-        ids, values = _measured(rec, measure, pid)
+        rows = levels[measure.level]
+        measured.append(_measured(rows, measure, pooled_id.loc[rows["cid"]].to_numpy()))
+    present = np.unique(np.concatenate([ids for ids, _ in measured])).astype(np.int64)
+    pooled = cases[keys].groupby(pooled_id).first().loc[present]
+    parts = [pooled]
+    for measure, (ids, values) in zip(POOLED, measured, strict=True):
         parts.append(_prefixed(_group_stats(ids, values, DISTRIBUTION_QUANTILES), measure.prefix, pooled.index))
     pooled = pd.concat(parts, axis=1)
     pooled["percentile_method"] = "exact"

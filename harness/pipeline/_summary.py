@@ -28,6 +28,7 @@ from harness.pipeline import _pandas, _session, _spark
 from harness.pipeline._aggregate import aggregate
 from harness.pipeline._cpu import clock_uncertainty_us, cpu_columns
 from harness.pipeline._errors import PipelineError
+from harness.pipeline._export import write_exports
 from harness.pipeline._recovery import run_recovery
 from harness.pipeline._search import search_table
 from harness.pipeline._tables import (
@@ -37,7 +38,8 @@ from harness.pipeline._tables import (
     finish_series,
     sort_cases,
 )
-from harness.runfolder import RunFolder, RunFolderError, RunInfo, is_uri, local_path
+from harness.pipeline._workload import workload_tables
+from harness.runfolder import CaseKey, RunFolder, RunFolderError, RunInfo, is_uri, local_path
 from harness.runfolder import newest_run as _newest_run
 from harness.runfolder.schema import (
     CASE_KEYS,
@@ -47,6 +49,7 @@ from harness.runfolder.schema import (
     SEARCH,
     SUMMARY_TABLES,
     VARIANT_LABELS,
+    WORKLOAD_TABLES,
     percentile_column,
 )
 
@@ -85,6 +88,8 @@ class Summary:
     session_start_s: float = math.nan
     compute_s: float = math.nan
     note: str = ""
+    #: ``timeline``, ``backlog``, ``topics`` (``_workload``): empty unless the runs had workload scenarios
+    workload: dict[str, pd.DataFrame] = field(default_factory=dict)
 
     @property
     def computed_by(self) -> str:
@@ -107,7 +112,7 @@ class Summary:
             "series": self.series,
             "distribution": self.distribution,
         }
-        optional = {RECOVERY: self.recovery, SEARCH: self.search}
+        optional = {RECOVERY: self.recovery, SEARCH: self.search, **self.workload}
         return {**tables, **{name: frame for name, frame in optional.items() if not frame.empty}}
 
 
@@ -174,8 +179,8 @@ def finish_per_repetition(cases: pd.DataFrame, runs: Sequence[RunInfo], cpu: pd.
     out["lat_intended_max_us"] = (c["int_max_ns"].astype("float64") / 1e3).where(c["int_count"] > 0)
     out = pd.concat([out, delay], axis=1)
     out["send_delay_max_us"] = (c["delay_max_ns"].astype("float64") / 1e3).where(c["delay_count"] > 0)
-    keys = c[["scenario", "system", "variant", "size", "rate", "repetition"]].itertuples(index=False)
-    out["complete"] = [bool(i.case_complete(*k)) if i else False for i, k in zip(info, keys, strict=True)]
+    keys = c[["scenario", "system", "variant", "size", "rate", "repetition"]].to_dict("records")
+    out["complete"] = [bool(i.case_complete(CaseKey.of(k))) if i else False for i, k in zip(info, keys, strict=True)]
     out = pd.concat([out, cpu_columns(out, pd.DataFrame() if cpu is None else cpu)], axis=1)
     out["lat_count"] = c["lat_count"].astype("int64")
     out["sender_span_s"] = (c["t_send_last"] - c["t_send_first"]).astype("float64") / 1e9
@@ -185,6 +190,14 @@ def finish_per_repetition(cases: pd.DataFrame, runs: Sequence[RunInfo], cpu: pd.
     out["clock"] = [i.clock if i else "CLOCK_MONOTONIC (time.monotonic_ns)" for i in info]
     out["clock_resolution_ns"] = [i.clock_resolution_ns if i else float("nan") for i in info]
     out["stamped_by"] = "client"
+    if "pub_count" not in c:  # tables of an engine from before publish latency existed
+        c = c.assign(pub_count=0, pub_q_ns=None, pub_max_ns=np.nan, pub_sum_ns=np.nan)
+    has_pub = c["pub_count"] > 0
+    pub = _quantile_columns(c, "pub_q_ns", [percentile_column(p, "publish") for p in PERCENTILES], "pub_count")
+    out = pd.concat([out, pub], axis=1)
+    out["publish_max_us"] = (c["pub_max_ns"].astype("float64") / 1e3).where(has_pub)
+    out["publish_mean_us"] = c["pub_sum_ns"].astype("float64") / c["pub_count"].where(has_pub) / 1e3
+    out["publish_count"] = c["pub_count"].fillna(0).astype("int64")
     out = out[list(PER_REPETITION_COLUMNS)]
     return sort_cases(out, GROUP_KEYS)
 
@@ -253,6 +266,7 @@ def summarize(
         per_repetition = finish_per_repetition(cases, runs, pd.concat(cpu, ignore_index=True),
                                                pd.concat(clocks, ignore_index=True))
         recovery = [run_recovery(run) for run in folders]
+        workload = workload_tables(folders)
         summary = Summary(
             per_repetition=per_repetition,
             aggregate=aggregate(per_repetition),
@@ -265,6 +279,7 @@ def summarize(
             master=master,
             session_start_s=start_s,
             note=note,
+            workload=workload,
         )
     return replace(summary, compute_s=time.perf_counter() - began)
 
@@ -276,9 +291,12 @@ def newest_run(results: Path) -> Path:
 
 
 def summarise_run(run_dir: Path | str, engine: Engine = "auto", spark_master: str | None = None) -> Summary:
-    """Compute the one summary of a run and store it in the run folder (``compare`` calls this)."""
+    """Compute the one summary of a run and store it in the run folder (``compare`` calls this), with the
+    files other tools read beside it: HdrHistogram logs and OMB results per case (``_export``)."""
     summary = summarize(run_dir, engine=engine, spark_master=spark_master)
     write_summary(summary, run_dir)
+    with _as_pipeline_error():
+        write_exports(RunFolder.open(run_dir))
     return summary
 
 
@@ -302,7 +320,7 @@ def load_summary(
     joined = {
         name: pd.concat([t[name] for _, t, _ in parts if not t[name].empty] or [parts[0][1][name]],
                         ignore_index=True)
-        for name in (*SUMMARY_TABLES, RECOVERY, SEARCH)
+        for name in (*SUMMARY_TABLES, RECOVERY, SEARCH, *WORKLOAD_TABLES)
     }
     order = {"summary": GROUP_KEYS, "aggregate": CASE_KEYS, "series": (*GROUP_KEYS, "second"),
              "distribution": (*CASE_KEYS, "latency_from", "percentile")}
@@ -318,6 +336,7 @@ def load_summary(
         engine=", ".join(dict.fromkeys(used for _, _, used in parts)),
         recovery=joined[RECOVERY],
         search=joined[SEARCH],
+        workload={name: joined[name] for name in WORKLOAD_TABLES},
     )
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 import textwrap
 from collections.abc import Iterable
 
@@ -78,14 +79,27 @@ def size_text(size: int) -> str:
     return f"{size} B"
 
 
+_WORD = re.compile(r"[a-z0-9.]+")
+
+
+def row_name(label: object, variant: object) -> str:
+    """A row's name: its label (system and client) and those words of its variant's name the label does not
+    already say, so no word is said twice: ``rabbitmq (pika)`` for the variant ``pika``, ``rabbitmq (java)
+    durable`` for ``durable-java``, ``kafka (confluent-kafka) acks-all`` for ``acks-all-confluent``."""
+    text = str(label)
+    if variant in (None, "", "default"):
+        return text
+    said = set(_WORD.findall(text.lower()))
+    rest = [word for word in re.split(r"[-_\s]+", str(variant)) if word and word.lower() not in said]
+    return f"{text} {'-'.join(rest)}" if rest else text
+
+
 def case_text(row: pd.Series | dict, *, omit: tuple[str, ...] = ()) -> str:
-    """Legend text of one case: ``"pyzmq 64 B max rate"``; the variant is shown unless ``default``.
+    """Legend text of one case: ``"pyzmq 64 B max rate"``; the variant as :func:`row_name` shows it.
 
     ``omit`` drops ``"size"`` and/or ``"rate"`` when a figure puts that on an axis.
     """
-    parts = [str(row["label"])]
-    if row.get("variant") not in (None, "", "default"):
-        parts.append(str(row["variant"]))
+    parts = [row_name(row["label"], row.get("variant"))]
     if "size" not in omit:
         parts.append(size_text(int(row["size"])))
     if "rate" not in omit:

@@ -111,7 +111,7 @@ def _overlap(a: Row, b: Row) -> bool:
 
 
 def _ratio(row: Row, reference: str) -> str:
-    return "" if math.isnan(row.ratio) or row.name == reference else f", {row.ratio:.2g}× {reference}"
+    return "" if math.isnan(row.ratio) or row.name == reference else f", {units.factor(row.ratio)} {reference}"
 
 
 def _who(row: Row) -> str:
@@ -142,7 +142,7 @@ def sentence(head: Headline) -> str:
                 f"{units.duration_us(best.p50_us)}), receiving {units.count(best.msgs)} msgs/s; the highest is "
                 f"{_who(worst)} at {units.duration_us(worst.p99_us)}")
         factor = worst.p99_us / best.p99_us if best.p99_us > 0 else math.nan
-        text += "" if math.isnan(factor) else f" ({factor:.2g}× the lowest)"
+        text += "" if math.isnan(factor) else f" ({units.factor(factor)} the lowest)"
     elif _overlap(best, rest[0]):
         second = rest[0]
         text = (f"{_who(best)} and {_who(second)} are within each other's 95% interval, "

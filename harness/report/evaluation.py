@@ -17,7 +17,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from harness.pipeline import Summary
-from harness.report._context import footnote
+from harness.report._context import footnote, row_name
 from harness.report.figures import _colors
 from harness.report.matrix import feature_matrix, scenario_roles
 from harness.report.tables import to_html, to_markdown
@@ -67,8 +67,7 @@ def load_evaluation(summary: Summary) -> Evaluation:
 
 
 def _case_key(row: pd.Series) -> str:
-    variant = "" if row["variant"] == "default" else f"/{row['variant']}"
-    return f"{row['label']}{variant} ({row['pattern']})"
+    return f"{row_name(row['label'], row['variant'])} ({row['pattern']})"
 
 
 #: Shading of a fault's window (from the fault to its end) by kind, as Jepsen's charts shade a nemesis.
@@ -199,8 +198,7 @@ def delivery_figure(summary: Summary, ev: Evaluation) -> Figure | None:
         mine = ev.faults[(ev.faults["case"] == case.case) & (ev.faults["run_dir"] == case.run_dir)]
         shade_faults(ax, mine, t0)
         _p99_line(ax, raw, t0)
-        variant = "" if case.variant == "default" else f"/{case.variant}"
-        ax.set_title(f"{case.scenario}: {case.label}{variant}", fontsize=9)
+        ax.set_title(f"{case.scenario}: {row_name(case.label, case.variant)}", fontsize=9)
         ax.set_xlabel("seconds since the common start", fontsize=8)
         ax.set_ylabel("msgs/s", fontsize=8)
         ax.tick_params(labelsize=7)
@@ -216,7 +214,7 @@ def recovery_view(ev: Evaluation) -> pd.DataFrame:
     r = ev.recovery.copy()
 
     def secs(x: float) -> str:
-        return "—" if pd.isna(x) else f"{x:.3f}"
+        return "—" if pd.isna(x) else "never" if x == math.inf else f"{x:.3f}"
 
     def verdict(row: pd.Series) -> str:
         if pd.isna(row["lost"]):
@@ -294,12 +292,12 @@ def named_failures(ev: Evaluation) -> list[str]:
     lost = r[(r["guarantee"] != "at-most-once") & (r["lost"].fillna(0) > 0)]
     for (label, variant), rows in lost.groupby(["label", "variant"], sort=True):
         faults = ", ".join(sorted(set(rows["action"].astype(str))))
-        out.append(f"{label}/{variant} ({rows['guarantee'].iloc[0]}) lost {int(rows['lost'].sum()):,} acknowledged "
+        out.append(f"{row_name(label, variant)} ({rows['guarantee'].iloc[0]}) lost {int(rows['lost'].sum()):,} acknowledged "
                    f"messages ({faults}).")
     late = r[r.apply(unavailable_past_end, axis=1)] if "send_unavailable_s" in r else r.iloc[0:0]
     for (label, variant), rows in late.groupby(["label", "variant"], sort=True):
         faults = ", ".join(sorted(set(rows["action"].astype(str))))
-        out.append(f"{label}/{variant} stayed unavailable to writes past the end of the fault ({faults}).")
+        out.append(f"{row_name(label, variant)} stayed unavailable to writes past the end of the fault ({faults}).")
     return out
 
 

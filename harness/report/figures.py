@@ -20,10 +20,10 @@ from matplotlib.ticker import FixedLocator, FuncFormatter, LogFormatter, NullFor
 
 from harness import units
 from harness.metrics.search import knee
-from harness.pipeline import Summary
+from harness.pipeline import SEARCH_KEYS, Summary
 from harness.report._context import case_text, footnote, size_text
 
-_NINES = {1.0: "0%", 2.0: "50%", 10.0: "90%", 100.0: "99%", 1e3: "99.9%", 1e4: "99.99%", 1e5: "99.999%"}
+_NINES = {2.0: "50%", 10.0: "90%", 100.0: "99%", 1e3: "99.9%", 1e4: "99.99%", 1e5: "99.999%"}
 
 
 def panel_figure(
@@ -44,11 +44,13 @@ def panel_figure(
 def _with_labels(summary: Summary, frame: pd.DataFrame) -> pd.DataFrame:
     if "label" in frame.columns or frame.empty:
         return frame
-    labels = summary.per_repetition[["run_id", "system", "label"]].drop_duplicates(["run_id", "system"])
-    return frame.merge(labels, on=["run_id", "system"], how="left")
+    # per variant: a system's variants may be driven by different clients (rabbitmq (pika), rabbitmq (java))
+    keys = ["run_id", "system", "variant"] if "variant" in frame.columns else ["run_id", "system"]
+    labels = summary.per_repetition[[*keys, "label"]].drop_duplicates(keys)
+    return frame.merge(labels, on=keys, how="left")
 
 
-_SEARCH_LINE = ["run_id", "scenario", "system", "variant", "size"]
+_SEARCH_LINE = list(SEARCH_KEYS)
 
 
 def _searched(summary: Summary) -> pd.DataFrame:
@@ -119,6 +121,13 @@ def _mean_ci(ax: Axes, line: pd.DataFrame, x: str, col: str, style: str, color: 
     ax.errorbar(line[x], line[f"{col}_mean"], yerr=yerr, fmt=style, color=color, capsize=3, ms=4, label=label)
 
 
+def _legend(ax: Axes, entries: int) -> None:
+    """The legend beside the axes, never over them: inside, a legend of many cases hides the lines it names
+    (constrained layout makes room for it)."""
+    ax.legend(fontsize=6 if entries > 8 else 7, ncol=2 if entries > 16 else 1, loc="upper left",
+              bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
+
+
 #: A rate axis goes logarithmic only when its values span more than this factor; else it starts at zero.
 LOG_SPAN = 30.0
 
@@ -175,7 +184,7 @@ def throughput_vs_size(summary: Summary) -> Figure | None:
             ax.set_ylabel("msgs/s" if unit == "msgs_per_s" else "MB/s (10^6 bytes/s)")
             ax.set_title(f"{scenario}", fontsize=10)
             ax.grid(True, which="both", alpha=0.3)
-        axes[2 * i].legend(fontsize=7)
+        _legend(axes[2 * i + 1], 2 * len(colors))
     return fig
 
 
@@ -237,7 +246,7 @@ def latency_nines(summary: Summary) -> Figure | None:
         ax.set_ylabel(f"{kind} latency (µs)")
         ax.set_title(f"{scenario} — {kind} latency", fontsize=10)
         ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=6 if len(cases) > 6 else 7, ncol=2 if len(cases) > 10 else 1)
+        _legend(ax, len(cases) if len(cases) > 6 else 2 * len(cases))
     return fig
 
 
@@ -299,15 +308,30 @@ def latency_vs_rate(summary: Summary) -> Figure | None:
         ax.set_ylabel(f"latency from {'intended' if use_intended else 'actual'} send (µs)")
         ax.set_title(scenario, fontsize=10)
         ax.grid(True, which="both", alpha=0.3)
-        # beside the axes: inside, a legend of many systems hides the curves' high-rate ends and the knees
-        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
+        _legend(ax, len(colors) + 2)
     return fig
+
+
+#: A repetition is drawn over time only when its receipts span at least this many whole one-second buckets of
+#: the summary's series: a run of a second or two is one or two points, which say nothing of its course.
+SERIES_MIN_SECONDS = 5
+
+
+def _long_enough(series: pd.DataFrame) -> pd.DataFrame:
+    """The rows of the repetitions whose series has at least ``SERIES_MIN_SECONDS`` whole buckets (the last
+    bucket is partial)."""
+    if series.empty:
+        return series
+    keys = ["run_id", "scenario", "system", "variant", "size", "rate", "repetition"]
+    span = series.groupby(keys, dropna=False)["second"].transform("max")
+    return series[span >= SERIES_MIN_SECONDS]
 
 
 def receiver_series(summary: Summary) -> Figure | None:
     """Receipts per second over time since the first receipt, one line per case and repetition (a rate
-    search: each system at its highest sustained rate)."""
-    series = _with_labels(summary, _at_max_sustained(summary, summary.series))
+    search: each system at its highest sustained rate); only repetitions that lasted at least
+    ``SERIES_MIN_SECONDS`` (no figure when none did)."""
+    series = _with_labels(summary, _long_enough(_at_max_sustained(summary, summary.series)))
     if series.empty:
         return None
     scenarios = list(_by_scenario(series))
@@ -337,7 +361,7 @@ def receiver_series(summary: Summary) -> Figure | None:
         ax.set_ylabel("receipts per second")
         ax.set_title(scenario, fontsize=10)
         ax.grid(True, alpha=0.3)
-        ax.legend(fontsize=7)
+        _legend(ax, len(colors))
     return fig
 
 
@@ -371,8 +395,9 @@ def captions(summary: Summary) -> dict[str, str]:
         "latency_vs_rate": f"p50 and p99 latency of each system against offered load ({names(swept)}), open "
         f"loop: means of per-repetition percentiles over {_repetitions(swept)} with 95% intervals; stars "
         "mark each p99 curve's knee.",
-        "receiver_throughput_over_time": f"Receipts per second of each system over time ({names(agg)}), "
-        f"one line per repetition of {_repetitions(agg)}.",
+        "receiver_throughput_over_time": f"Receipts per second of each system over time "
+        f"({names(_long_enough(summary.series))}), one line per repetition of {_repetitions(agg)}; only "
+        f"repetitions that received for {SERIES_MIN_SECONDS} s or more.",
     }
 
 

@@ -73,13 +73,12 @@ def cost_table(summary: Summary) -> pd.DataFrame:
     agg = summary.aggregate
     if agg.empty or "nodes" not in agg or not (~agg["nodes"].astype(str).isin(["", "0", "nan"])).any():
         return pd.DataFrame()
-    agg = agg.assign(cls=[guarantee_class(str(g), r) for g, r in zip(agg["guarantee"], agg["replicas"], strict=True)],
-                     rate_key=agg["rate"].fillna(-1.0))
+    agg = agg.assign(cls=[guarantee_class(str(g), r) for g, r in zip(agg["guarantee"], agg["replicas"], strict=True)])
     notes = {str(e.get("label")): str(e["cluster_note"]) for run in summary.runs for e in run.variants.values()
              if e.get("cluster_note")}
     out = []
-    for key, case in agg.groupby(["run_id", "scenario", "size", "rate_key"], sort=False):
-        _, scenario, size, rate = (str(key[0]), str(key[1]), int(str(key[2])), float(str(key[3])))  # type: ignore[index]
+    for key, case in agg.groupby(["run_id", "scenario", "size", "rate"], sort=False, dropna=False):
+        _, scenario, size, rate = (str(key[0]), str(key[1]), int(str(key[2])), key[3])  # type: ignore[index]
         brokers = case[case["nodes"].astype(str) != "0"]
         if brokers.empty or brokers["cls"].nunique() < 2:
             continue
@@ -88,7 +87,7 @@ def cost_table(summary: Summary) -> pd.DataFrame:
             base = best[AT_MOST_ONCE]
             brokerless = str(rows["nodes"].iloc[0]) == "0"
             line: dict[str, str] = {"scenario": scenario, "size": units.size(size),
-                                    "rate": "max" if rate < 0 else units.count(rate),
+                                    "rate": units.rate_text(rate, units.count),
                                     "system": str(label) + (" (no broker)" if brokerless else "")}
             for cls in CLASSES:
                 line[f"{cls}: msgs/s"] = _cell(best[cls], base, "receiver_msgs_per_s_mean")

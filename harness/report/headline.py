@@ -25,7 +25,8 @@ from matplotlib.ticker import FuncFormatter
 from harness import units
 from harness.metrics.bound import MARK, RULE_SHORT, cpu_text
 from harness.pipeline import Summary, load_summary, write_summary
-from harness.report import crosscheck, evaluation, guarantees
+from harness.report import crosscheck, evaluation, guarantees, workloads
+from harness.report._context import row_name
 from harness.report._page import caption, figure_name, render_html, render_markdown
 from harness.report.figures import MinorLogLabels, panel_figure, png_bytes, render_figures
 from harness.report.figures import captions as figure_captions
@@ -100,9 +101,7 @@ class Headline:
 
 
 def _name(first: pd.Series, many_runs: bool) -> str:
-    text = str(first["label"])
-    if first["variant"] not in ("", "default"):
-        text += f" {first['variant']}"
+    text = row_name(first["label"], first["variant"])
     return f"{text} [{first['run_id']}]" if many_runs else text
 
 
@@ -242,7 +241,7 @@ def figure(summary: Summary, head: Headline) -> Figure:
     room = 1.7 if any(row.bound for row in head.rows) else 1.25  # for the ratio text (and the CPU figures)
     bars.set_xlim(0, max(float((msgs + err[1]).max()), 1.0) * room)
     for yi, row, width in zip(y, head.rows, msgs + err[1], strict=True):
-        text = "reference" if row.name == head.reference else f"{row.ratio:.2g}×"
+        text = "reference" if row.name == head.reference else units.factor(row.ratio)
         if row.bound:
             text += f"  {MARK} {cpu_text(row.client_cpu, row.broker_cpu)}"
         bars.text(width, yi, f" {units.count(row.msgs)}  {text}", va="center", fontsize=8)
@@ -261,7 +260,7 @@ def figure(summary: Summary, head: Headline) -> Figure:
     lat.xaxis.set_major_formatter(FuncFormatter(lambda v, _p: units.duration_us(v)))
     lat.xaxis.set_minor_formatter(MinorLogLabels(units.duration_us, labelOnlyBase=False, minor_thresholds=(1, 0.5)))
     lat.set_xlabel(head.latency)
-    lat.legend(fontsize=7, loc="best")
+    lat.legend(fontsize=7, loc="lower right", bbox_to_anchor=(1.0, 1.0), ncol=2, borderaxespad=0.2)  # above, off the data
     for ax in (bars, lat):
         ax.grid(True, axis="x", alpha=0.3)
     return fig
@@ -303,6 +302,14 @@ def write_report_from_summary(summary: Summary, out_dir: Path) -> Path:
         matrix = evaluation.load_evaluation(summary).matrix
         if not matrix.empty:
             out.write_file(FEATURE_MATRIX, matrix.to_csv(index=False).encode())
+    work = workloads.render(summary)
+    if work is not None:
+        work_figures, work_html, work_md = work
+        extra_html, extra_md = extra_html + work_html, extra_md + work_md
+        for name, fig in work_figures.items():
+            extra_pngs[name] = png_bytes(fig)
+            out.write_file(f"{FIGURES_DIR}/{name}.png", extra_pngs[name])
+            extra_captions[name] = fig.get_suptitle() or name
     cross = crosscheck.render(summary)
     if cross is not None:
         extra_html, extra_md = extra_html + cross[0], extra_md + cross[1]

@@ -5,7 +5,9 @@ Each function returns a display DataFrame of strings; the page renders it as HTM
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
+from decimal import Decimal
 from typing import Any
 
 import pandas as pd
@@ -27,8 +29,10 @@ def cell(value: Any) -> str:
         return units.MISSING
     if isinstance(value, bool):
         return "yes" if value else "no"
-    if isinstance(value, float):
-        return f"{value:g}"
+    if isinstance(value, float) and not math.isfinite(value):
+        return units.MISSING
+    if isinstance(value, float):  # numbers for people: 1,000,000 and 0.00025, never 1e+06 or 2.5e-04
+        return f"{value:,.0f}" if value.is_integer() else format(Decimal(repr(value)), "f")
     if isinstance(value, Mapping):
         return "; ".join(f"{k}: {cell(v)}" for k, v in value.items())
     if isinstance(value, list | tuple):
@@ -62,8 +66,11 @@ def systems_table(runs: Iterable[RunInfo]) -> pd.DataFrame:
     rows = []
     for run in runs:
         for system, info in run.systems.items():
+            # a system driven by several clients is named by itself (each variant's label is in the variants
+            # table); else by its label, which names its one client
+            labels = {v.get("label") for v in run.variants.values() if v.get("system") == system} - {None, ""}
             rows.append({
-                "system": run.label(system),
+                "system": system if len(labels) > 1 else run.label(system),
                 "versions": run.versions(system) or units.MISSING,
                 "backend": cell(info.get("backend")),
                 "broker": cell(info.get("broker_url")),
@@ -83,7 +90,8 @@ def variants_table(runs: Iterable[RunInfo]) -> pd.DataFrame:
                 variants[system] = {"system": system, "variant": "default", **run.describe(system, "default")}
         for entry in variants.values():
             rows.append({
-                "system": run.label(str(entry.get("system"))),
+                # the variant's own label (a Java variant is rabbitmq (java), not its system's first label)
+                "system": str(entry.get("label") or run.label(str(entry.get("system")))),
                 "variant": cell(entry.get("variant")),
                 "client": cell(entry.get("client")),
                 "guarantee": cell(entry.get("guarantee")),
@@ -99,7 +107,7 @@ def _sizes(scenario: Mapping[str, Any]) -> str:
 
 def _rates(scenario: Mapping[str, Any]) -> str:
     rates = scenario.get("rates") or [None]
-    return ", ".join("max" if r in (None, "max") else units.count(float(r)) for r in rates)
+    return ", ".join(units.rate_text(r, units.count) for r in rates)
 
 
 def _length(scenario: Mapping[str, Any]) -> str:

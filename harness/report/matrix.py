@@ -231,7 +231,9 @@ def feature_matrix(
         reps = per_repetition[per_repetition["system"] == system] if not per_repetition.empty else per_repetition
         rec = recovery[recovery["system"] == system] if not recovery.empty else pd.DataFrame(
             columns=["variant", "carried_out_as", "lost", "accepted", "refused", "duplicated", "recovery_s"])
-        label = str(reps["label"].iloc[0]) if len(reps) and "label" in reps else str(system)
+        labels = set(reps["label"].astype(str)) if len(reps) and "label" in reps else set()
+        # one client: its label; several (rabbitmq through pika and Java): the system, each figure names its variant
+        label = labels.pop() if len(labels) == 1 else str(system)
         free = bool(brokerless.get(system, False))
         base = _rows(reps, roles, "baseline")
         out.append({

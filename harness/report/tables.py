@@ -10,7 +10,7 @@ import pandas as pd
 from harness import units
 from harness.metrics.bound import MARK
 from harness.pipeline import Summary
-from harness.report._context import rate_text, size_text
+from harness.report._context import rate_text, row_name, size_text
 
 
 def _num(value: float, digits: int = 3) -> str:
@@ -48,7 +48,8 @@ def results_table(summary: Summary) -> pd.DataFrame:
         clock = _clock_uncertainty_us(summary, r)
         rows.append(
             {
-                "system": f"{r['label']} {MARK}" if r.get("client_bound") else r["label"],
+                "system": (f"{row_name(r['label'], r['variant'])} {MARK}" if r.get("client_bound")
+                           else row_name(r["label"], r["variant"])),
                 "scenario": r["scenario"],
                 "size": size_text(int(r["size"])),
                 "rate": rate_text(r["rate"]),
@@ -96,8 +97,7 @@ def cpu_table(summary: Summary) -> pd.DataFrame:
     if agg.empty or "client_bound" not in agg:
         return pd.DataFrame()
     return pd.DataFrame({
-        "system": [label if variant in ("", "default") else f"{label} {variant}"
-                   for label, variant in zip(agg["label"], agg["variant"], strict=True)],
+        "system": [row_name(label, variant) for label, variant in zip(agg["label"], agg["variant"], strict=True)],
         "scenario": agg["scenario"],
         "size": [size_text(int(s)) for s in agg["size"]],
         "rate": [rate_text(r) for r in agg["rate"]],
@@ -116,7 +116,7 @@ def delivery_table(summary: Summary) -> pd.DataFrame:
     per = summary.per_repetition
     out = pd.DataFrame(
         {
-            "system": per["label"],
+            "system": [row_name(label, variant) for label, variant in zip(per["label"], per["variant"], strict=True)],
             "scenario": per["scenario"],
             "pattern": per["pattern"],
             "size": [size_text(int(s)) for s in per["size"]],

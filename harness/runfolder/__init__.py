@@ -3,6 +3,7 @@ the one type that writes and reads it. Every other package goes through here; th
 :mod:`harness.metrics` (pure functions), never the runner, the pipeline or the report. A run folder may
 live on shared storage named by a URI (``file://``, ``hdfs://``, ``s3://``/``s3a://``; ``_store.py``)."""
 
+from harness.runfolder._case import CaseKey
 from harness.runfolder._folder import (
     RunFolder,
     RunFolderError,
@@ -19,6 +20,7 @@ from harness.runfolder._lake import Lake
 from harness.runfolder._store import is_uri, local_path
 
 __all__ = [
+    "CaseKey",
     "Lake",
     "RunFolder",
     "RunFolderError",

@@ -25,6 +25,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from harness.runfolder import schema
+from harness.runfolder._case import CaseKey
 from harness.runfolder._host import git_revision, host_info, new_run_id, version
 from harness.runfolder._io import atomic_write, parquet_bytes, redact, write_frame
 from harness.runfolder._store import Store, StoreError, is_uri, local_path
@@ -51,15 +52,10 @@ class RunInfo:
     has_manifest: bool = True
     cases: tuple[Mapping[str, Any], ...] = ()
 
-    def case_complete(self, scenario: str, system: str, variant: str, size: int, rate: float | None,
-                      repetition: int) -> bool:
+    def case_complete(self, key: CaseKey) -> bool:
         """Whether one case ran to its end (the manifest's ``cases``); the run's state when not recorded."""
-        want = (scenario, system, variant, int(size), None if rate is None or rate != rate else float(rate),
-                int(repetition))
         for c in self.cases:
-            got = (c.get("scenario"), c.get("system"), c.get("variant"), c.get("size"),
-                   None if c.get("rate") is None else float(c["rate"]), c.get("repetition"))
-            if got == want:
+            if CaseKey.of(c) == key:
                 return bool(c.get("complete"))
         return self.complete
 
@@ -231,11 +227,6 @@ class RunFolder:
 
     # -- raw records ---------------------------------------------------------------------------------
 
-    @staticmethod
-    def raw_name(scenario: str, system: str, variant: str, size: int, rate: float | None, rep: int) -> str:
-        r = "max" if rate is None else f"{rate:g}"
-        return f"{scenario}__{system}__{variant}__{size}B__rate-{r}__rep{rep}.parquet"
-
     def write_raw(self, name: str, rows: pd.DataFrame, send_errors: pd.DataFrame | None = None,
                   drained: pd.DataFrame | None = None, acks_tracked: bool = False) -> Path:
         """``raw/<name>`` in RAW_SCHEMA; rows of a message in ``send_errors`` (producer, seq) get
@@ -257,9 +248,8 @@ class RunFolder:
             found = pd.MultiIndex.from_frame(drained[cols].astype("int64"))
             held = pd.MultiIndex.from_frame(rows[cols].astype("int64")).isin(found) & rows["t_recv"].isna().to_numpy()
         rows["drained"] = held
-        for column in schema.HOST_COLUMNS:  # filled only on a Spark cluster
-            if column not in rows:
-                rows[column] = None
+        for column in schema.HOST_COLUMNS:  # filled only on a Spark cluster: names, or None
+            rows[column] = rows[column].astype(object) if column in rows else None
         table = pa.Table.from_pandas(rows, schema=schema.RAW_SCHEMA, preserve_index=False)
         buffer = pa.BufferOutputStream()
         pq.write_table(table, buffer, compression="zstd")
@@ -327,7 +317,8 @@ class RunFolder:
                 "the summary"
             )
         read = {name: self._frame(f"{name}.parquet") for name in tables}
-        return {**read, **{name: self.read_table(name) for name in (schema.RECOVERY, schema.SEARCH)}}
+        optional = (schema.RECOVERY, schema.SEARCH, *schema.WORKLOAD_TABLES)
+        return {**read, **{name: self.read_table(name) for name in optional}}
 
     @property
     def summary_engine(self) -> str:

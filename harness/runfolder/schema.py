@@ -6,7 +6,8 @@ had it (pubsub). A duplicate delivery is a second row with the same (producer, s
 ``t_recv`` is when the reply reached the requester, so ``t_recv - t_send`` is a round trip, and ``consumer``
 is the requester's index. All stamps are ``time.monotonic_ns()`` (CLOCK_MONOTONIC, shared by the processes
 of one host), in ns. ``t_intended`` is the open-loop schedule's send time (null at rate ``max``); ``t_ack``
-is when a synchronously acknowledging producer's send returned (null otherwise); ``send_failed`` is true
+is when the system acknowledged the send: when a synchronously acknowledging producer's send returned, or when
+a producer that reports outcomes (``Producer.watch_outcomes``) heard of it (null without an acknowledgement); ``send_failed`` is true
 when the producer's send of that message raised (the producer was told; null in runs before it existed).
 ``send_host``/``send_executor`` and ``recv_host``/``recv_executor`` name the host and Spark executor of the
 worker that stamped ``t_send`` and ``t_recv`` in a run on a Spark cluster (``compare --spark-master``), whose
@@ -80,6 +81,17 @@ CPU_SUMMARY_COLUMNS = (
     "client_bound",
 )
 
+#: Publish latency (OMB's publish latency, PerfTest's confirm latency): send to the system's acknowledgement,
+#: ``t_ack - t_send`` over the sent messages whose producer was told of it (synchronous acks, or reported ones:
+#: ``Producer.watch_outcomes``); kept apart from the end-to-end ``lat_*`` columns; NaN when the variant has
+#: no acknowledgements. ``publish_count`` is the number of acknowledged messages they are taken over.
+PUBLISH_COLUMNS = (
+    *(percentile_column(p, "publish") for p in PERCENTILES),
+    "publish_max_us",
+    "publish_mean_us",
+    "publish_count",
+)
+
 #: Summary columns (``summary.parquet`` / ``summary.csv``), one row per case and repetition.
 SUMMARY_COLUMNS = (
     *CASE_KEYS,
@@ -115,6 +127,7 @@ SUMMARY_COLUMNS = (
     "send_delay_max_us",
     "complete",
     *CPU_SUMMARY_COLUMNS,
+    *PUBLISH_COLUMNS,
 )
 
 #: ``recovery.parquet`` / ``.csv``: one row per fault of a case (``harness.metrics.recovery``).
@@ -153,13 +166,27 @@ CPU = "cpu"
 CLOCKS = "clocks"
 #: The rate-search table (``rate: search`` scenarios only): max sustained rate and knee per system variant.
 SEARCH = "search"
+#: The workload tables (``harness/pipeline/_workload.py``; only runs with backlog, rate-profile or topic-sweep
+#: scenarios have rows): per second of those cases, per backlog case, per case of a topic sweep.
+TIMELINE, BACKLOG, TOPICS = "timeline", "backlog", "topics"
+WORKLOAD_TABLES = (TIMELINE, BACKLOG, TOPICS)
+TIMELINE_COLUMNS = (*CASE_KEYS, "repetition", "second", "offered", "sent", "received", "e2e_p99_us",
+                    "publish_p99_us", "backlog")
+BACKLOG_COLUMNS = (*CASE_KEYS, "repetition", "target", "built", "backlog_messages", "release_s", "drain_s",
+                   "catchup_msgs_per_s", "producer_msgs_per_s", "e2e_p99_us", "publish_p99_us", "note")
+TOPICS_COLUMNS = (*CASE_KEYS, "repetition", "topics", "topics_received", "topic_msgs_per_s_min",
+                  "topic_msgs_per_s_median", "topic_msgs_per_s_max")
 #: The pipeline's tables, each as ``<name>.parquet`` + ``<name>.csv``; ``summary`` is the one summary.
 SUMMARY_TABLES = ("summary", "aggregate", "series", "distribution")
+#: Results other tools read (``harness/pipeline/_export.py``), per case and repetition: HdrHistogram interval
+#: logs and percentile distributions ``hdr/<case>.<e2e|publish>.<hlog|hgrm>``; OMB-shaped ``omb/<case>.json``.
+HDR_DIR = "hdr"
+OMB_DIR = "omb"
 #: The results lake beside the run folders (``results/lake/``, ``harness.runfolder._lake``): ``raw``, ``runs``
 #: and each of LAKE_TABLES as ``<table>/date=<YYYY-MM-DD>/<run-id>[__<case>].parquet``.
 LAKE_DIR = "lake"
 LAKE_RUNS = "runs"
-LAKE_TABLES = (*SUMMARY_TABLES, RECOVERY, SEARCH)
+LAKE_TABLES = (*SUMMARY_TABLES, RECOVERY, SEARCH, *WORKLOAD_TABLES)
 #: ``runs``: one row per run in the lake.
 LAKE_RUN_COLUMNS = ("run_id", "started", "finished", "complete", "git_revision", "hostname", "cpus", "mqbench",
                     "scenarios", "systems", "engine")
@@ -167,17 +194,23 @@ REPORT_HTML = "report.html"
 REPORT_MD = "summary.md"
 FEATURE_MATRIX = "feature_matrix.csv"
 
-#: ``crosscheck.parquet`` / ``.csv`` (``mqbench crosscheck``): one row per system variant, tool and repetition.
+#: ``crosscheck.parquet`` / ``.csv`` (``mqbench crosscheck``): one row per system variant, tool, reference and
+#: repetition; ``reference`` is "matched" (the tool with the row's settings) or "best" (the tool at its best on
+#: the broker: then R is the fraction of the broker's capacity the row reached). ``tool_settings``: what the
+#: tool ran with, in words; ``tool_steady_s``: the seconds of steady state its figure covers.
 #: ``harness_rate``: the harness's receiver msg/s (the pipeline's summary) of that repetition; ``tool_rate``:
 #: the tool's receiver msg/s, or its sender msg/s when it has no consumer (``rate_kind`` says which);
-#: ``R = harness_rate / tool_rate``; ``client_bound``: R below the client-bound bound (0.5). CPU columns are
+#: ``R = harness_rate / tool_rate``; ``client_bound``: R against the matched tool below the client-bound
+#: bound (0.5). CPU columns are
 #: seconds over each side's own interval: ``cpu_tool_s`` the tool's processes (rusage at exit),
 #: ``cpu_broker_tool_s`` the broker meanwhile, ``cpu_harness_s`` the harness's workers, ``cpu_broker_harness_s``
 #: the broker meanwhile (NaN for an external broker). ``status`` is "ok", "missing" or "failed" (then ``note``
 #: is the one-sentence reason and the figures are NaN).
 CROSSCHECK = "crosscheck"
 CROSSCHECK_COLUMNS = (
-    "system", "variant", "client", "label", "guarantee", "tool", "tool_version",
+    # reference: "matched" (the tool with the row's settings) or "best" (the tool at its best on the broker)
+    "system", "variant", "client", "label", "guarantee", "tool", "reference", "tool_version", "tool_settings",
+    "tool_steady_s",
     "size", "producers", "consumers", "window", "messages", "repetition",
     "harness_rate", "tool_rate", "rate_kind", "R", "client_bound",
     "tool_sender_rate", "tool_receiver_rate", "tool_lat_p50_us", "tool_lat_p99_us", "tool_lat_kind",

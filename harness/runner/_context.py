@@ -4,7 +4,8 @@ Protocol with the parent (all objects of ``WorkerContext`` come from one multipr
   status.put(("ready", name)) -> parent sets ``start`` once every worker is ready and writes the common
   start stamp into ``start_ns`` -> producers pace from it -> status.put(("done", name, count, error)) ->
   parent sets ``stop`` when consumers have what they should get (or the run stalled) -> workers close.
-Besides: ("subscribed", name) from a consumer that heard every producer's probe (the slow-joiner
+A backlog case: the parent writes ``release_ns`` once the producers have built the backlog; consumers
+receive only from then on, producers switch to their drain rate. Besides: ("subscribed", name) from a consumer that heard every producer's probe (the slow-joiner
 handshake), ("error", name, text) from a worker that failed. ``progress[spec.slot]`` is the worker's count
 so far (sent, received or served), read by the parent while the case runs.
 """
@@ -17,8 +18,9 @@ from typing import TYPE_CHECKING, Any
 from harness.drivers.base import BrokerEndpoint, Role
 from harness.scenario import Scenario, Variant
 
-if TYPE_CHECKING:  # worker processes need no network code
+if TYPE_CHECKING:  # worker processes need no network code (nor the run folder's)
     from harness.network import Network
+    from harness.runfolder import CaseKey
 
 
 @dataclass(frozen=True)
@@ -50,6 +52,17 @@ class WorkerSpec:
     # The network namespace of the worker's host (``hosts:``), entered before any socket exists; None: the
     # root namespace. Child processes (the JVM a relay starts) inherit it.
     namespace: str | None = None
+    # Workloads (harness.scenario._workload): the body (``payload`` "file" / "compressible"), a key per
+    # message, the producer's share of a rate profile ((msgs/s, seconds) steps in turn), and a backlog case:
+    # consumers hold back until ``WorkerContext.release_ns`` is set, producers then go on at ``drain_rate`` x
+    # their rate.
+    payload_file: str = ""
+    compressible: float = 0.0
+    keys: str = "none"
+    key_count: int = 64
+    rate_profile: tuple[tuple[float, float], ...] = ()
+    backlog: bool = False
+    drain_rate: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -61,6 +74,11 @@ class WorkerContext:
     stop: Any  # Event: the case is over
     start_ns: Any  # Value("q"): the common start stamp (monotonic_ns)
     progress: Any  # Array("q"): one count per worker slot
+    release_ns: Any = None  # Value("q"): when a backlog case released its consumers (0: not yet)
+
+    def released(self) -> bool:
+        """Whether a backlog case's consumers have been released (only asked in backlog cases)."""
+        return self.release_ns is None or bool(self.release_ns.value)
 
     def wait_start(self) -> bool:
         """Block until the start; False when the case was stopped first."""
@@ -99,3 +117,10 @@ class Case:
     run_id: str
     broker: BrokerEndpoint | None
     network: Network | None = None  # the run's hosts, when scenarios place parts on them
+
+    @property
+    def key(self) -> CaseKey:
+        from harness.runfolder import CaseKey
+
+        return CaseKey(self.scenario.name, self.variant.system, self.variant.name, self.size, self.rate,
+                       self.repetition)

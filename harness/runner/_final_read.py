@@ -14,6 +14,7 @@ The read runs in worker processes like the case's own consumers (``_workers.Work
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -105,14 +106,17 @@ def _receipts(found: list[tuple[int, Any, Any, Any]]) -> pd.DataFrame:
     })
 
 
-def stalls(rows: pd.DataFrame, absent: pd.DataFrame, ended_ns: int, start_ns: int) -> dict[int, float]:
+def stalls(rows: pd.DataFrame, absent: pd.DataFrame, ended_ns: int, start_ns: int,
+           consumers: Sequence[int] = ()) -> dict[int, float]:
     """Per consumer missing messages: seconds from its last receipt (or the start) to the end of the case,
-    when that is at least ``STALL_MIN``."""
+    when that is at least ``STALL_MIN``. A queue's message nobody got (consumer -1) was any of the case's
+    ``consumers``' to take: each of them that stopped receiving is a stall."""
     out: dict[int, float] = {}
     got = rows[rows["t_recv"].notna()]
-    for consumer in sorted(set(absent["consumer"].astype(int))):
-        if consumer < 0:  # a queue's message nobody got: the stall is its topic's consumers'
-            continue
+    missing_for = set(absent["consumer"].astype(int))
+    if -1 in missing_for:
+        missing_for = (missing_for - {-1}) | set(consumers)
+    for consumer in sorted(missing_for):
         mine = got[got["consumer"] == consumer]["t_recv"]
         last = int(mine.max()) if len(mine) else start_ns
         seconds = (ended_ns - last) / 1e9

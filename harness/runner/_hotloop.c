@@ -21,9 +21,10 @@ static inline int64_t now_ns(void)
 }
 
 PyDoc_STRVAR(send_stamped_doc,
-"send_stamped(send, slots, block, size, offset, n, deadline) -> int\n\n"
+"send_stamped(send, slots, block, size, offset, n, deadline, as_bytes=0) -> int\n\n"
 "For i in range(n): read the clock; stop if it is at or past deadline; else store the stamp as a\n"
-"native int64 at byte offset + i * size of the writable buffer block and call send(slots[i]).\n"
+"native int64 at byte offset + i * size of the writable buffer block and call send(slots[i]) or, with\n"
+"as_bytes, send(a new bytes object holding the size bytes of message i of the block).\n"
 "Returns how many messages were handed over. An exception from send goes on unchanged; the stamp of\n"
 "the message whose send raised has been stored, so the caller counts the leading non-zero stamps.");
 
@@ -33,10 +34,11 @@ send_stamped(PyObject *self, PyObject *args)
     PyObject *send, *slots, *block;
     Py_ssize_t size, offset, n, i;
     long long deadline;
+    int as_bytes = 0;
     Py_buffer view;
 
-    if (!PyArg_ParseTuple(args, "OO!OnnnL:send_stamped", &send, &PyList_Type, &slots, &block, &size, &offset,
-                          &n, &deadline))
+    if (!PyArg_ParseTuple(args, "OO!OnnnL|p:send_stamped", &send, &PyList_Type, &slots, &block, &size, &offset,
+                          &n, &deadline, &as_bytes))
         return NULL;
     if (PyObject_GetBuffer(block, &view, PyBUF_WRITABLE) < 0)
         return NULL;
@@ -52,8 +54,17 @@ send_stamped(PyObject *self, PyObject *args)
         if (t >= deadline)
             break;
         memcpy(stamp_at, &t, sizeof t);
-        PyObject *msg = PyList_GET_ITEM(slots, i);
-        Py_INCREF(msg); /* send may run Python code that changes the list */
+        PyObject *msg;
+        if (as_bytes) {
+            msg = PyBytes_FromStringAndSize(stamp_at - offset, size);
+            if (msg == NULL) {
+                PyBuffer_Release(&view);
+                return NULL;
+            }
+        } else {
+            msg = PyList_GET_ITEM(slots, i);
+            Py_INCREF(msg); /* send may run Python code that changes the list */
+        }
         PyObject *r = PyObject_CallOneArg(send, msg);
         Py_DECREF(msg);
         if (r == NULL) {

@@ -326,7 +326,10 @@ def assemble_rows(
         t_send = np.full(n, NULL, dtype=np.int64)
         t_int = np.full(n, NULL, dtype=np.int64)
         t_ack = np.full(n, NULL, dtype=np.int64)
-        for p, rec in sent.items():
+        for p in np.unique(producer).tolist():  # only the producers present (a thousand topics: few each)
+            rec = sent.get(p)
+            if rec is None:
+                continue
             mask = producer == p
             idx = seq[mask]
             ok = idx < rec["t_send"].size

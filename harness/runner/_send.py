@@ -34,6 +34,7 @@ from harness.runner._records import (
     SHORT_HEADER,
     SendRecord,
 )
+from harness.scenario._workload import PAYLOAD_POOL
 
 NEVER = 2**63 - 1  # the deadline of a run without one
 _PROBE_INTERVAL = 0.01  # seconds between a producer's probes
@@ -52,6 +53,7 @@ class Step:
     #: buffer (``Capabilities.batch_send``).
     direct: Callable[[Any], None] | None = None
     copies = False
+    as_bytes = False  # with ``copies``: hand the send a bytes object per message (Capabilities.send_bytes)
 
     def __call__(self, buf: bytearray, seq: int, t: int) -> int:
         raise NotImplementedError
@@ -66,11 +68,11 @@ class Step:
 class Send(Step):
     """A producer's send; with ``acked`` (``Producer.acks_synchronously``) the ack is stamped on return."""
 
-    def __init__(self, producer: Any, copies: bool, flushes: bool) -> None:
+    def __init__(self, producer: Any, copies: bool, flushes: bool, as_bytes: bool = False) -> None:
         self.producer, self.send, self.flushes = producer, producer.send, flushes
         self.keeps_second = bool(producer.acks_synchronously)
         self.direct = None if self.keeps_second else producer.send
-        self.copies = copies
+        self.copies, self.as_bytes = copies, as_bytes
 
     def __call__(self, buf: bytearray, seq: int, t: int) -> int:
         self.send(buf)
@@ -82,6 +84,29 @@ class Send(Step):
 
     def close(self) -> None:
         self.producer.close()
+
+
+class KeyedSend(Send):
+    """A producer's send with a message key (``Producer.send_keyed``), chosen per message from
+    ``Topology.key_names``: in turn (``round-robin``, each producer starting at its own index) or at random
+    (``random``, seeded by the producer's index so that a repetition sends the same keys)."""
+
+    def __init__(self, producer: Any, copies: bool, flushes: bool, distribution: str, count: int,
+                 index: int) -> None:
+        super().__init__(producer, copies, flushes)
+        self.direct = None  # the full-speed loops send without keys
+        self.send_keyed = producer.send_keyed
+        self.names = [b"k%d" % i for i in range(count)]
+        self.offset = index
+        self.picks = np.random.default_rng(index).integers(0, count, 1 << 16) if distribution == "random" else None
+
+    def __call__(self, buf: bytearray, seq: int, t: int) -> int:
+        if self.picks is None:
+            key = self.names[(seq + self.offset) % len(self.names)]
+        else:
+            key = self.names[self.picks[seq & 0xFFFF]]
+        self.send_keyed(buf, key)
+        return time.monotonic_ns() if self.keeps_second else 0
 
 
 class Request(Step):
@@ -116,14 +141,43 @@ def sleep_until(deadline_ns: int) -> None:
             time.sleep(0)
 
 
-@dataclass(frozen=True)
+class Profile:
+    """A producer's share of a rate profile: (msgs/s, seconds) steps in turn, repeated. ``at(n)`` is the
+    intended send time of message ``n`` in ns after the start: message n is due once the steps so far
+    allow n messages (a step of rate 0 is a pause)."""
+
+    def __init__(self, steps: tuple[tuple[float, float], ...]) -> None:
+        rates = np.array([r for r, _ in steps], dtype=np.float64)
+        seconds = np.array([s for _, s in steps], dtype=np.float64)
+        counts = rates * seconds
+        self.rates, self.round_msgs, self.round_s = rates, float(counts.sum()), float(seconds.sum())
+        self.msgs_end = np.cumsum(counts)  # messages due by each step's end, within a round
+        self.msgs_start = self.msgs_end - counts
+        self.t_start = np.cumsum(seconds) - seconds
+
+    def at(self, n: np.ndarray) -> np.ndarray:
+        """Intended send offsets (ns) of messages ``n`` (an int array)."""
+        rounds, within = np.divmod(n.astype(np.float64), self.round_msgs)
+        step = np.searchsorted(self.msgs_end, within, side="right")
+        rate = self.rates[step]
+        offset = self.t_start[step] + (within - self.msgs_start[step]) / np.where(rate > 0, rate, 1.0)
+        return ((rounds * self.round_s + offset) * 1e9).astype(np.int64)
+
+
+@dataclass
 class Schedule:
-    """When a sending worker starts, how much it sends and at what pace."""
+    """When a sending worker starts, how much it sends and at what pace: as fast as possible, a fixed
+    ``period``, a rate ``profile``, or (a backlog case) the period until the consumers' release and then
+    ``period / drain`` from the first message sent after it (``release``)."""
 
     t0: int  # the common start stamp
     total: int  # messages including warmup (2**32 - 1: until the deadline)
     deadline: int  # stamp at which a duration run stops (NEVER: none)
-    period: float  # ns between intended sends; 0.0 = as fast as possible
+    period: float  # ns between intended sends; 0.0 = as fast as possible (or the profile's)
+    profile: Profile | None = None
+    drain: float = 1.0
+    release: Any = None  # the shared release stamp of a backlog case (None: not one)
+    switched: tuple[int, int] | None = None  # (first seq, its intended stamp) at the drain rate
 
     @classmethod
     def start(cls, spec: WorkerSpec, ctx: WorkerContext) -> Schedule:
@@ -134,19 +188,78 @@ class Schedule:
             t0=t0,
             total=spec.total if spec.total is not None else 2**32 - 1,
             deadline=t0 + spec.duration_ns if spec.duration_ns is not None else NEVER,
-            period=1e9 / spec.rate if spec.rate else 0.0,
+            period=1e9 / spec.rate if spec.rate and not spec.rate_profile else 0.0,
+            profile=Profile(spec.rate_profile) if spec.rate_profile else None,
+            drain=spec.drain_rate,
+            release=ctx.release_ns if spec.backlog else None,
         )
+
+    @property
+    def simple(self) -> bool:
+        """A fixed period (or none) the whole time: the loop computes due times itself."""
+        return self.profile is None and self.release is None
+
+    def due(self, seq: int) -> int:
+        """The intended send stamp of ``seq`` (paced schedules)."""
+        if self.profile is not None:
+            return self.t0 + int(self.profile.at(np.array([seq]))[0])
+        if self.switched is not None:
+            first, at = self.switched
+            return at + int((seq - first) * self.period / self.drain)
+        return self.t0 + int(seq * self.period)
+
+    def released(self, seq: int) -> bool:
+        """A backlog case: True once the consumers are released; from the first call that sees it, ``seq``
+        on goes at the drain rate (from its intended time, or now when that passed)."""
+        if self.switched is not None:
+            return True
+        if self.release is None or not self.release.value:
+            return False
+        self.switched = (seq, max(time.monotonic_ns(), self.t0 + int(seq * self.period)))
+        return True
 
     def intended(self, n: int) -> np.ndarray:
         """Intended send stamps of the first ``n`` messages (empty at full speed)."""
+        seqs = np.arange(n, dtype=np.int64)
+        if self.profile is not None:
+            return self.t0 + self.profile.at(seqs)
         if not self.period:
             return np.zeros(0, np.int64)
-        return (self.t0 + np.arange(n, dtype=np.float64) * self.period).astype(np.int64)
+        out = (self.t0 + seqs.astype(np.float64) * self.period).astype(np.int64)
+        if self.switched is not None and self.drain > 0:
+            first, at = self.switched
+            later = seqs >= first
+            out[later] = (at + (seqs[later] - first).astype(np.float64) * self.period / self.drain).astype(np.int64)
+        return out
 
 
 def payload(spec: WorkerSpec) -> bytearray:
     return bytearray(os.urandom(spec.size)) if spec.payload == "random" else bytearray(spec.size)
 
+
+def payloads(spec: WorkerSpec) -> list[bytearray]:
+    """The bodies a producer sends, in turn (the header is written over each one's start): one, or for
+    compressible payloads a pool of distinct ones (``PAYLOAD_POOL``)."""
+    if spec.payload == "file":
+        with open(spec.payload_file, "rb") as f:
+            body = f.read() or b"\0"
+        return [bytearray((body * (spec.size // len(body) + 1))[: spec.size])]
+    if spec.payload == "compressible":
+        return [compressible_body(spec.size, spec.compressible) for _ in range(PAYLOAD_POOL)]
+    return [payload(spec)]
+
+
+def compressible_body(size: int, ratio: float) -> bytearray:
+    """``size`` bytes of which about ``ratio`` compresses away: in each 256-byte block, random bytes first
+    and zeros after, so that any compressor's window sees the mix (one block of zeros then one of noise
+    would compress the same overall but unevenly per batch)."""
+    block = 256
+    random_part = round(block * (1.0 - ratio))
+    out = bytearray(size)
+    for start in range(0, size, block):
+        n = min(random_part, size - start)
+        out[start:start + n] = os.urandom(n)
+    return out
 
 def probe_until_start(send: Callable[[bytearray], None], spec: WorkerSpec, ctx: WorkerContext) -> bool:
     """Until the start, send a probe every ``_PROBE_INTERVAL``: a 6-byte message, ``PROBE_ID`` and this
@@ -164,20 +277,24 @@ def probe_until_start(send: Callable[[bytearray], None], spec: WorkerSpec, ctx: 
 def send_messages(spec: WorkerSpec, ctx: WorkerContext, step: Step, record: SendRecord) -> tuple[int, Schedule, str]:
     """Send from the common start until the count or the deadline, the stop event or an interruption.
     Returns (messages handed over, the schedule, error: "" when none); the record holds their stamps."""
-    buf = payload(spec)
+    pool = payloads(spec)
+    buf, rounds = pool[0], len(pool)
     pid, slot, progress, stop = spec.role.index, spec.slot, ctx.progress, ctx.stop
     schedule = Schedule.start(spec, ctx)
     total = schedule.total if record.growable else min(schedule.total, record.capacity)
     t0, deadline, period = schedule.t0, schedule.deadline, schedule.period
+    simple, due = schedule.simple, schedule.due
+    released = schedule.released if schedule.release is not None else None
     pack = HEADER.pack_into if spec.size >= HEADER.size else None
     seq = record.start
     error = ""
     try:
-        if (step.direct is not None and not period and pack is not None and record.growable
-                and sys.byteorder == "little"):
+        if (step.direct is not None and not period and simple and rounds == 1 and pack is not None
+                and record.growable and sys.byteorder == "little"):
             seq, error = _full_speed(step, buf, pid, total, deadline, record, progress, slot, stop)
             total = seq  # the general loop below has nothing left to do
-        mono, pack_short, every = time.monotonic_ns, SHORT_HEADER.pack_into, step.every
+        mono, pack_short = time.monotonic_ns, SHORT_HEADER.pack_into
+        every = step.every if released is None else min(step.every, 63)  # the parent counts the backlog
         t_send, t_second, cap = record.t_send, record.t_second, record.capacity
         t = 0
         try:
@@ -185,11 +302,19 @@ def send_messages(spec: WorkerSpec, ctx: WorkerContext, step: Step, record: Send
                 if seq == cap:  # duration runs only: grow the buffers
                     cap = record.grow()
                     t_send, t_second = record.t_send, record.t_second
-                if period:
+                if released is not None and released(seq):  # the backlog's consumers were released
+                    released = None
+                    if schedule.drain <= 0:
+                        break  # drain_rate 0: the producers stop while the backlog drains
+                if not simple:
+                    sleep_until(due(seq))
+                elif period:
                     sleep_until(t0 + int(seq * period))
                 t = mono()
                 if t >= deadline:
                     break
+                if rounds > 1:
+                    buf = pool[seq % rounds]
                 if pack is not None:
                     pack(buf, 0, pid, seq, t)
                 else:
@@ -231,7 +356,8 @@ def _full_speed(
     box = [stamps]
     try:
         if blocks:
-            return _send_blocks(send, buf, pid, total, deadline, box, progress, slot, stop, step.stopped)
+            return _send_blocks(send, buf, pid, total, deadline, box, progress, slot, stop, step.stopped,
+                                step.as_bytes)
         return _send_rewritten(send, buf, pid, total, deadline, box, progress, slot, stop, step.stopped)
     finally:
         record.t_send = np.asarray(box[0], dtype=np.int64)
@@ -278,7 +404,7 @@ def _send_rewritten(
 
 def _send_blocks(
     send: Callable[[Any], None], payload: bytearray, pid: int, total: int, deadline: int, box: list[Any],
-    progress: Any, slot: int, stop: Any, stopped: str,
+    progress: Any, slot: int, stop: Any, stopped: str, as_bytes: bool = False,
 ) -> tuple[int, str]:
     """For drivers whose ``send`` copies any buffer: per message only the clock read, one store of the stamp
     into the header and the send.
@@ -290,7 +416,8 @@ def _send_blocks(
     the record is exact also when a batch ends early. When a send raises (the runner interrupting a blocked
     send, a driver error) the stamps of the batch so far are recorded before the exception goes on, the
     failed message's included: the caller counts the record's leading stamps. With the C extension built,
-    ``send_stamped`` runs each batch; the Python loop below is the fallback."""
+    ``send_stamped`` runs each batch; the Python loop below is the fallback. ``as_bytes``: the send gets a new
+    ``bytes`` object of each stamped message (``Capabilities.send_bytes``), made in C by ``send_stamped``."""
     size = len(payload)
     k = max(1, min(1024, BLOCK_BYTES // size))
     block = bytearray(bytes(payload) * k)
@@ -318,14 +445,14 @@ def _send_blocks(
             seqs[:] = steps + sent
             stamps[:] = 0
             if hot is not None:
-                hot(send, msgs, block, size, 6, n, deadline)
+                hot(send, msgs, block, size, 6, n, deadline, as_bytes)
             else:
                 for msg, stamp_at in slots if n == k else slots[:n]:
                     t = mono()
                     if t >= deadline:
                         break
                     stamp_at[0] = t
-                    send(msg)
+                    send(bytes(msg) if as_bytes else msg)
             done = n if stamps[n - 1] else int(np.count_nonzero(stamps[:n]))
             box[0][sent:sent + done] = stamps[:done]
             n = 0  # before ``sent`` moves on: an interruption from here on finds this batch recorded

@@ -26,19 +26,27 @@ from harness.runner._context import Case
 from harness.runner._records import leading_count
 from harness.runner.faults import FaultInjector
 from harness.runner.proc import CpuMeter, CpuUse, CpuWhileActive
-from harness.runner.worker import WorkerContext, WorkerSpec, worker_main
+from harness.runner.worker import WorkerContext, WorkerSpec, group_main, worker_main
 from harness.scenario import Scenario
 
 # Workers fork from a clean, single-threaded server process that has already imported what they need:
-# starting one costs milliseconds instead of a fresh interpreter's second of imports.
+# starting one costs milliseconds instead of a fresh interpreter's second of imports. That includes the
+# main module ("__main__": the `mqbench` script, which imports the whole CLI), which every child of a
+# forkserver imports again before it runs: preloaded once in the server, no child pays for it (without it
+# sixteen processes of a thousand-topic case each spent a minute in imports on a loaded machine).
 _CTX = mp.get_context("forkserver")
-_CTX.set_forkserver_preload(["harness.runner.worker", "numpy", "zmq"])
+_CTX.set_forkserver_preload(["__main__", "harness.runner.worker", "numpy", "zmq"])
 SUBSCRIBE_TIMEOUT = 30.0  # at most (or the scenario's timeout): for every subscription to reach its publishers
 SETTLE = 0.2  # seconds between "all ready" and the start, for subscriptions to propagate (no handshake)
 DRAIN_IDLE = 3.0  # after the producers finished: seconds without progress before we stop waiting
 OnProgress = Callable[[int, int], None]  # (received so far, expected so far)
-READY_TIMEOUT = 60.0  # seconds for every worker to connect and report ready
+READY_TIMEOUT = 60.0  # seconds for every worker to connect and report ready (a group: a second more per role)
 INTERRUPT_WAIT = 8.0  # seconds of repeated interrupts (SIGUSR1) for workers to save their records and exit
+#: Cases with at most this many producers and consumers run each in a process of its own; above, roles of
+#: one kind share ``ROLE_PROCESSES`` processes per kind, a thread each (``worker.group_main``): a thousand
+#: topics would otherwise need two thousand interpreters.
+ONE_PROCESS_EACH = 64
+ROLE_PROCESSES = 8
 
 
 class CaseFailed(Exception):
@@ -51,12 +59,13 @@ class Workers:
     def __init__(self, n: int) -> None:
         self.ctx = WorkerContext(
             status=_CTX.Queue(), start=_CTX.Event(), stop=_CTX.Event(), start_ns=_CTX.Value("q", 0, lock=False),
-            progress=_CTX.Array("q", n, lock=False),
+            progress=_CTX.Array("q", n, lock=False), release_ns=_CTX.Value("q", 0, lock=False),
         )
         self.status, self.start, self.stop = self.ctx.status, self.ctx.start, self.ctx.stop
-        self.start_ns, self.progress = self.ctx.start_ns, self.ctx.progress
+        self.start_ns, self.progress, self.release_ns = self.ctx.start_ns, self.ctx.progress, self.ctx.release_ns
         self.procs: dict[str, Any] = {}
         self.specs: dict[str, WorkerSpec] = {}
+        self.group_of: dict[str, str] = {}  # a role's name -> the process that plays it, when grouped
         self.gone: list[Any] = []  # processes killed by a fault
         self.done: dict[str, tuple[int, str]] = {}
         self.errors: list[str] = []
@@ -70,6 +79,19 @@ class Workers:
         p.start()
         self.procs[spec.name] = p
         self.specs[spec.name] = spec
+
+    def launch_group(self, name: str, specs: list[WorkerSpec]) -> None:
+        """One process ``name`` that plays every role of ``specs`` (``worker.group_main``)."""
+        p = _CTX.Process(target=group_main, args=(specs, self.ctx), name=f"mqbench-{name}", daemon=True)
+        p.start()
+        self.procs[name] = p
+        for spec in specs:
+            self.specs[spec.name] = spec
+            self.group_of[spec.name] = name
+
+    def process(self, name: str) -> Any:
+        """The process that plays role ``name`` (its own, or its group's)."""
+        return self.procs[self.group_of.get(name, name)]
 
     # -- fault hooks (called from the FaultInjector thread) -------------------------------------------
 
@@ -148,16 +170,16 @@ class Workers:
 
     def wait_ready(self, names: list[str]) -> None:
         pending = set(names)
-        deadline = time.monotonic() + READY_TIMEOUT
+        deadline = time.monotonic() + READY_TIMEOUT + (len(names) if self.group_of else 0)
         while pending:
             msg = self.drain(0.1)
             if msg is not None and msg[0] == "ready":
                 pending.discard(msg[1])
             if self.errors:
                 raise CaseFailed(self.errors[0].splitlines()[0])
-            dead = [n for n in pending if not self.procs[n].is_alive()]
+            dead = [n for n in pending if not self.process(n).is_alive()]
             if dead:
-                raise CaseFailed(f"{dead[0]} exited (code {self.procs[dead[0]].exitcode}) before it was ready")
+                raise CaseFailed(f"{dead[0]} exited (code {self.process(dead[0]).exitcode}) before it was ready")
             if time.monotonic() > deadline:
                 raise CaseFailed(f"{sorted(pending)[0]} was not ready after {READY_TIMEOUT:.0f} s")
 
@@ -214,12 +236,40 @@ class Workers:
             pass
         for name, p in self.procs.items():  # a worker that died of a signal of its own (a crash in a client)
             code = p.exitcode
-            if name not in forced and code is not None and code < 0 and name not in self.done:
+            roles = [r for r, g in self.group_of.items() if g == name] or [name]  # a group plays several
+            killed_by_fault = any(g is p for g in self.gone)
+            if (name not in forced and not killed_by_fault and code is not None and code < 0
+                    and not all(r in self.done for r in roles)):
                 self.errors.append(f"{name}: ended by {_signal_name(-code)} before it reported; its records "
                                    "are missing")
         self.status.close()
         self.status.join_thread()
         return forced
+
+
+def launch_all(w: Workers, producers: list[WorkerSpec], consumers: list[WorkerSpec]) -> None:
+    """Start the case's workers, consumers first: one process per role, or for more than
+    ``ONE_PROCESS_EACH`` roles (and none of them resilient, relayed to the JVM or on a host of its own)
+    ``ROLE_PROCESSES`` processes per kind, each playing an equal share of that kind's roles."""
+    roles = [*consumers, *producers]
+    grouped = (len(roles) > ONE_PROCESS_EACH and not any(s.resilient or s.namespace for s in roles)
+               and not _runs_in_jvm(roles[0]))
+    if not grouped:
+        for spec in roles:
+            w.launch(spec)
+        return
+    for kind in (consumers, producers):
+        n = min(ROLE_PROCESSES, len(kind))
+        for i in range(n):
+            share = kind[i::n]
+            if share:
+                w.launch_group(f"{share[0].kind}s-{i}", share)
+
+
+def _runs_in_jvm(spec: WorkerSpec) -> bool:
+    from harness.drivers import load_class
+
+    return bool(load_class(spec.driver).runs_in_jvm)
 
 
 def _signal_name(number: int) -> str:
@@ -256,6 +306,12 @@ def specs(case: Case, driver: Driver, plan: dict[str, Any], work_dir: Path) -> t
         duration_ns=duration_ns,
         resilient=resilient,
         kills=sc.kills,
+        payload_file=sc.payload_file,
+        compressible=sc.compressible,
+        keys=sc.keys,
+        key_count=sc.key_count,
+        backlog=sc.backlog is not None,
+        drain_rate=sc.backlog.drain_rate if sc.backlog is not None else 1.0,
     )
     consumers = []
     for c in range(sc.consumers):
@@ -287,6 +343,7 @@ def specs(case: Case, driver: Driver, plan: dict[str, Any], work_dir: Path) -> t
             capacity=send_cap,
             out=str(work_dir / f"producer-{p}"),
             probe=probing,
+            rate_profile=tuple((r / sc.producers, seconds) for r, seconds in sc.rate_profile),
             **common,  # type: ignore[arg-type]
         )
         for p in range(sc.producers)
@@ -342,11 +399,11 @@ def watch(
             if injector is not None:
                 pass  # after faults, receipts include redeliveries: counts cannot tell that all arrived
             elif sc.pattern is Pattern.QUEUE:
-                topics_full = all(
-                    sum(r for r, s in zip(received, consumers, strict=True) if s.role.topic == t)
-                    >= sum(e for e, s in zip(expected, consumers, strict=True) if s.role.topic == t)
-                    for t in range(sc.topics)
-                )
+                got, due = [0] * sc.topics, [0] * sc.topics
+                for r, e, s in zip(received, expected, consumers, strict=True):
+                    got[s.role.topic] += r
+                    due[s.role.topic] += e
+                topics_full = all(g >= d for g, d in zip(got, due, strict=True))
                 if topics_full:
                     return True
             elif all(r >= e for r, e in zip(received, expected, strict=True)):
@@ -373,11 +430,9 @@ def expected_counts(
     sent_per_topic = [0] * sc.topics
     for spec in producers:
         sent_per_topic[spec.role.topic] += done[spec.name][0]
-    out = []
+    share = [0] * sc.topics
     for spec in consumers:
-        if sc.pattern is Pattern.PUBSUB:
-            out.append(sent_per_topic[spec.role.topic])
-        else:
-            share = sum(1 for s in consumers if s.role.topic == spec.role.topic)
-            out.append(-(-sent_per_topic[spec.role.topic] // share))
-    return out
+        share[spec.role.topic] += 1
+    if sc.pattern is Pattern.PUBSUB:
+        return [sent_per_topic[spec.role.topic] for spec in consumers]
+    return [-(-sent_per_topic[spec.role.topic] // share[spec.role.topic]) for spec in consumers]

@@ -19,7 +19,7 @@ from __future__ import annotations
 import functools
 import os
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,23 +32,49 @@ from harness.drivers import driver_class
 from harness.drivers.base import BrokerEndpoint, ClusterShape, Driver, DriverError, Pattern, Topology
 from harness.drivers.java import JVM_LIMITS
 from harness.network import Network
-from harness.runfolder import RunFolder
+from harness.runfolder import CaseKey, RunFolder
+from harness.runner._backlog import BacklogRelease
 from harness.runner._context import Case
 from harness.runner._final_read import final_read, missing, needs_final_read, stalls
 from harness.runner._netfaults import NetworkFaults
 from harness.runner._placement import place
 from harness.runner._records import assemble_rows, finalize, read_errors, tracked
-from harness.runner._workers import SETTLE, SUBSCRIBE_TIMEOUT, CaseFailed, OnProgress, Workers, specs, watch
+from harness.runner._workers import (
+    SETTLE,
+    SUBSCRIBE_TIMEOUT,
+    CaseFailed,
+    OnProgress,
+    Workers,
+    launch_all,
+    specs,
+    watch,
+)
 from harness.runner.cpu import CpuTable
 from harness.runner.evaluation import EvaluationFiles
 from harness.runner.faults import FaultInjector, Sampler, WorkerHooks, depth_probe
 from harness.runner.proc import CpuUse
 from harness.scenario import Scenario, Variant
 
-__all__ = ["Case", "CaseFailed", "CaseResult", "CaseSpec", "RunOne", "System", "cases", "run_case", "run_cases",
+__all__ = ["Case", "CaseFailed", "CaseResult", "CaseSpec", "RunOne", "System", "run_case", "run_cases",
            "scenario_reason", "supports", "variant_reason"]
 
-CaseSpec = tuple[Scenario, Variant, int, float | None, int]
+
+
+@dataclass(frozen=True)
+class CaseSpec:
+    """One case to run: a scenario's variant at one message size, offered rate (None: unpaced) and
+    repetition; its identity in the run folder is ``key``."""
+
+    scenario: Scenario
+    variant: Variant
+    size: int
+    rate: float | None
+    repetition: int
+
+    @property
+    def key(self) -> CaseKey:
+        return CaseKey(self.scenario.name, self.variant.system, self.variant.name, self.size, self.rate,
+                       self.repetition)
 #: How one case runs: :func:`run_case` here, or ``harness.cluster.ClusterCases.run_case`` on a cluster.
 RunOne = Callable[["Case", Driver, Path, "OnProgress | None"], "CaseResult"]
 
@@ -62,6 +88,20 @@ def scenario_reason(system: str, scenario: Scenario, client: str | None = None) 
         return JVM_LIMITS
     if cls.runs_in_jvm and any(f.on_node for f in scenario.faults) and not getattr(cls, "rides_node_faults", False):
         return JVM_LIMITS
+    return workload_reason(cls, scenario)
+
+
+def workload_reason(cls: type[Driver], scenario: Scenario) -> str | None:
+    """Why a driver cannot run a scenario's workload fields (harness.scenario._workload), or None."""
+    if not scenario.workload:
+        return None
+    if cls.runs_in_jvm:
+        return ("the JVM worker runs no workload fields yet (backlog, rate_profile, keys, file or compressible "
+                "payloads, topic sweeps)")
+    if scenario.keys != "none" and not cls.capabilities.keys:
+        return f"{cls.name} has no message keys to route by"
+    if scenario.keys != "none" and scenario.faults:
+        return "keys are not sent by the fault-tolerant producer of runs with faults"
     return None
 
 
@@ -81,26 +121,6 @@ def variant_reason(variant: Variant) -> str | None:
     """Why the client a variant chooses cannot run here (a Java client without java), or None."""
     client = variant.options.get("client")
     return _client_reason(variant.system, None if client is None else str(client))
-
-
-def cases(scenarios: Sequence[Scenario], systems: Sequence[str]) -> Iterator[CaseSpec]:
-    """Every (scenario, variant, size, rate, repetition) to run, in the interleaved order above; variants
-    whose client cannot run here (``variant_reason``) or cannot run the scenario (``scenario_reason``) are
-    left out."""
-    for sc in scenarios:
-        runnable = [v for s in systems if (sc.systems is None or s in sc.systems) and supports(s, sc)
-                    for v in sc.variants_for(s) if variant_reason(v) is None and _runs(v, sc)]
-        for size in sc.message_sizes:
-            for rate in sc.rates:
-                for rep in range(sc.repetitions):
-                    for variant in runnable:
-                        yield sc, variant, size, rate, rep
-
-
-def _runs(variant: Variant, scenario: Scenario) -> bool:
-    """Whether the client ``variant`` chooses can run ``scenario`` (a Java client has the JVM's limits)."""
-    client = variant.options.get("client")
-    return scenario_reason(variant.system, scenario, None if client is None else str(client)) is None
 
 
 @dataclass(frozen=True)
@@ -135,9 +155,10 @@ def run_cases(
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     with Progress(*columns, console=console, transient=False) as bar:
         overall = bar.add_task("cases", total=len(specs))
-        for i, (sc, variant, size, rate, rep) in enumerate(specs):
-            rate_text = "max" if rate is None else f"{rate:g}/s"
-            desc = f"{sc.name} {variant.system}/{variant.name} {size} B @ {rate_text} rep {rep + 1}"
+        for i, spec in enumerate(specs):
+            sc, variant, size, rate, rep = spec.scenario, spec.variant, spec.size, spec.rate, spec.repetition
+            key = spec.key
+            desc = key.describe()
             task = bar.add_task(desc, total=None)
 
             def progress(done: int, total: int, task: Any = task) -> None:
@@ -148,7 +169,7 @@ def run_cases(
             case = Case(sc, variant, size, rate, rep, run.run_id, broker, network)
             try:
                 driver = driver_class(variant.system, variant.options.get("client"))(variant.options, broker)
-                labels = _record_variant(run, variant, driver, system.backend)
+                labels = _record_variant(run, variant, driver, broker.backend if broker else system.backend)
                 result = run_one(case, driver, run.work_dir / f"case-{i}", progress)
             except (DriverError, CaseFailed) as exc:
                 message = f"{desc}: {exc}"
@@ -160,29 +181,30 @@ def run_cases(
                 continue
             for p in result.problems:
                 console.print(f"[yellow]![/] {desc}: {p.splitlines()[0]}")
+            if result.backlog and result.backlog["note"]:
+                console.print(f"[yellow]·[/] {desc}: {result.backlog['note']}", highlight=False)
             for note in _final_read_notes(result):
                 console.print(f"[yellow]·[/] {desc}: {note}", highlight=False)
             problems.extend(f"{desc}: {p}" for p in result.problems)
             complete = complete and result.complete
-            name = run.raw_name(sc.name, variant.system, variant.name, size, rate, rep)
+            name = key.raw_name
             run.write_raw(name, result.rows, result.send_errors, drained=result.drained,
                           acks_tracked=result.acks_tracked)
-            cpu.add(name, case, result.cpu)
+            cpu.add(case, result.cpu)
             if observe is not None:
                 observe(result)
             if (result.faults or result.timeseries is not None or result.send_errors is not None
                     or result.drained is not None):
-                evaluation.add(name, {
-                    "scenario": sc.name, "pattern": sc.pattern.value, "system": variant.system,
-                    "variant": variant.name, "label": labels["label"], "guarantee": labels["guarantee"],
-                    "size": size, "rate": float("nan") if rate is None else rate, "repetition": rep,
+                evaluation.add(key, {
+                    "pattern": sc.pattern.value, "label": labels["label"],
+                    "guarantee": labels["guarantee"],
                     "acks_tracked": result.acks_tracked,
                     "stall_s": max(result.stalls.values(), default=float("nan")),
                 }, result)
             run.manifest["cases"].append({
-                "raw": f"raw/{name}", "complete": result.complete, "scenario": sc.name, "system": variant.system,
-                "variant": variant.name, "size": size, "rate": rate, "repetition": rep,
+                "raw": f"raw/{name}", "complete": result.complete, **key.manifest_entry(),
                 **({"stalls": {str(c): round(v, 3) for c, v in result.stalls.items()}} if result.stalls else {}),
+                **({"backlog": result.backlog} if result.backlog else {}),
             })
             run.write_manifest()
             bar.remove_task(task)
@@ -226,6 +248,9 @@ def _record_variant(run: RunFolder, variant: Variant, driver: Driver, backend: s
             "backend": backend,
             "broker_url": driver.broker.url if driver.broker else None,
             "broker_startup_s": driver.broker.extra.get("startup_s") if driver.broker else None,
+            **({"broker_image": driver.broker.extra.get("image"), "broker_image_id": driver.broker.extra.get("image_id"),
+                "broker_image_origin": driver.broker.extra.get("image_origin")}
+               if driver.broker and driver.broker.backend == "containers" else {}),
         }
     labels = {
         "system": variant.system,
@@ -253,12 +278,14 @@ class CaseResult:
     acks_tracked: bool = False  # the producers were told each send's outcome: unanswered sends are not accepted
     drained: pd.DataFrame | None = None  # the final read's receipts: producer, seq, consumer, t_ns (held, not lost)
     stalls: dict[int, float] = field(default_factory=dict)  # consumer -> seconds without a receipt at the end
+    backlog: dict[str, Any] | None = None  # a backlog case: target, built, release_ns, start_ns, note
 
 
 def run_case(case: Case, driver: Driver, work_dir: Path, on_progress: OnProgress | None = None) -> CaseResult:
     sc = case.scenario
     tag = f"{os.getpid()}-{int(time.time() * 1000) % 10**9}"
-    topology = Topology(sc.pattern, sc.topics, sc.producers, sc.consumers, case.size, tag)
+    topology = Topology(sc.pattern, sc.topics, sc.producers, sc.consumers, case.size, tag,
+                        keys=sc.key_count if sc.keys != "none" else 0)
     plan = driver.plan(topology)
     try:
         return _run(case, driver, plan, work_dir, on_progress)
@@ -277,17 +304,18 @@ def _run(
     problems: list[str] = []
     complete = True
     sc = case.scenario
-    evaluating = bool(sc.faults) or sc.consumer_rate is not None
+    evaluating = bool(sc.faults) or sc.consumer_rate is not None or sc.backlog is not None or bool(sc.rate_profile)
     injector: FaultInjector | None = None
     sampler: Sampler | None = None
+    backlog: BacklogRelease | None = None
+    backlog_record: dict[str, Any] | None = None
     fault_records: list[dict[str, Any]] = []
     samples: list[dict[str, Any]] = []
     cpu: list[CpuUse] = []
     ended_ns = 0
     try:
         # All at once: producers only send after the start event, by which time every consumer is ready.
-        for spec in [*consumers, *producers]:
-            w.launch(spec)
+        launch_all(w, producers, consumers)
         w.wait_ready([s.name for s in [*consumers, *producers]])
         if any(s.probe_from for s in consumers):
             # Brokerless pub/sub: a subscription reaches a publisher some time after the subscriber is
@@ -320,8 +348,13 @@ def _run(
             )
         nodes = [control.node_pids(n) for n in range(control.nodes)] if hasattr(control, "node_pids") else None
         w.measure_cpu(case.broker, control.pids() if control is not None else None, nodes)
+        if sc.backlog is not None:
+            names = [s.name for s in producers]
+            backlog = BacklogRelease(
+                w.progress, len(producers), max(1, sc.consumers // sc.topics) if sc.pattern is Pattern.PUBSUB else 1,
+                sc.backlog.target(case.size), w.release_ns, lambda: all(n in w.done for n in names))
         w.start.set()
-        for thread in (sampler, injector):
+        for thread in (sampler, injector, backlog):
             if thread is not None:
                 thread.start()
         complete = watch(case, w, producers, consumers, problems, on_progress, injector)
@@ -332,6 +365,8 @@ def _run(
             fault_records = injector.stop()
         if sampler is not None:
             samples = sampler.stop()
+        if backlog is not None:
+            backlog_record = {**backlog.stop(), "start_ns": int(w.start_ns.value)}
         forced = w.shutdown(grace=3.0)
         if injector is not None:
             try:
@@ -370,16 +405,16 @@ def _run(
                 drained = final_read(producers, consumers, absent, work_dir / "final-read")
             except CaseFailed as exc:
                 problems.append(f"the final read of what the broker still holds failed: {exc}")
-            stalled = stalls(rows, absent, ended_ns, int(w.start_ns.value))
+            stalled = stalls(rows, absent, ended_ns, int(w.start_ns.value), [s.role.index for s in consumers])
     return CaseResult(
         rows=rows, complete=complete, problems=problems, start_ns=int(w.start_ns.value), faults=fault_records,
         timeseries=pd.DataFrame(samples) if evaluating else None, send_errors=send_errors, cpu=cpu,
-        acks_tracked=acks_tracked, drained=drained, stalls=stalled,
+        acks_tracked=acks_tracked, drained=drained, stalls=stalled, backlog=backlog_record,
     )
 
 
 def _broker_control(case: Case) -> Any:
-    if case.broker is None or case.broker.backend != "process":
+    if case.broker is None or case.broker.backend not in ("process", "containers"):
         return None
     from harness.brokers import broker_control
 

@@ -25,15 +25,11 @@ class CpuTable:
         self.run = run
         self.rows: list[dict[str, Any]] = []
 
-    def add(self, raw_name: str, case: Case, used: Sequence[CpuUse]) -> None:
+    def add(self, case: Case, used: Sequence[CpuUse]) -> None:
         if not used:
             return
-        keys = {
-            "run_id": case.run_id, "scenario": case.scenario.name, "pattern": case.scenario.pattern.value,
-            "system": case.variant.system, "variant": case.variant.name, "size": case.size,
-            "rate": float("nan") if case.rate is None else float(case.rate), "repetition": case.repetition,
-            "case": raw_name.removesuffix(".parquet"),
-        }
+        key = case.key
+        keys = {"run_id": case.run_id, **key.columns(), "pattern": case.scenario.pattern.value, "case": key.stem}
         # The meter's pids are fixed at the start: a broker or worker a fault restarts is not counted after.
         partial = FAULT_NOTE if case.scenario.faults else ""
         self.rows += [

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from harness.runfolder import RunFolder
+from harness.runfolder import CaseKey, RunFolder
 from harness.runfolder.schema import FAULTS, SEND_ERRORS, TIMESERIES_DIR
 from harness.runner.faults import DEPTH_NOT_SAMPLED
 
@@ -29,12 +29,13 @@ class EvaluationFiles:
         self.faults: list[dict[str, Any]] = []
         self.send_errors: list[pd.DataFrame] = []
 
-    def add(self, raw_name: str, case: dict[str, Any], result: CaseResult) -> None:
-        stem = raw_name.removesuffix(".parquet")
-        cols = {**case, "case": stem}
+    def add(self, key: CaseKey, case: dict[str, Any], result: CaseResult) -> None:
+        """``case``: the key's columns and the case's labels."""
+        stem = key.stem
+        cols = {**key.columns(), **case, "case": stem}
         if result.timeseries is not None and not result.timeseries.empty:
             ts = result.timeseries.assign(**cols)
-            ts["depth_note"] = "" if ts["queue_depth"].notna().any() else DEPTH_NOT_SAMPLED.get(case["system"], "")
+            ts["depth_note"] = "" if ts["queue_depth"].notna().any() else DEPTH_NOT_SAMPLED.get(key.system, "")
             self.run.write_table(f"{TIMESERIES_DIR}/{stem}", ts)
         if result.faults:
             rows = [{**cols, **f, "t_start_ns": result.start_ns} for f in result.faults]

@@ -161,7 +161,7 @@ class FaultInjector(threading.Thread):
             if self.control is None:
                 return self._record(
                     index, fault, action, None, None, False,
-                    "skipped: only brokers provisioned here as local processes can be killed",
+                    "skipped: only brokers provisioned here (local processes or containers) can be killed",
                 )
             t = time.monotonic_ns()
             self.control.kill()

@@ -7,7 +7,7 @@ latency-vs-load chart include it) and prints what it measured.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 from rich.console import Console
@@ -16,22 +16,10 @@ from harness import units
 from harness.metrics.compute import quantiles, throughput
 from harness.metrics.search import fanout, max_sustained, next_rate, sustained
 from harness.runfolder import RunFolder
-from harness.runner.case import CaseResult, CaseSpec, System, run_cases, supports
+from harness.runner.case import CaseResult, CaseSpec, System, run_cases
 from harness.scenario import Scenario, Variant
 
 TRIES = 2  # trials of one rate before it counts as not sustained
-
-
-def searches(scenarios: Sequence[Scenario], systems: Sequence[str]) -> Iterator[tuple[Scenario, Variant, int]]:
-    """Every (scenario, variant, size) a ``rate: search`` scenario searches."""
-    for sc in scenarios:
-        if not sc.searches:
-            continue
-        chosen = [s for s in systems if (sc.systems is None or s in sc.systems) and supports(s, sc)]
-        for size in sc.message_sizes:
-            for system in chosen:
-                for variant in sc.variants_for(system):
-                    yield sc, variant, size
 
 
 def measured(result: CaseResult) -> tuple[float, int, float]:
@@ -48,12 +36,13 @@ def measured(result: CaseResult) -> tuple[float, int, float]:
 
 
 def run_searches(
-    scenarios: Sequence[Scenario], systems: Mapping[str, System], run: RunFolder, console: Console,
-    problems: list[str],
+    searches: Sequence[tuple[Scenario, Variant, int]], systems: Mapping[str, System], run: RunFolder,
+    console: Console, problems: list[str],
 ) -> bool:
-    """Run every search of ``scenarios`` into ``run``; True when every trial completed."""
+    """Run every search (``RunPlan.searches``: scenario, variant, size) into ``run``; True when every trial
+    completed."""
     complete = True
-    for sc, variant, size in searches(scenarios, list(systems)):
+    for sc, variant, size in searches:
         assert sc.p99_bound is not None
         bound_us = sc.p99_bound * 1e6
         tried: dict[float, bool] = {}
@@ -62,7 +51,7 @@ def run_searches(
             # A rate that fails is tried once more before the bisection moves below it: one stall of a shared
             # machine (a late wake-up, a page of swap) must not end a search at its lowest rate.
             for attempt in range(TRIES):
-                spec: CaseSpec = (sc, variant, size, rate, attempt)
+                spec = CaseSpec(sc, variant, size, rate, attempt)
                 results.clear()
                 complete = run_cases([spec], systems, run, console, problems, observe=results.append) and complete
                 if not results:  # the trial failed outright: not sustained

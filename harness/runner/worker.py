@@ -21,6 +21,7 @@ when it raises; mapped receipts), the slow-joiner handshake before the start (``
 
 from __future__ import annotations
 
+import gc
 import signal
 import time
 import traceback
@@ -45,7 +46,7 @@ from harness.runner._records import (
     save,
 )
 from harness.runner._resilient import ReconnectingConsumer, ReconnectingSend, quiet_clients
-from harness.runner._send import Request, Send, Step, probe_until_start, send_messages
+from harness.runner._send import KeyedSend, Request, Send, Step, probe_until_start, send_messages
 
 __all__ = ["HOT_LOOPS", "Interrupted", "WorkerContext", "WorkerSpec", "worker_main"]
 
@@ -85,7 +86,7 @@ def receive_messages(spec: WorkerSpec, ctx: WorkerContext, consumer: Any, receip
         started = await_probes(pull, spec, ctx, receipts)
     else:
         started = ctx.wait_start()
-    if not started:
+    if not started or (spec.backlog and not hold_back(ctx)):
         return
     if pull is not None:
         _pull_batches(pull, spec, ctx, receipts)
@@ -97,6 +98,26 @@ def receive_messages(spec: WorkerSpec, ctx: WorkerContext, consumer: Any, receip
             progress[slot] = receipts.count()
     except Ended:
         pass
+
+
+def hold_back(ctx: WorkerContext) -> bool:
+    """A backlog case's consumer: receive nothing until the parent releases the consumers (the broker holds
+    the backlog meanwhile; a brokerless sender meets its high-water mark). False when stopped first."""
+    while not ctx.released():
+        if ctx.stop.wait(0.005):
+            return False
+    return True
+
+
+def gated(on_message: Callable[[bytes], None], ctx: WorkerContext) -> Callable[[bytes], None]:
+    """``on_message`` for a library that delivers on its own thread: until the release it blocks that
+    thread (the client stops reading, the broker holds the rest) and then passes the message on."""
+    def on_held_message(payload: bytes) -> None:
+        if not ctx.released():
+            hold_back(ctx)
+        on_message(payload)
+
+    return on_held_message
 
 
 def await_probes(pull: Pull, spec: WorkerSpec, ctx: WorkerContext, receipts: Receipts) -> bool:
@@ -163,6 +184,19 @@ def _pull_batches(pull: Pull, spec: WorkerSpec, ctx: WorkerContext, receipts: Re
         progress[slot] = receipts.count()
 
 
+def _ready(spec: WorkerSpec, ctx: WorkerContext, client_pid: int | None = None) -> None:
+    """Tell the runner this worker is ready, its heap set aside first: every object made so far (numpy, the
+    harness's modules, the driver's client and connections: tens of thousands) goes to the collector's
+    permanent generation (``gc.freeze``). A full collection walks every tracked object of the process, so
+    without this a library that makes container objects per message (mqcore, a pure-Python client) pays, in
+    each full collection it triggers, for the harness's objects as well as its own: tens of milliseconds
+    that stall the stream here and not in the library's own programs (docs/harness-cost.md). A consumer whose
+    client runs in a process of its own names it (``client_pid``): its CPU is counted as this worker's."""
+    gc.collect()
+    gc.freeze()
+    ctx.status.put(("ready", spec.name, client_pid) if client_pid else ("ready", spec.name))
+
+
 def _interrupt(signum: int, frame: Any) -> None:
     """The first SIGUSR1 interrupts whatever the worker waits in; the runner repeats it until the worker
     is gone (one signal can arrive while no Python code runs to see it), and a repeat must not cut short
@@ -175,11 +209,35 @@ def worker_main(spec: WorkerSpec, ctx: WorkerContext) -> None:
     """Entry point of every worker process."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGUSR1, _interrupt)
-    try:
-        if spec.namespace is not None:
-            from harness.network import enter
+    if spec.namespace is not None:
+        from harness.network import enter
 
-            enter(spec.namespace)
+        enter(spec.namespace)
+    run_role(spec, ctx)
+
+
+def group_main(specs: list[WorkerSpec], ctx: WorkerContext) -> None:
+    """Entry point of a worker process that plays many roles, each in a thread of its own (cases with more
+    producers and consumers than ``harness.runner._workers.ONE_PROCESS_EACH``, as OMB's workers run many
+    producers and consumers in one JVM): every role runs the same loops and reports to the parent under
+    its own name. The roles share the process's interpreter, so they take turns at the GIL; a role blocked
+    in its client cannot be interrupted (SIGUSR1 is ignored here): the runner then kills the process and
+    names the roles whose records are lost. Not used with faults, network hosts or the JVM worker."""
+    import threading
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGUSR1, signal.SIG_IGN)
+    threading.stack_size(1 << 20)  # a thousand roles' stacks: 1 MiB each is plenty for the loops
+    threads = [threading.Thread(target=run_role, args=(spec, ctx), name=spec.name, daemon=True) for spec in specs]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+
+def run_role(spec: WorkerSpec, ctx: WorkerContext) -> None:
+    """One producer, consumer, requester or replier, from its driver to its report to the parent."""
+    try:
         driver = load_class(spec.driver)(spec.options, spec.broker)
         if driver.runs_in_jvm:  # Java clients: this process relays to the JVM worker
             from harness.runner.jvm import relay
@@ -214,16 +272,19 @@ def _producer(spec: WorkerSpec, ctx: WorkerContext, driver: Driver) -> None:
     else:
         producer = make()
         outcomes.watch(producer, 0)
-        step = Send(producer, caps.batch_send, caps.flush)
+        if spec.keys != "none":
+            step = KeyedSend(producer, caps.batch_send, caps.flush, spec.keys, spec.key_count, spec.role.index)
+        else:
+            step = Send(producer, caps.batch_send, caps.flush, caps.send_bytes)
         probe = producer.send if spec.probe else None
-    ctx.status.put(("ready", spec.name))
+    _ready(spec, ctx)
     started = probe_until_start(probe, spec, ctx) if probe is not None else ctx.wait_start()
     _send_and_report(spec, ctx, step, started, outcomes)
 
 
 def _requester(spec: WorkerSpec, ctx: WorkerContext, driver: Driver) -> None:
     step = Request(driver.create_requester(spec.plan, spec.role), spec.request_timeout)
-    ctx.status.put(("ready", spec.name))
+    _ready(spec, ctx)
     _send_and_report(spec, ctx, step, ctx.wait_start())
 
 
@@ -254,6 +315,8 @@ def _consumer(spec: WorkerSpec, ctx: WorkerContext, driver: Driver) -> None:
         ctx.progress[spec.slot] = n
 
     on_message = receipts.callback(pace, report)
+    if spec.backlog:
+        on_message = gated(on_message, ctx)
 
     def make() -> Any:
         consumer = driver.create_consumer(spec.plan, spec.role)
@@ -269,7 +332,7 @@ def _consumer(spec: WorkerSpec, ctx: WorkerContext, driver: Driver) -> None:
         if driver.capabilities.pull_receive and pace is None:
             pull = consumer.receiver(POLL_TIMEOUT)
     client_pid = (consumer.consumer if spec.resilient else consumer).client_pid  # its CPU is this worker's
-    ctx.status.put(("ready", spec.name, client_pid) if client_pid else ("ready", spec.name))
+    _ready(spec, ctx, client_pid)
     try:
         receive_messages(spec, ctx, consumer, receipts, pull)
     except Interrupted:
@@ -284,7 +347,7 @@ def _consumer(spec: WorkerSpec, ctx: WorkerContext, driver: Driver) -> None:
 def _replier(spec: WorkerSpec, ctx: WorkerContext, driver: Driver) -> None:
     replier = driver.create_replier(spec.plan, spec.role)
     replier.start()
-    ctx.status.put(("ready", spec.name))
+    _ready(spec, ctx)
     served = 0
     try:
         if ctx.wait_start():

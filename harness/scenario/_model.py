@@ -7,6 +7,7 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from harness.drivers.base import SINGLE_NODE, ClusterShape, Pattern
+from harness.scenario._workload import Backlog
 
 # The header a producer writes into every message: producer id (u16) + sequence number (u32) + send stamp
 # (i64); messages shorter than that carry only producer id and sequence number.
@@ -150,6 +151,20 @@ class Scenario:
     search_range: tuple[float, float] = (1000.0, 1_000_000.0)
     # ``cluster:``: the shape every broker variant without its own ``cluster`` asks for (None: one node)
     cluster: ClusterShape | None = None
+    # workloads (harness.scenario._workload): payload kinds ``file`` and ``compressible`` take these
+    payload_file: str = ""
+    compressible: float = 0.0
+    backlog: Backlog | None = None  # consumers hold back until a backlog is built, then drain it
+    rate_profile: tuple[tuple[float, float], ...] = ()  # (total msgs/s, seconds) steps in turn; rates = (mean,)
+    keys: str = "none"  # none | round-robin | random
+    key_count: int = 64
+    series: str = ""  # the topic sweep (``topics: [...]``) this scenario is one count of
+
+    @property
+    def workload(self) -> bool:
+        """Whether this scenario uses a workload field (the report's workload section reads those)."""
+        return bool(self.backlog or self.rate_profile or self.keys != "none" or self.series
+                    or self.payload in ("file", "compressible"))
 
     @property
     def kills(self) -> bool:
@@ -161,6 +176,10 @@ class Scenario:
     @property
     def searches(self) -> bool:
         return self.p99_bound is not None and not self.rates
+
+    def lists(self, system: str) -> bool:
+        """Whether the scenario names ``system`` (no ``systems:`` names every one)."""
+        return self.systems is None or system in self.systems
 
     def variants_for(self, system: str) -> tuple[Variant, ...]:
         """The variants of ``system`` in this scenario: its own, or one default variant (shaped by the
@@ -186,8 +205,10 @@ class Scenario:
                 value = {s: [{"name": v.name, **dict(v.options),
                               **({"cluster": v.cluster.as_dict()} if v.cluster != SINGLE_NODE else {})}
                              for v in vs] for s, vs in value.items()}
-            elif f.name == "cluster":
+            elif f.name in ("cluster", "backlog"):
                 value = None if value is None else value.as_dict()
+            elif f.name == "rate_profile":
+                value = [list(step) for step in value]
             elif f.name == "faults":
                 value = [fault.as_dict() for fault in value]
             elif f.name == "hosts":

@@ -22,6 +22,16 @@ from harness.scenario._model import (
     Variant,
 )
 from harness.scenario._network import NETWORK_ACTIONS, NETWORK_FAULT_KEYS, parse_hosts, parse_network_fault
+from harness.scenario._workload import (
+    WORKLOAD_FIELDS,
+    parse_backlog,
+    parse_keys,
+    parse_payload,
+    parse_rate_profile,
+    parse_topics,
+    profile_mean,
+)
+from harness.units import MAX_RATE
 
 if TYPE_CHECKING:
     from harness.drivers.base import ClusterShape
@@ -50,6 +60,7 @@ _FIELDS = (
     "p99_bound",
     "search_range",
     "cluster",
+    *WORKLOAD_FIELDS,
 )
 
 _UNITS = {"b": 1, "kb": 1000, "kib": 1024, "mb": 1000**2, "mib": 1024**2}
@@ -87,6 +98,15 @@ class _Checker:
             raise self.fail(fld, f"must be > 0 seconds, got {value}")
         return float(value)
 
+    def bytes_(self, fld: str, value: Any) -> int:
+        """A number of bytes, or one with a unit (B, KB, KiB, MB, MiB)."""
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+        m = _SIZE_RE.match(value) if isinstance(value, str) else None
+        if m is None or m.group(2).lower() not in ("", *_UNITS) or float(m.group(1)) <= 0:
+            raise self.fail(fld, f"must be bytes > 0 (e.g. 1000, '50MB', '1MiB'), got {value!r}")
+        return int(float(m.group(1)) * _UNITS[m.group(2).lower() or "b"])
+
     def size(self, value: Any) -> int:
         fld = "message_sizes"
         if isinstance(value, bool):
@@ -107,7 +127,7 @@ class _Checker:
         return n
 
     def rate(self, value: Any, fld: str = "rate") -> float | None:
-        if value == "max":
+        if value == MAX_RATE:
             return None
         if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
             raise self.fail(fld, f"must be 'max' or messages per second > 0 (or a list of those), got {value!r}")
@@ -135,7 +155,7 @@ def load_scenarios(path: str | Path) -> list[Scenario]:
         raise ScenarioError(f"{source}: not valid YAML{where}: {problem}") from None
     if not docs:
         raise ScenarioError(f"{source}: the file holds no scenario")
-    scenarios = [parse_scenario(d, source) for d in docs]
+    scenarios = [sc for d in docs for sc in _expand_topics(d, source)]
     names = [s.name for s in scenarios]
     for n in names:
         if names.count(n) > 1:
@@ -143,8 +163,18 @@ def load_scenarios(path: str | Path) -> list[Scenario]:
     return scenarios
 
 
-def parse_scenario(data: Any, source: str = "<scenario>") -> Scenario:
-    """Validate one scenario mapping (as loaded from YAML)."""
+def _expand_topics(data: Any, source: str) -> list[Scenario]:
+    """One scenario, or one per topic count of a ``topics`` list: ``<name>-<n>t`` of the series ``<name>``."""
+    if not isinstance(data, dict) or not isinstance(data.get("topics"), list):
+        return [parse_scenario(data, source)]
+    parse_topics(_Checker(source), data)  # the list and the per-topic counts it needs
+    name = data.get("name")
+    return [parse_scenario({**data, "topics": n, "name": f"{name}-{n}t"}, source, series=str(name))
+            for n in data["topics"]]
+
+
+def parse_scenario(data: Any, source: str = "<scenario>", series: str = "") -> Scenario:
+    """Validate one scenario mapping (as loaded from YAML); ``series`` names the topic sweep it is part of."""
     from harness.drivers import SYSTEMS
 
     c = _Checker(source)
@@ -181,7 +211,10 @@ def parse_scenario(data: Any, source: str = "<scenario>") -> Scenario:
                 raise c.fail("systems", f"unknown system {s!r}; allowed: {', '.join(SYSTEMS)}")
         systems = tuple(dict.fromkeys(raw_systems))
 
+    payload = parse_payload(c, data.get("payload", "random"), source)
     raw_sizes = data.get("message_sizes")
+    if raw_sizes is None and payload.kind == "file":
+        raw_sizes = [max(MIN_MESSAGE_SIZE, Path(payload.file).stat().st_size)]
     if raw_sizes is None:
         raise c.fail("message_sizes", "required; a list of sizes in bytes, e.g. [100, 1KB]")
     if not isinstance(raw_sizes, list):
@@ -200,16 +233,22 @@ def parse_scenario(data: Any, source: str = "<scenario>") -> Scenario:
     else:
         raise c.fail("messages", "required: give 'messages' (per producer) or 'duration' (seconds)")
 
-    raw_rate = data.get("rate", "max")
+    rate_profile = parse_rate_profile(c, data["rate_profile"]) if "rate_profile" in data else ()
+    if rate_profile and "rate" in data:
+        raise c.fail("rate_profile", "give either 'rate' or 'rate_profile', not both")
+    raw_rate = profile_mean(rate_profile) if rate_profile else data.get("rate", "max")
     searching = raw_rate == "search"
     rates = () if searching else tuple(c.rate(r) for r in (raw_rate if isinstance(raw_rate, list) else [raw_rate]))
     if not rates and not searching:
         raise c.fail("rate", "must be 'max', a rate, a non-empty list of those, or 'search'")
     p99_bound, search_range = _parse_search(c, data, searching)
 
-    producers = c.integer("producers", data.get("producers", 1), 1)
-    consumers = c.integer("consumers", data.get("consumers", 1), 1)
-    topics = c.integer("topics", data.get("topics", 1), 1)
+    topic_counts, per_topic_producers, per_topic_consumers = parse_topics(c, data)
+    if len(topic_counts) > 1:
+        raise c.fail("topics", "a list of topic counts is a sweep: load the scenario from its file")
+    topics = topic_counts[0]
+    producers = topics * per_topic_producers if per_topic_producers else c.integer("producers", data.get("producers", 1), 1)
+    consumers = topics * per_topic_consumers if per_topic_consumers else c.integer("consumers", data.get("consumers", 1), 1)
     if topics > producers or topics > consumers:
         raise c.fail("topics", f"needs at least one producer and one consumer per topic ({topics} topics)")
     if producers > 65535:
@@ -220,9 +259,15 @@ def parse_scenario(data: Any, source: str = "<scenario>") -> Scenario:
     if messages is not None and messages + warmup >= 2**32:
         raise c.fail("messages", "messages + warmup must stay below 2**32 per producer (32-bit sequence)")
 
-    payload = data.get("payload", "random")
-    if payload not in ("random", "fixed"):
-        raise c.fail("payload", f"must be 'random' or 'fixed', got {payload!r}")
+    keys, key_count = parse_keys(c, data)
+    backlog = parse_backlog(c, data["backlog"]) if data.get("backlog") is not None else None
+    if backlog is not None:
+        if pattern is Pattern.REQREP:
+            raise c.fail("backlog", "applies to pubsub and queue scenarios (consumers that can hold back)")
+        if rate_profile or searching or any(r is None for r in rates):
+            raise c.fail("backlog", "needs a fixed 'rate' (the producers go on at drain_rate x that rate)")
+        if messages is not None and backlog.messages and backlog.messages >= messages * producers:
+            raise c.fail("backlog.messages", f"must be below what the producers send ({messages * producers})")
 
     description = data.get("description", "")
     if not isinstance(description, str):
@@ -252,7 +297,9 @@ def parse_scenario(data: Any, source: str = "<scenario>") -> Scenario:
         topics=topics,
         warmup=warmup,
         repetitions=repetitions,
-        payload=payload,
+        payload=payload.kind,
+        payload_file=payload.file,
+        compressible=payload.compressible,
         timeout=timeout,
         description=description,
         variants=variants,
@@ -263,6 +310,11 @@ def parse_scenario(data: Any, source: str = "<scenario>") -> Scenario:
         p99_bound=p99_bound,
         search_range=search_range,
         cluster=cluster,
+        backlog=backlog,
+        rate_profile=rate_profile,
+        keys=keys,
+        key_count=key_count,
+        series=series,
     )
 
 

@@ -12,8 +12,10 @@ import os
 from pathlib import Path
 
 import pandas as pd
+import pytest
 from rich.console import Console
 
+from harness.brokers import _containers
 from harness.brokers._process import live_pids
 from harness.compare import compare
 from harness.scenario import parse_scenario
@@ -24,9 +26,9 @@ def quiet() -> Console:
     return Console(file=open(os.devnull, "w"), width=160)  # noqa: SIM115 - closed with the process
 
 
-def run(tmp_path: Path, specs: list[dict], report: bool = False):  # type: ignore[no-untyped-def]
+def run(tmp_path: Path, specs: list[dict], report: bool = False, backend: str = "auto"):  # type: ignore[no-untyped-def]
     scenarios = [parse_scenario(s, "test.yaml") for s in specs]
-    return compare(scenarios, out_root=tmp_path, console=quiet(), write_report=report)
+    return compare(scenarios, out_root=tmp_path, console=quiet(), write_report=report, backend=backend)
 
 
 def test_slow_consumer_pubsub_drops_and_push_pull_does_not(tmp_path: Path) -> None:
@@ -50,8 +52,11 @@ def test_slow_consumer_pubsub_drops_and_push_pull_does_not(tmp_path: Path) -> No
     assert (out.run_dir / "figures" / "evaluation_backlog.png").exists()
 
 
-def test_redis_killed_and_restarted_mid_run(tmp_path: Path) -> None:
-    require_backend("redis", "process")
+@pytest.mark.parametrize("backend", ["process", "containers"])
+def test_redis_killed_and_restarted_mid_run(tmp_path: Path, backend: str) -> None:
+    """The broker proper killed and started again on its port and data directory: a local process, or its
+    container (the command run again in a new one)."""
+    require_backend("redis", backend)
     spec = {
         "name": "crash", "pattern": "queue", "message_sizes": [100], "duration": "2s", "rate": 400, "warmup": 0,
         "consumer_rate": 200, "systems": ["redis"],
@@ -59,16 +64,18 @@ def test_redis_killed_and_restarted_mid_run(tmp_path: Path) -> None:
         "faults": [{"at": "0.8s", "action": "restart-broker"}],
     }
     before = set(live_pids())  # e.g. the conformance suite's session-wide broker, when run in one session
-    out = run(tmp_path, [spec], report=True)
+    containers_before = set(_containers.live_names())
+    out = run(tmp_path, [spec], report=True, backend=backend)
     assert out.complete, out.problems
     assert set(live_pids()) <= before  # the broker this run provisioned (and restarted) is stopped
+    assert set(_containers.live_names()) <= containers_before
 
     faults = pd.read_parquet(out.run_dir / "faults.parquet")
     assert list(faults["variant"]) == ["transient", "aof"]
     assert faults["ok"].all() and (faults["carried_out_as"] == "restart-broker").all()
     assert (faults["t_back_ns"] > faults["t_fault_ns"]).all() and (faults["t_fault_ns"] > faults["t_start_ns"]).all()
     manifest = json.loads((out.run_dir / "manifest.json").read_text())
-    assert len(manifest["faults"]) == 2
+    assert len(manifest["faults"]) == 2 and manifest["systems"]["redis"]["backend"] == backend
 
     recovery = pd.read_csv(out.run_dir / "recovery.csv").set_index("variant")
     assert recovery.loc["aof", "lost"] == 0  # AOF with fsync always: nothing accepted is lost

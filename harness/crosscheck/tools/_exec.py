@@ -8,8 +8,8 @@ an error or Ctrl-C.
         tools.wait(consumer, timeout=60)    # raises ToolFailed on a non-zero exit or a timeout
     tools.cpu_uses([consumer])              # one CpuUse per process, plus the broker's (measure_broker)
 
-``run_measured`` does the whole of it for tools whose processes just run to their end (redis-benchmark,
-PerfTest, nats bench, mosquitto_pub/sub).
+``run_measured`` does the whole of it for tools whose processes just run to their end (PerfTest with its
+time limit, nats bench); ``Tools.hold`` lets tools that run until stopped run for a set time.
 """
 
 from __future__ import annotations
@@ -158,6 +158,19 @@ class Tools:
                 raise ToolFailed(f"{self.tool}: {what} within {timeout:.0f} s; "
                                  f"its last output: {procs[0].tail() or '(none)'}")
             time.sleep(0.1)
+
+    def hold(self, procs: Sequence[ToolProcess], seconds: float) -> None:
+        """Let ``procs`` (tools that run until stopped) run for ``seconds``; ToolFailed as soon as one of them
+        ends before that."""
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            for proc in procs:
+                if self.poll(proc) is not None:
+                    if proc.status:
+                        raise self.failed(proc)
+                    raise ToolFailed(f"{self.tool}: {proc.role} ended after {proc.wall_s:.0f} s, before the "
+                                     f"{seconds:.0f} s it was to run; its last output: {proc.tail() or '(none)'}")
+            time.sleep(0.05)
 
     def failed(self, proc: ToolProcess) -> ToolFailed:
         return ToolFailed(f"{self.tool}: {proc.role} exited with status {proc.status}; "

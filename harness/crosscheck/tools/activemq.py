@@ -2,17 +2,21 @@
 activemq 5.17, from ``activemq.jar``), over OpenWire: the broker's private instance listens for it on the
 port in its endpoint's ``extra["openwire"]`` (harness/brokers/activemq.py).
 
-One repetition, on a fresh queue: the consumer starts and waits for the case's messages; the producer sends
-them (one thread per producer, ``--parallelThreads``; persistent, hence each send confirmed by the broker,
-for at-least-once and durable, non-persistent otherwise; client acknowledgement in batches of the case's
-window for at-least-once and durable). Both exit by themselves. Their log lines carry millisecond wall-clock
-stamps: the sender rate is the producer's messages over its own elapsed time; the receiver rate is the
-messages over the span from the producer's first send to the consumer's last receipt. The consumer logs
-every message it receives; those lines are filtered out of its log (log4j), not counted.
+One repetition, on a fresh queue: the consumer starts and waits; the producer sends without end (a count
+beyond any run; one thread per producer, ``--parallelThreads``; persistent, hence each send confirmed by the
+broker, for at-least-once and durable, non-persistent otherwise; client acknowledgement in batches of the
+case's window for at-least-once and durable). Both are stopped after the ramp and the measured seconds. The
+tool counts only at its end, so its figures come from its log lines: the consumer logs each message it
+receives (``Received``), the producer each it sends (``Sent``, at debug level), with millisecond stamps;
+those lines go to a buffered file of their own, not to the console. The receiver rate is the receipts in the
+measured window (``ramp`` seconds after the first receipt, for ``seconds``) over its length; the sender
+rate, the same of the sends. At its best: ``BEST_THREADS`` producer and consumer threads, the guarantee kept
+(the tool has little else to tune; asynchronous sends would drop what a persistent send waits for).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import uuid
 from datetime import datetime
@@ -23,11 +27,15 @@ from harness.brokers.activemq import HOME
 from harness.crosscheck._tool import CrossCase, Tool, ToolFailed, ToolMissing, ToolResult
 from harness.crosscheck.tools._exec import Tools
 from harness.crosscheck.tools._java import TOOL_HEAP, java_for
+from harness.crosscheck.tools._steady import events_rate
 from harness.drivers.base import BrokerEndpoint
 
 JAR = HOME / "bin" / "activemq.jar"
 TIMEOUT_S = 60.0
-# Console logging with millisecond stamps, without the consumer's line per received message.
+FOREVER = 2_000_000_000  # messages: more than any run sends
+BEST_THREADS = 2
+# Console: everything but the per-message lines. Those go, with millisecond stamps, to a buffered file per
+# process (${stamps.file}); the buffer is small, so what a stop loses is the last fraction of a second.
 LOG4J = (
     "log4j.rootLogger=INFO, console\n"
     "log4j.appender.console=org.apache.log4j.ConsoleAppender\n"
@@ -36,40 +44,44 @@ LOG4J = (
     "log4j.appender.console.filter.1=org.apache.log4j.varia.StringMatchFilter\n"
     "log4j.appender.console.filter.1.StringToMatch= Received \n"
     "log4j.appender.console.filter.1.AcceptOnMatch=false\n"
+    "log4j.appender.console.filter.2=org.apache.log4j.varia.StringMatchFilter\n"
+    "log4j.appender.console.filter.2.StringToMatch= Sent: \n"
+    "log4j.appender.console.filter.2.AcceptOnMatch=false\n"
+    "log4j.appender.stamps=org.apache.log4j.FileAppender\n"
+    "log4j.appender.stamps.File=${stamps.file}\n"
+    "log4j.appender.stamps.BufferedIO=true\n"
+    "log4j.appender.stamps.BufferSize=8192\n"
+    "log4j.appender.stamps.layout=org.apache.log4j.PatternLayout\n"
+    "log4j.appender.stamps.layout.ConversionPattern=%d{ISO8601} %m%n\n"
+    "log4j.logger.org.apache.activemq.util.ProducerThread=DEBUG, stamps\n"
+    "log4j.logger.org.apache.activemq.util.ConsumerThread=INFO, stamps\n"
 )
 _STAMP = r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) "
-_STARTED = re.compile(_STAMP + r"\S+ Started to calculate elapsed time", re.M)
-_ELAPSED = re.compile(r"Elapsed time in milli second : (\d+) milli seconds")
-_PRODUCED = re.compile(r" Produced: (\d+) messages")
-_CONSUMED = re.compile(_STAMP + r"\S+ Consumed: (\d+) messages", re.M)
+_RECEIVED = re.compile(_STAMP + r"\S+ Received ", re.M)
+_SENT = re.compile(_STAMP + r"\S+ Sent: ", re.M)
 
 
 def _stamp(text: str) -> float:
     return datetime.strptime(text, "%Y-%m-%d %H:%M:%S,%f").timestamp()
 
 
-def parse_producer(text: str) -> tuple[float, int, float]:
-    """(first send as seconds since the epoch, messages produced, sender msg/s) over every producer thread."""
-    starts = [_stamp(s) for s in _STARTED.findall(text)]
-    produced = [int(n) for n in _PRODUCED.findall(text)]
-    elapsed = [int(ms) for ms in _ELAPSED.findall(text)]
-    if not starts or not produced or not elapsed:
-        raise ValueError("no 'Started to calculate elapsed time' / 'Produced' / 'Elapsed time' lines")
-    # Threads send side by side: their messages over the longest thread's time.
-    return min(starts), sum(produced), sum(produced) / (max(elapsed) / 1000.0) if max(elapsed) else float("nan")
+def receipts(text: str) -> list[float]:
+    """The stamps (seconds since the epoch, sorted) of the consumer's ``Received`` lines."""
+    return sorted(_stamp(s) for s in _RECEIVED.findall(text))
 
 
-def parse_consumer(text: str) -> tuple[float, int]:
-    """(last thread's end as seconds since the epoch, messages consumed over every consumer thread)."""
-    found = _CONSUMED.findall(text)
-    if not found:
-        raise ValueError("no 'Consumed: N messages' line")
-    return max(_stamp(s) for s, _ in found), sum(int(n) for _, n in found)
+def sends(text: str) -> list[float]:
+    """The stamps (seconds since the epoch, sorted) of the producer's ``Sent`` lines."""
+    return sorted(_stamp(s) for s in _SENT.findall(text))
 
 
 class ActiveMQPerf(Tool):
     system = "activemq"
     name = "activemq producer/consumer"
+    ramp = 5.0  # JVMs: connections and the JIT
+
+    def best(self, case: CrossCase) -> CrossCase | None:
+        return dataclasses.replace(case, producers=BEST_THREADS, consumers=BEST_THREADS, best=True)
 
     def missing(self) -> str | None:
         if _jars.java() is None:
@@ -84,26 +96,24 @@ class ActiveMQPerf(Tool):
         if not openwire:
             raise ToolMissing("the ActiveMQ broker offers no OpenWire URL (only a private instance started by "
                               "mqbench does); ActiveMQ's producer/consumer tool speaks only OpenWire")
-        if case.messages * case.producers % case.consumers:
-            raise ToolFailed(f"{self.name}: each consumer thread waits for the same count, so the messages "
-                             f"({case.messages * case.producers}) must split evenly over {case.consumers} consumers")
         workdir.mkdir(parents=True, exist_ok=True)
         (workdir / "log4j.properties").write_text(LOG4J)
-        jvm = [java, *TOOL_HEAP, f"-Dlog4j.configuration=file:{workdir / 'log4j.properties'}",
-               f"-Dactivemq.home={HOME}", f"-Dactivemq.base={workdir}", f"-Dactivemq.conf={workdir}",
-               f"-Dactivemq.data={workdir}", "-jar", str(JAR)]
+
+        def jvm(role: str) -> list[str]:
+            return [java, *TOOL_HEAP, f"-Dlog4j.configuration=file:{workdir / 'log4j.properties'}",
+                    f"-Dstamps.file={workdir / f'{role}-stamps.log'}", f"-Dactivemq.home={HOME}",
+                    f"-Dactivemq.base={workdir}", f"-Dactivemq.conf={workdir}", f"-Dactivemq.data={workdir}",
+                    "-jar", str(JAR)]
+
         queue = f"queue://crosscheck-{uuid.uuid4().hex[:8]}"
         confirmed = case.guarantee != "at-most-once"
-        total = case.messages * case.producers
         ack = (["--ackMode", "CLIENT_ACKNOWLEDGE", "--batchSize", str(case.window)] if confirmed
                else ["--ackMode", "AUTO_ACKNOWLEDGE"])
-        consume = [*jvm, "consumer", "--brokerUrl", str(openwire), "--destination", queue,
-                   "--messageCount", str(total // case.consumers), "--parallelThreads", str(case.consumers), *ack]
-        # Each producer thread sends --messageCount: the case's messages per producer.
-        produce = [*jvm, "producer", "--brokerUrl", str(openwire), "--destination", queue,
-                   "--messageCount", str(case.messages), "--messageSize", str(case.size),
+        consume = [*jvm("consumer"), "consumer", "--brokerUrl", str(openwire), "--destination", queue,
+                   "--messageCount", str(FOREVER), "--parallelThreads", str(case.consumers), *ack]
+        produce = [*jvm("producer"), "producer", "--brokerUrl", str(openwire), "--destination", queue,
+                   "--messageCount", str(FOREVER), "--messageSize", str(case.size),
                    "--persistent", str(confirmed).lower(), "--parallelThreads", str(case.producers)]
-        deadline_s = TIMEOUT_S + total / 100  # at least a hundred messages a second
         tool = f"{self.name} {endpoint.version or '5'}".strip()
         with Tools(workdir, tool) as tools:
             consumer = tools.start("consumer", consume)
@@ -111,20 +121,37 @@ class ActiveMQPerf(Tool):
                                "the consumer did not say it waits for messages")
             tools.measure_broker(broker_pids)
             producer = tools.start("producer", produce)
-            tools.wait(producer, timeout=deadline_s)
-            tools.wait(consumer, timeout=TIMEOUT_S)
+            # the window starts at the first receipt: the producer's JVM starts first
+            tools.await_output([producer], lambda out: "Started to calculate elapsed time" in out, TIMEOUT_S,
+                               "the producer did not start sending")
+            tools.hold([producer, consumer], self.ramp + case.seconds + 3.0)
+            for proc in (producer, consumer):
+                tools.stop(proc)
             cpu = tools.cpu_uses([producer, consumer])
-        first_send, produced, sender_rate = parse_producer(producer.output())
-        last_receipt, consumed = parse_consumer(consumer.output())
-        if last_receipt <= first_send:
-            raise ToolFailed(f"{tool}: the consumer's last receipt is not after the producer's first send")
+        got = receipts(_read(workdir / "consumer-stamps.log"))
+        put = sends(_read(workdir / "producer-stamps.log"))
+        if len(got) < 2:
+            raise ToolFailed(f"{tool}: the consumer logged {len(got)} receipts; its last output: {consumer.tail()}")
+        received, steady = events_rate(got, got[0] + self.ramp, got[0] + self.ramp + case.seconds)
+        if not steady or got[-1] < got[0] + self.ramp + case.seconds:
+            raise ToolFailed(f"{tool}: the consumer's receipts did not last {self.ramp + case.seconds:g} s")
+        sent, _ = events_rate(put, put[0] + self.ramp, put[0] + self.ramp + case.seconds) if put else (float("nan"), 0)
         return ToolResult(
             tool=tool,
             command=[*producer.argv, "&", *consumer.argv],
-            receiver_rate=consumed / (last_receipt - first_send),
-            sender_rate=sender_rate,
+            receiver_rate=received,
+            sender_rate=sent,
             cpu=cpu,
-            note=(f"receiver rate: {consumed} messages from the producer's first send to the consumer's last "
-                  f"receipt (ms log stamps); sender rate: its messages over its own elapsed time; "
-                  f"{'persistent' if confirmed else 'non-persistent'} sends, {produced} sent"),
+            settings=(f"{'persistent' if confirmed else 'non-persistent'}, {' '.join(ack[1::2][:1])}, "
+                      f"{case.producers} producer thread(s), {case.consumers} consumer thread(s)"),
+            steady_s=steady,
+            note=(f"rates: the consumer's Received and the producer's Sent log lines (ms stamps) in the "
+                  f"{case.seconds:g} s after a {self.ramp:g} s ramp"),
         )
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(errors="replace")
+    except OSError:
+        return ""

@@ -2,21 +2,22 @@
 
 One repetition, on a fresh topic with one queue (as the harness's RocketMQ variants use): the benchmark
 ``Consumer`` (one process per consumer, one group) starts first and idles; the benchmark ``Producer`` sends
-the case's messages (``-q``), one synchronous sender thread per producer (``-w``), as the harness's Java
-client sends. Both print a line a second (``-ri 1000``) whose TPS is an average over their last ten one-second
-snapshots. The Consumer runs until it is stopped: it is stopped by its pid once the producer has finished and
-a line shows nothing consumed since the line before.
+without end (``-q 0``) with synchronous sends. Both print a line a second (``-ri 1000``) whose TPS is an
+average over their last ten one-second snapshots. Both are stopped by their pids after the ramp, one ten-second
+window and the measured seconds.
 
-The receiver rate is the median TPS of the Consumer's lines whose whole ten-second window lies inside the
-consumption (after the last idle line, before the first idle line at the end): the steady part. A run too short
-to have such a line gives no figure (ToolFailed asks for more messages).
+The receiver rate is the mean TPS of the Consumer's lines whose whole ten-second window lies inside the
+steady part (from ``ramp`` seconds after consumption began to the Producer's stop); the sender rate, the
+same of the Producer's lines. With the row's settings the Producer has one sender thread per producer
+(``-w``), as the harness's Java client sends; at its best, the tool's own default of ``BEST_THREADS``
+synchronous senders, which keeps many sends in flight where one waits for each reply.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
-import statistics
 import time
 import uuid
 from dataclasses import dataclass
@@ -27,25 +28,25 @@ from harness.brokers import _jars
 from harness.crosscheck._tool import CrossCase, Tool, ToolFailed, ToolResult
 from harness.crosscheck.tools._exec import ToolProcess, Tools
 from harness.crosscheck.tools._java import TOOL_HEAP, java_for, missing_jar
+from harness.crosscheck.tools._steady import window_rates
 from harness.drivers.base import BrokerEndpoint
 
 PACKAGE = "org.apache.rocketmq.example.benchmark."
-WINDOW_S = 10.0  # the tools average over their last ten snapshots, taken a second apart (plus alignment)
+WINDOW_S = 10.0  # the tools average over their last ten snapshots, taken a second apart
 REPORT_MS = 1000
-SETTLE_S = 2.0  # a line this close to the idle line at the end may still hold the last partial second
-QUIET_LINES = 2  # idle lines after the producer finished that end the consumer
+BEST_THREADS = 64  # the benchmark Producer's default -w
 TIMEOUT_S = 60.0
+SENDING_S = 45.0  # for a Producer's first sends (its JVM's start on a loaded machine included)
 # The tools ask the NameServer for the topic's route with a timeout near a second, which a loaded 2-core
-# machine exceeds now and then: the Producer then ends normally having sent nothing (its thread died), the
-# Consumer's start fails. Either is started again, up to this many times.
+# machine exceeds now and then: a Producer thread then dies having sent nothing, the Consumer's start fails.
+# Either is started again, up to this many times.
 ATTEMPTS = 3
 
 _CONSUMED = re.compile(
     r"^Current Time: (\S+ \S+) \| Consume TPS: (\d+) \|.*?MAX\(B2C\) RT\(ms\): (\d+) \| MAX\(S2C\) RT\(ms\): (\d+)",
     re.M)
-_SENT = re.compile(r"^Current Time: \S+ \S+ \| Send TPS: (\d+) \|.*?Send Failed: (\d+)", re.M)
+_SENT = re.compile(r"^Current Time: (\S+ \S+) \| Send TPS: (\d+) \|.*?Send Failed: (\d+)", re.M)
 _MAIN_FAILED = 'Exception in thread "main"'
-_COMPLETE = re.compile(r"^\[Complete\] Send Total: (\d+) \| Send TPS: (\d+) \|.*?Send Failed: (\d+)", re.M)
 
 
 @dataclass(frozen=True)
@@ -62,44 +63,38 @@ def parse_consumer(text: str) -> list[ConsumerLine]:
             for stamp, tps, b2c, s2c in _CONSUMED.findall(text)]
 
 
-def steady_consumer_rate(lines: list[ConsumerLine]) -> float:
-    """Median TPS of the lines whose averaging window lies within the consumption; NaN when none does."""
+def _stamp(text: str) -> float:
+    return datetime.strptime(text, "%Y-%m-%d %H:%M:%S,%f").timestamp()
+
+
+def consumption_began(lines: list[ConsumerLine]) -> float:
+    """When the Consumer began receiving: the time of its last idle line before its first busy one (NaN when
+    it received nothing)."""
     started = next((i for i, line in enumerate(lines) if line.tps > 0), None)
     if started is None:
         return math.nan
-    begin = lines[started - 1].at if started > 0 else lines[started].at - 1.0  # the last idle line
-    end = next((line.at for line in lines[started:] if not line.busy), math.inf)
-    steady = [line.tps for line in lines[started:] if begin + WINDOW_S <= line.at <= end - SETTLE_S]
-    return float(statistics.median(steady)) if steady else math.nan
+    return lines[started - 1].at if started > 0 else lines[started].at - REPORT_MS / 1000
 
 
-def parse_producer(text: str) -> tuple[float, int, int]:
-    """(median Send TPS of its lines, messages sent, send failures) from the benchmark Producer's output."""
-    rates = [int(tps) for tps, _ in _SENT.findall(text)]
-    complete = _COMPLETE.findall(text)
-    if not complete:
-        raise ValueError("no '[Complete] Send Total' line")
-    total, last_tps, failed = (int(x) for x in complete[-1])
-    return float(statistics.median(rates)) if rates else float(last_tps), total, failed
+def steady_consumer_rate(lines: list[ConsumerLine], ramp: float, end: float) -> tuple[float, float]:
+    """(mean TPS, seconds covered) of the lines whose averaging window lies between ``ramp`` seconds after
+    consumption began and ``end`` (seconds since the epoch)."""
+    return window_rates([(line.at, line.tps) for line in lines], consumption_began(lines) + ramp, end, WINDOW_S)
 
 
-def _sent(text: str) -> int:
-    """Messages a Producer run reports sent; 0 when it ended before its closing line (a NameServer timeout)."""
-    try:
-        return parse_producer(text)[1]
-    except ValueError:
-        return 0
-
-
-def quiet_after(lines: list[ConsumerLine], since: float) -> bool:
-    """True when the last QUIET_LINES lines printed after ``since`` consumed nothing."""
-    after = [line for line in lines if line.at > since]
-    return len(after) >= QUIET_LINES and not any(line.busy for line in after[-QUIET_LINES:])
+def parse_sent(text: str) -> list[tuple[float, int, int]]:
+    """The benchmark Producer's per-second lines: (seconds since the epoch, Send TPS, send failures so far)."""
+    return [(_stamp(at), int(tps), int(failed)) for at, tps, failed in _SENT.findall(text)]
 
 
 class RocketBenchmark(Tool):
     system = "rocketmq"
     name = "rocketmq-example benchmark"
+    ramp = 5.0  # JVMs: route lookups, the first sends, the JIT
+    window = WINDOW_S
+
+    def best(self, case: CrossCase) -> CrossCase | None:
+        return dataclasses.replace(case, producers=BEST_THREADS, consumers=1, best=True)
 
     def missing(self) -> str | None:
         return missing_jar("rocketmq", "rocketmq-example", "RocketMQ's benchmark tool")
@@ -123,39 +118,48 @@ class RocketBenchmark(Tool):
         consume = [*jvm, PACKAGE + "Consumer", "-n", namesrv, "-t", topic, "-g", f"crosscheck-{tag}",
                    "-ri", str(REPORT_MS)]
         produce = [*jvm, PACKAGE + "Producer", "-n", namesrv, "-t", topic, "-s", str(case.size),
-                   "-w", str(case.producers), "-q", str(case.messages * case.producers), "-ri", str(REPORT_MS)]
-        deadline_s = TIMEOUT_S + case.messages * case.producers / 100  # at least a hundred messages a second
+                   "-w", str(case.producers), "-q", "0", "-ri", str(REPORT_MS)]
         with Tools(workdir, tool) as tools:
             consumers = [self._start_consumer(tools, f"consumer-{i}", consume) for i in range(case.consumers)]
             tools.measure_broker(broker_pids)
             for attempt in range(ATTEMPTS):
                 producer = tools.start(f"producer-{attempt}", produce)
-                tools.wait(producer, timeout=deadline_s)
-                if _sent(producer.output()) > 0:
+                try:
+                    tools.await_output([producer], lambda out: any(tps > 0 for _, tps, _ in parse_sent(out)),
+                                       SENDING_S, "the Producer sent nothing")
                     break
+                except ToolFailed:  # its sender threads died on a route lookup: nothing is being sent
+                    tools.stop(producer)
             else:
-                raise ToolFailed(f"{tool}: the Producer sent nothing in {ATTEMPTS} attempts; its last "
-                                 f"output: {producer.tail()}")
-            done = time.time()
-            tools.await_output(consumers, lambda out: quiet_after(parse_consumer(out), done), TIMEOUT_S,
-                               "the Consumer was still receiving after the Producer finished")
-            for proc in consumers:
+                raise ToolFailed(f"{tool}: the Producer sent nothing in {ATTEMPTS} attempts of {SENDING_S:.0f} s; "
+                                 f"its last output: {producer.tail()}")
+            # The window counts from consumption's start: a Consumer's queue is assigned by its rebalance,
+            # which can come seconds after the first sends on a loaded machine.
+            tools.await_output(consumers, lambda out: any(line.tps > 0 for line in parse_consumer(out)), SENDING_S,
+                               "the Consumer received nothing of what the Producer sent")
+            started = time.time()
+            tools.hold([producer, *consumers], self.ramp + self.window + case.seconds + 2.0)
+            stopped = time.time()
+            for proc in [producer, *consumers]:
                 tools.stop(proc)
             cpu = tools.cpu_uses([producer, *consumers])
-        sender_rate, sent, failed = parse_producer(producer.output())
-        rates = [steady_consumer_rate(parse_consumer(c.output())) for c in consumers]
-        received = [r for r in rates if not math.isnan(r)]
-        if not received:
-            raise ToolFailed(f"{tool}: the run was shorter than the tool's {WINDOW_S:.0f} s averaging window "
-                             "plus its ramp; give the case more messages")
+        sent = parse_sent(producer.output())
+        sender_rate, _ = window_rates([(t, tps) for t, tps, _ in sent], started + self.ramp, stopped, WINDOW_S)
+        failed = sent[-1][2] if sent else 0
+        rates = [steady_consumer_rate(parse_consumer(c.output()), self.ramp, stopped) for c in consumers]
+        if any(not covered for _, covered in rates):
+            raise ToolFailed(f"{tool}: no Consumer line's {WINDOW_S:.0f} s average lies within the steady part "
+                             f"({self.ramp:g} s after consumption began, to the Producer's stop)")
         return ToolResult(
             tool=tool,
             command=[*producer.argv, "&", *consumers[0].argv],
-            receiver_rate=sum(received),
+            receiver_rate=sum(r for r, _ in rates),
             sender_rate=sender_rate,
             cpu=cpu,
-            note=(f"rates: median of the tools' per-second lines, each a {WINDOW_S:.0f} s moving average, over "
-                  f"the steady part; {sent} sent, {failed} send failures; synchronous sends, one per producer"),
+            settings=f"{case.producers} synchronous sender thread(s), {case.consumers} consumer(s)",
+            steady_s=min(covered for _, covered in rates),
+            note=(f"rates: means of the tools' per-second lines, each a {WINDOW_S:.0f} s moving average, whose "
+                  f"window lies in the steady part; {failed} send failures"),
         )
 
     @staticmethod

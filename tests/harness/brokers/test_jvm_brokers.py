@@ -18,6 +18,7 @@ import pytest
 from harness.brokers import _base, _jars, kafka, provision, rocketmq
 from harness.brokers._process import _descendants
 from harness.brokers._registry import provisioner
+from harness.brokers._spec import ImageFiles
 from harness.drivers import driver_class
 from harness.drivers.base import DriverError, Pattern
 from tests.harness.brokers.test_interrupt import _name, interrupt_mid_run, left_running
@@ -62,17 +63,23 @@ def test_rocketmq_refuses_to_start_on_a_nearly_full_disk(tmp_path: Path, monkeyp
     assert rocketmq.disk_full_reason(tmp_path) is None
 
 
-def test_container_images_are_pinned_to_the_jars_release() -> None:
-    kspec = provisioner("kafka").container_spec(host_port=43000, advertised_host="dockerhost")  # type: ignore[union-attr]
-    assert kspec.image == f"apache/kafka:{_jars.pinned_version('kafka')}"
-    assert kspec.env["KAFKA_GROUP_INITIAL_REBALANCE_DELAY_MS"] == "0"
-    rspec = provisioner("rocketmq").container_spec(host_port=43100, advertised_host="dockerhost")  # type: ignore[union-attr]
-    assert rspec.image == f"apache/rocketmq:{_jars.pinned_version('rocketmq')}"
-    assert rspec.host_port == rspec.port == 43100 and len(rspec.more_ports) == 1
-    broker_conf = rspec.files["/home/rocketmq/broker.conf"]
-    assert "brokerIP1=dockerhost\n" in broker_conf and f"listenPort={rspec.more_ports[0]}\n" in broker_conf
-    assert rspec.url_template.format(host="h", port=43100) == "rocketmq://h:43100"
-    assert provisioner("tansu").container_spec(host_port=43200).image.startswith("ghcr.io/tansu-io/tansu:")  # type: ignore[union-attr]
+def test_container_images_are_pinned_to_the_jars_release(tmp_path: Path) -> None:
+    kafka = provisioner("kafka")
+    assert kafka is not None and kafka.image is not None
+    assert kafka.image.name == f"apache/kafka:{_jars.pinned_version('kafka')}"
+    # in an image, the launch takes the image's java and jar folder; the settings are the process backend's
+    launch = kafka.prepare_in_image(tmp_path, ImageFiles({"binary": "/usr/bin/java", "lib": "/opt/kafka/lib"}))
+    script = launch.commands[-1].argv[-1]
+    assert "/usr/bin/java" in script and "/opt/kafka/lib/*" in script and str(_jars.cache_dir()) not in script
+    assert "group.initial.rebalance.delay.ms=0" in (tmp_path / "server.properties").read_text()
+    rocketmq_prov = provisioner("rocketmq")
+    assert rocketmq_prov is not None and rocketmq_prov.image is None  # Java 8 in apache/rocketmq: ours is built
+    (tmp_path / "r").mkdir()
+    launch = rocketmq_prov.prepare_in_image(tmp_path / "r", ImageFiles({"binary": "/usr/bin/java", "lib": "/opt/rocketmq/lib"}))
+    assert launch.commands[0].argv[0] == "/usr/bin/java" and "/opt/rocketmq/lib/*" in launch.commands[0].argv
+    assert "brokerIP1=127.0.0.1\n" in (tmp_path / "r" / "broker.conf").read_text()
+    tansu = provisioner("tansu")
+    assert tansu is not None and tansu.image is not None and tansu.image.name.startswith("ghcr.io/tansu-io/tansu:")
 
 
 def test_missing_jars_or_java_say_what_to_do(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -23,7 +23,7 @@ import pytest
 from harness.brokers import ClusterControl, broker_control, provision
 from harness.brokers._base import ProbeError, command_output
 from harness.brokers._process import live_pids
-from harness.brokers._spec import NodeHost
+from harness.brokers._spec import ImageFiles, NodeHost
 from harness.brokers.nats import NatsProvisioner, jetstream_request
 from harness.drivers.base import BrokerEndpoint, ClusterShape, Pattern, Role
 from harness.drivers.nats import NatsDriver
@@ -76,8 +76,11 @@ def test_a_single_node_and_the_container_run_jetstream_too(prov: NatsProvisioner
     text = (tmp_path / "nats.conf").read_text()
     assert command.argv == (BINARY, "--config", str(tmp_path / "nats.conf"))
     assert f'store_dir: "{tmp_path / "jetstream"}"' in text and "cluster" not in text
-    (container_config,) = prov.container.files.values()
-    assert 'store_dir: "/data/jetstream"' in container_config
+    inside = tmp_path / "in-image"  # the containers backend runs the same launch with the image's binary
+    inside.mkdir()
+    launch = prov.prepare_in_image(inside, ImageFiles({"binary": "/nats-server"}))
+    assert launch.commands[0].argv == ("/nats-server", "--config", str(inside / "nats.conf"))
+    assert f'store_dir: "{inside / "jetstream"}"' in (inside / "nats.conf").read_text()
 
 
 class _FakeNode:

@@ -2,68 +2,95 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import re
 import socket
+import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
 
-from harness.brokers import _containers, _process, _provision, choose_backend, free_ports, provision
+from harness.brokers import _containers, _images, _process, _provision, choose_backend, free_ports, provision
 from harness.brokers._base import Provisioner, redact
 from harness.brokers._choice import BackendChoice
 from harness.brokers._registry import PROVISIONERS, provisioner
-from harness.brokers._spec import Command, ContainerSpec
+from harness.brokers._spec import Command, ImageFiles
 from harness.brokers.activemq import broker_xml
 from harness.brokers.mqtt import broker_config, connect_packet
 from harness.brokers.nats import NatsProvisioner
-from harness.drivers.base import DriverError
+from harness.drivers.base import ClusterShape, DriverError
 from tests.harness.drivers.conformance import require_backend
 
-# -- container configurations --------------------------------------------------------------------
+# -- images: the official ones pinned, ours built from the Dockerfiles, the launch inside them ----------------
+
+
+def dockerfile_paths(name: str) -> dict[str, str]:
+    """The ``org.mqbench.path.<role>`` labels of ``images/<name>/Dockerfile``."""
+    text = (_images.IMAGES_DIR / name / "Dockerfile").read_text()
+    return dict(re.findall(r"org\.mqbench\.path\.(\w+)=(\S+)", text))
 
 
 @pytest.mark.parametrize("system", sorted(PROVISIONERS))
-def test_container_spec_is_pinned_and_formats_a_url(system: str) -> None:
+def test_official_images_are_pinned_and_say_where_the_broker_is(system: str) -> None:
     prov = provisioner(system)
     assert prov is not None
-    spec = prov.container_spec(host_port=40000)
-    name, _, tag = spec.image.rpartition(":")
-    assert name and tag and tag != "latest" and tag[0].isdigit(), spec.image
-    url = spec.url_template.format(host="127.0.0.1", port=40001)
-    assert url.split("://")[0] in prov.schemes
-    assert "127.0.0.1:40001" in url
-    assert spec.ready_timeout > 0
+    if prov.image is None:
+        assert system == "rocketmq"  # apache/rocketmq runs Java 8, which refuses our settings: ours is built
+        return
+    name, _, tag = prov.image.name.rpartition(":")
+    assert name and tag and tag != "latest" and tag[0].isdigit(), prov.image.name
+    assert prov.image.tag == tag and prov.image.paths["binary"]
 
 
-def test_kafka_container_runs_kraft_and_advertises_the_bound_host_port() -> None:
-    spec = provisioner("kafka").container_spec(host_port=41234, advertised_host="dockerhost")  # type: ignore[union-attr]
-    assert spec.image.startswith("apache/kafka:")
-    assert spec.host_port == spec.port == 41234
-    assert spec.env["KAFKA_PROCESS_ROLES"] == "broker,controller"
-    assert spec.env["KAFKA_ADVERTISED_LISTENERS"] == "PLAINTEXT://dockerhost:41234"
-    assert "PLAINTEXT://0.0.0.0:41234" in spec.env["KAFKA_LISTENERS"]
+@pytest.mark.parametrize("system", sorted(_images.RECIPES))
+def test_every_broker_has_a_recipe_whose_paths_are_debians(system: str) -> None:
+    """Our images install the process backend's Debian packages, so the paths their labels give are the ones
+    those packages have on this machine (checked where the package is installed here)."""
+    recipe = _images.RECIPES[system]
+    paths = dockerfile_paths(recipe.name)
+    assert "binary" in paths
+    assert "ARG BASE\nFROM ${BASE}\n" in recipe.dockerfile.read_text()
+    installed = recipe.package is not None and subprocess.run(
+        ["dpkg-query", "-W", "-f=${Status}", recipe.package], capture_output=True, text=True).stdout.endswith(" installed")
+    if installed:
+        for role, path in paths.items():
+            assert Path(path).exists(), f"{recipe.name}: {role} {path} is not where Debian's {recipe.package} puts it"
 
 
-def test_mosquitto_container_allows_anonymous_clients_on_1883() -> None:
-    spec = provisioner("mqtt").container_spec(host_port=0)  # type: ignore[union-attr]
-    assert spec.port == 1883
-    ((path, text),) = spec.files.items()
-    assert spec.command[-1] == path
-    assert "listener 1883\n" in text and "allow_anonymous true" in text
+def test_debian_versions_make_honest_tags() -> None:
+    assert _images.upstream("3.10.8-1.1+deb12u1") == "3.10.8"
+    assert _images.upstream("5:7.0.15-1~deb12u10") == "7.0.15"
+    assert _images.upstream("5.17.2+dfsg-2+deb12u1") == "5.17.2"
+    assert _images.upstream("4.3.1") == "4.3.1"
 
 
-def test_other_container_specs() -> None:
-    rabbit = provisioner("rabbitmq").container_spec(host_port=0)  # type: ignore[union-attr]
-    assert rabbit.port == 5672 and rabbit.env["RABBITMQ_DEFAULT_USER"] in rabbit.url_template
-    nats = provisioner("nats").container_spec(host_port=0)  # type: ignore[union-attr]
-    assert nats.port == 4222 and "listen: 0.0.0.0:4222" in next(iter(nats.files.values()))
-    redis = provisioner("redis").container_spec(host_port=0)  # type: ignore[union-attr]
-    assert redis.port == 6379 and redis.command[0] == "redis-server"
-    activemq = provisioner("activemq").container_spec(host_port=0)  # type: ignore[union-attr]
-    assert activemq.port == 61613 and activemq.url_template.startswith("stomp://")
-    assert ContainerSpec(image="x:1.2", port=1, url_template="").tag == "1.2"
+@pytest.mark.parametrize("system", ["nats", "redis", "mqtt", "rabbitmq", "activemq", "tansu"])
+def test_the_launch_in_an_image_is_the_process_launch_with_the_images_paths(system: str, tmp_path: Path) -> None:
+    prov = provisioner(system)
+    assert prov is not None
+    recipe = _images.RECIPES[system]
+    paths = dockerfile_paths(recipe.name)
+
+    def copy_out(path: str, dest: Path) -> None:  # activemq's instance template, as the image holds it
+        dest.mkdir(parents=True)
+        (dest / "activemq.xml").write_text("<broker><transportConnectors></transportConnectors></broker>")
+        assert path == paths["conf"]
+
+    launch = prov.prepare_in_image(tmp_path, ImageFiles(paths, copy_out))
+    parts = urlsplit(launch.url)
+    assert parts.scheme == prov.schemes[0] and parts.hostname == "127.0.0.1" and parts.port
+    broker = launch.commands[-1]
+    assert broker.argv[0] == paths.get("java", paths["binary"]) and broker.user is None  # the container's user
+    if system == "activemq":
+        assert paths["binary"] in broker.argv and f"-Dactivemq.home={paths['home']}" in broker.argv
+        assert f"stomp://127.0.0.1:{parts.port}" in (tmp_path / "conf" / "activemq.xml").read_text()
+    if system == "rabbitmq":
+        assert launch.commands[0].argv[0] == paths["epmd"]
+    assert launch.ready_timeout == prov.ready_timeout and launch.stop_grace == prov.stop_grace
 
 
 def test_activemq_instance_config_gets_only_a_loopback_stomp_connector() -> None:
@@ -120,9 +147,23 @@ def no_docker(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(_containers, "docker_available", lambda: False)
 
 
+NATS_IMAGE = _images.Image("nats", "mqbench/nats:2.9.10-debian", "sha256:" + "ab" * 32, "built here",
+                           {"binary": "/usr/sbin/nats-server"})
+
+
 @pytest.fixture
 def docker(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An engine answers and the image is here."""
     monkeypatch.setattr(_containers, "docker_available", lambda: True)
+    monkeypatch.setattr(_images, "choose", lambda system: _images.ImageChoice(NATS_IMAGE, "built here"))
+
+
+@pytest.fixture
+def docker_without_images(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An engine answers, but no registry does and `make images` has not run."""
+    monkeypatch.setattr(_containers, "docker_available", lambda: True)
+    why = "no nats image: nats:2.10.22 cannot be pulled (no registry answers) and `make images` has not built it"
+    monkeypatch.setattr(_images, "choose", lambda system: _images.ImageChoice(None, why))
 
 
 def _binary(monkeypatch: pytest.MonkeyPatch, present: bool) -> None:
@@ -137,8 +178,41 @@ def test_auto_prefers_an_external_url(docker: None) -> None:
 
 def test_auto_prefers_containers_when_docker_answers(docker: None, monkeypatch: pytest.MonkeyPatch) -> None:
     _binary(monkeypatch, True)
-    assert choose_backend("nats").backend == "containers"
+    choice = choose_backend("nats")
+    assert choice.backend == "containers" and "mqbench/nats:2.9.10-debian (built here, id abababababab)" in choice.reason
     assert choose_backend("nats", "process").backend == "process"
+
+
+def test_auto_runs_a_cluster_as_local_processes_even_when_containers_could_run_one_node(
+    docker: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _binary(monkeypatch, True)
+    asked: list[int] = []
+
+    @contextlib.contextmanager
+    def cluster(prov: Provisioner, shape: ClusterShape, *args: object) -> Iterator[str]:
+        asked.append(shape.nodes)
+        yield "the process cluster"
+
+    monkeypatch.setattr(_provision, "process_cluster", cluster)
+    three = ClusterShape(nodes=3, replicas=3, min_insync=2)
+    with provision("nats", "auto", shape=three) as endpoint:
+        assert endpoint == "the process cluster" and asked == [3]  # type: ignore[comparison-overlap]
+    with pytest.raises(DriverError, match="process backend only"), provision("nats", "containers", shape=three):
+        pass  # asked for: checked, never substituted
+
+
+def test_auto_uses_a_process_when_no_image_is_here_and_says_why_in_one_line(
+    docker_without_images: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _binary(monkeypatch, True)
+    choice = choose_backend("nats")
+    assert choice.backend == "process" and "cannot be pulled" in choice.reason
+    assert choice.note.startswith("nats: the process backend, not containers: no nats image") and "\n" not in choice.note
+    explicit = choose_backend("nats", "containers")  # asked for: checked, never substituted
+    assert explicit.backend is None and "make images" in explicit.reason
+    _binary(monkeypatch, False)
+    assert choose_backend("nats").backend is None
 
 
 def test_auto_falls_back_to_a_local_process(no_docker: None, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -207,10 +281,11 @@ def _gone(pid: int) -> bool:
 def test_stop_kills_the_whole_group_even_when_the_leader_ignores_sigterm(tmp_path: Path) -> None:
     script = "trap '' TERM; sleep 300 & echo $! > child.pid; wait"
     proc = _process.BrokerProcess(Command("stubborn", ("sh", "-c", script)), cwd=tmp_path, log_dir=tmp_path)
-    deadline = time.monotonic() + 10
-    while not (tmp_path / "child.pid").exists() and time.monotonic() < deadline:
+    # the shell creates child.pid before it writes the pid and its newline: wait for the whole line
+    pid_file, deadline = tmp_path / "child.pid", time.monotonic() + 10
+    while not (pid_file.exists() and pid_file.read_text().endswith("\n")) and time.monotonic() < deadline:
         time.sleep(0.02)
-    child = int((tmp_path / "child.pid").read_text())
+    child = int(pid_file.read_text())
     proc.stop(grace=0.5)
     assert _gone(proc.pid) and _gone(child)
     assert proc.pid not in _process.live_pids()

@@ -177,3 +177,23 @@ def test_the_end_of_run_title_gives_the_clocks_uncertainty_only_when_there_is_on
     (only,) = end_of_run_tables(frame)
     title = " ".join(" ".join(render(only)[:3]).split())  # the title wraps
     assert ("between hosts" in title) is shown and ("±30µs" in title) is shown
+
+
+def test_a_stage_that_recorded_nothing_still_writes_a_raw_file(tmp_path: Path) -> None:
+    """Workers that never got going (a host that cannot reach the broker) leave no rows: the host columns stay
+    names (not the producer column's integers), and the run folder writes the empty case."""
+    from harness.runfolder import RunFolder
+
+    results = [_result("producer-0", "a", 0, 10), _result("consumer-0", "b", 0, 10)]
+    empty = pd.DataFrame({"producer": pd.Series([], dtype="int32"), "consumer": pd.Series([], dtype="int32"),
+                          **{k: pd.array([], dtype="Int64") for k in ("t_intended", "t_send", "t_ack", "t_recv")}})
+    out = on_coordinator_clock(empty, Pattern.QUEUE, results, host_offsets(results))
+    assert out.empty and all(out[c].dtype == object for c in ("send_host", "send_executor", "recv_host"))
+    run = RunFolder.create(tmp_path, "empty", {})
+    rows = pd.DataFrame({"run_id": pd.Series([], dtype=object), "scenario": pd.Series([], dtype=object),
+                         "pattern": pd.Series([], dtype=object), "system": pd.Series([], dtype=object),
+                         "variant": pd.Series([], dtype=object), "repetition": pd.Series([], dtype="int32"),
+                         "size": pd.Series([], dtype="int32"), "rate": pd.Series([], dtype=float),
+                         "seq": pd.Series([], dtype="int64"), "warmup": pd.Series([], dtype=bool), **out})
+    written = run.write_raw("empty.parquet", rows)
+    assert len(run.read_raw(written.name)) == 0

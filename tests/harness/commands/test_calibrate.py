@@ -3,13 +3,23 @@
 from __future__ import annotations
 
 import csv
+import math
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from harness.calibrate import Calibration, steal_ms
+from harness.calibrate import (
+    Calibration,
+    CalibrationError,
+    bare_receiver_throughput,
+    relative_to_reference,
+    steal_ms,
+    write_csv,
+)
+from harness.commands.calibrate import verdicts
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -26,11 +36,39 @@ def test_paired_ratios_and_their_summary() -> None:
 
 
 def test_csv_keeps_every_pair(tmp_path: Path) -> None:
-    c = Calibration(bare=[1000.0, 2000.0], harness=[900.0, 1000.0], steal=[3.0, None])
-    c.write_csv(tmp_path / "calibrate.csv")
+    c = Calibration("mqcore", 1000, bare=[1000.0, 2000.0], harness=[900.0, 1000.0], steal=[3.0, None])
+    write_csv([c], tmp_path / "calibrate.csv")
     rows = list(csv.DictReader(open(tmp_path / "calibrate.csv")))
-    assert [(r["bare_msgs_per_s"], r["harness_msgs_per_s"], r["harness_over_bare"], r["steal_ms"]) for r in rows] == [
-        ("1000", "900", "0.9000", "3"), ("2000", "1000", "0.5000", "")]
+    assert [(r["library"], r["size"], r["bare_msgs_per_s"], r["harness_msgs_per_s"], r["harness_over_bare"],
+             r["steal_ms"]) for r in rows] == [("mqcore", "1000", "1000", "900", "0.9000", "3"),
+                                               ("mqcore", "1000", "2000", "1000", "0.5000", "")]
+
+
+def test_each_library_is_set_against_what_the_harness_costs_pyzmq() -> None:
+    results = [
+        Calibration("zmq", 100, bare=[100.0, 100.0, 100.0], harness=[90.0, 100.0, 80.0], steal=[None] * 3),
+        Calibration("mqcore", 100, bare=[100.0, 100.0, 100.0], harness=[45.0, 50.0, 40.0], steal=[None] * 3),
+        Calibration("jeromq", 1000, bare=[10.0], harness=[9.0], steal=[None]),
+    ]
+    relative = relative_to_reference(results)
+    assert relative[("zmq", 100)] == pytest.approx(1.0)
+    assert relative[("mqcore", 100)] == pytest.approx(0.45 / 0.9)
+    assert math.isnan(relative[("jeromq", 1000)])  # pyzmq was not measured at 1000 B
+    lines = verdicts(results)
+    assert lines[0] == ("100 B: harness ÷ bare: pyzmq 0.90, mqcore 0.45; against pyzmq's: mqcore 0.50 (1.00: the "
+                        "harness costs it what it costs pyzmq).")
+    assert lines[1] == "1 KB: harness ÷ bare: JeroMQ 0.90."
+
+
+@pytest.mark.parametrize("library", ["zmq", "mqcore"])
+def test_the_bare_loop_of_a_python_library_measures_its_receiver(library: str) -> None:
+    rate, cpu = bare_receiver_throughput(library, 5000, 100)
+    assert rate > 0 and cpu > 0
+
+
+def test_a_library_without_a_bare_loop_is_named() -> None:
+    with pytest.raises(CalibrationError, match="no bare loop for 'rabbitmq'"):
+        bare_receiver_throughput("rabbitmq", 100, 100)
 
 
 def test_steal_is_a_counter_on_linux() -> None:
@@ -41,57 +79,71 @@ def test_steal_is_a_counter_on_linux() -> None:
         assert second is not None and second >= first
 
 
-def test_calibrate_cli_runs_pairs_and_writes_them(tmp_path: Path) -> None:
+def test_calibrate_cli_runs_pairs_of_every_library_and_writes_them(tmp_path: Path) -> None:
+    from harness.drivers.java import unavailable_reason
+
+    libraries = ["zmq", "mqcore", "jeromq"]
+    if unavailable_reason() is not None:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"JeroMQ's bare loop needs the JVM worker in CI: {unavailable_reason()}")
+        libraries.remove("jeromq")
     proc = subprocess.run(
-        [sys.executable, "-m", "harness.cli", "calibrate", "--messages", "20000", "--repetitions", "2", "--out", str(tmp_path)],
-        capture_output=True, text=True, timeout=240, cwd=ROOT,
+        [sys.executable, "-m", "harness.cli", "calibrate", "--messages", "20000", "--repetitions", "1",
+         "--sizes", "100", "--libraries", ",".join(libraries), "--out", str(tmp_path)],
+        capture_output=True, text=True, timeout=600, cwd=ROOT,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "median of the 2 paired ratios" in proc.stdout
+    said = " ".join(proc.stdout.split())  # the console wraps long lines
+    assert "100 B: harness ÷ bare: pyzmq " in said and "against pyzmq's: mqcore " in said
     rows = list(csv.DictReader(open(tmp_path / "calibrate.csv")))
-    assert len(rows) == 2
+    assert [r["library"] for r in rows] == libraries
     for r in rows:
         assert float(r["bare_msgs_per_s"]) > 0 and float(r["harness_msgs_per_s"]) > 0
+        assert float(r["bare_cpu_us_per_msg"]) > 0 and float(r["harness_cpu_us_per_msg"]) > 0
         assert float(r["harness_over_bare"]) == pytest.approx(
             float(r["harness_msgs_per_s"]) / float(r["bare_msgs_per_s"]), rel=1e-3)
-    assert len([p for p in tmp_path.iterdir() if p.is_dir()]) == 2  # one harness run folder per pair
+    assert len([p for p in tmp_path.iterdir() if p.is_dir()]) == len(libraries)  # one harness run folder per pair
 
 
-def test_calibrate_rejects_impossible_arguments_in_one_line() -> None:
-    proc = subprocess.run([sys.executable, "-m", "harness.cli", "calibrate", "--messages", "1"], capture_output=True, text=True,
-                          timeout=60, cwd=ROOT)
+@pytest.mark.parametrize(("args", "says"), [
+    (["--messages", "1"], "--messages >= 2"),
+    (["--libraries", "zmq,rabbitmq"], "--libraries takes zmq, mqcore, jeromq; got rabbitmq"),
+    (["--sizes", "100,1XB"], "unknown unit in '1XB'"),
+])
+def test_calibrate_rejects_impossible_arguments_in_one_line(args: list[str], says: str) -> None:
+    proc = subprocess.run([sys.executable, "-m", "harness.cli", "calibrate", *args], capture_output=True,
+                          text=True, timeout=60, cwd=ROOT)
     assert proc.returncode == 2
     assert proc.stdout == "" and proc.stderr.startswith("mqbench: ")
-    assert proc.stderr.strip().count("\n") == 0 and "--messages >= 2" in proc.stderr
+    assert proc.stderr.strip().count("\n") == 0 and says in proc.stderr
 
 
 def test_an_incomplete_harness_run_stops_calibration_with_its_reason(tmp_path: Path,
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
-    import os
-
     import pandas as pd
     from rich.console import Console
 
     import harness.calibrate as cal
     import harness.compare as cmp
 
-    monkeypatch.setattr(cal, "bare_receiver_throughput", lambda n, size: 1000.0)
+    monkeypatch.setattr(cal, "bare_receiver_throughput", lambda library, n, size: (1000.0, 0.5))
     monkeypatch.setattr(cmp, "compare", lambda *a, **k: cmp.CompareOutcome(
         run_dir=tmp_path, complete=False, summary=pd.DataFrame(), problems=["stalled: no message moved for 30 s"]))
-    with pytest.raises(cal.CalibrationError, match="repetition 1 did not complete: stalled: no message moved"):
-        cal.calibrate(100, 1000, 2, tmp_path, Console(file=open(os.devnull, "w")))  # noqa: SIM115
+    with pytest.raises(cal.CalibrationError,
+                       match="mqcore, 100 B, repetition 1 did not complete: stalled: no message moved"):
+        cal.calibrate(["mqcore"], [100], 1000, 2, tmp_path, Console(file=open(os.devnull, "w")))  # noqa: SIM115
 
 
 def test_ctrl_c_during_the_bare_loop_stops_at_once_and_leaves_nothing_running(tmp_path: Path) -> None:
     """The bare loop's sender blocks at its HWM once the receiver stops: Ctrl-C must not wait for it."""
-    import os
     import signal
     import time
 
     from tests.harness.runner.test_runner_e2e import _descendants
 
     proc = subprocess.Popen(
-        [sys.executable, "-m", "harness.cli", "calibrate", "--messages", "50000000", "--repetitions", "1"],
+        [sys.executable, "-m", "harness.cli", "calibrate", "--messages", "50000000", "--repetitions", "1",
+         "--libraries", "zmq"],
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         start_new_session=True,  # its own process group: a failed test kills all of it, forkserver included
     )
@@ -99,7 +151,7 @@ def test_ctrl_c_during_the_bare_loop_stops_at_once_and_leaves_nothing_running(tm
         # Starting the forkserver and the bare sender took over 60 s on a 2-core machine under a load of 14.
         deadline = time.monotonic() + 180
         children: set[int] = set()
-        while time.monotonic() < deadline and len(children) < 2:  # forkserver + bare sender
+        while time.monotonic() < deadline and len(children) < 2:  # the bare sender and receiver
             time.sleep(0.3)
             children = _descendants(proc.pid)
         assert len(children) >= 2, "the bare loop never started"

@@ -101,8 +101,8 @@ def test_the_error_printer_writes_one_line_to_stderr(capsys: pytest.CaptureFixtu
 
 def test_every_subcommand_is_wired_in_help_order() -> None:
     parser = build_parser()
-    assert [c.NAME for c in COMMANDS] == ["compare", "crosscheck", "systems", "validate", "calibrate", "report",
-                                         "regress", "baseline"]
+    assert [c.NAME for c in COMMANDS] == ["compare", "crosscheck", "systems", "images", "validate", "calibrate",
+                                         "report", "regress", "baseline"]
     for command in COMMANDS:
         argv = [command.NAME, "x"] if command.NAME in ("validate", "regress", "baseline") else [command.NAME]
         assert parser.parse_args(argv).run is command.run
@@ -126,3 +126,37 @@ def test_systems_lists_every_client_of_a_system_with_its_own_row() -> None:
         for client in clients:
             if client not in ("kafka-python",):
                 assert f"{system} ({client})" in firsts, (system, client)
+
+
+def test_systems_says_which_backends_are_ready_and_the_image(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Per broker: a local process ready or not, and the image containers would run (or no), beside the
+    backend auto chose."""
+    import argparse
+
+    from harness.brokers import _containers, _images
+    from harness.commands import systems
+
+    image = _images.Image("nats", "mqbench/nats:2.9.10-debian", "sha256:" + "cd" * 32, "built here", {"binary": "x"})
+    monkeypatch.setattr(_containers, "docker_available", lambda: True)
+    monkeypatch.setattr(_images, "choose", lambda system: _images.ImageChoice(
+        image if system == "nats" else None, "built here" if system == "nats" else f"no {system} image: none here"))
+    out = io.StringIO()
+    console = Console(file=out, width=200, force_terminal=False)
+    assert systems.run(argparse.Namespace(broker=[], backend="auto"), console) == 0
+    rows = {line.split()[0]: line for line in out.getvalue().splitlines() if line.strip()}
+    assert "process" in rows["system"] and "containers" in rows["system"]
+    assert rows["nats"].split()[2] == "containers" and "mqbench/nats:2.9.10-debian" in rows["nats"]
+    redis = rows["redis"].split()
+    assert redis[4] == "no" and "no redis image: none here" in rows["redis"]  # containers: why not
+    assert rows["zmq"].split()[3:5] == ["–", "–"]
+
+
+def test_images_without_an_engine_is_one_line(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    from harness.brokers import _containers
+    from harness.cli import main
+
+    monkeypatch.setattr(_containers, "docker_available", lambda: False)
+    assert main(["images", "--systems", "nats"]) == 2
+    assert capsys.readouterr().err.startswith("mqbench: no Docker engine answers")
+    assert main(["images", "--systems", "nope"]) == 2
+    assert "nope has no broker image" in capsys.readouterr().err

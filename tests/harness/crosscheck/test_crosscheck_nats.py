@@ -1,6 +1,6 @@
 """``nats bench`` in its JetStream mode against a real nats-server (one node, R1): the stream it is given
-has the variant's storage, the tool runs with the variant's window and fetch size, reports both rates, and
-the stream is gone afterwards. Needs nats-server and natscli (``make brokers``); skipped without them, failed
+has the variant's storage, the tool runs with the variant's window and fetch size for the case's seconds,
+reports both rates, and the stream is gone afterwards. Needs nats-server and natscli (``make brokers``); skipped without them, failed
 in CI."""
 
 from __future__ import annotations
@@ -26,12 +26,14 @@ def test_jetstream_mode_runs_on_a_stream_of_its_own_and_removes_it(tmp_path: Pat
             pytest.fail(tool.missing())
         pytest.skip(tool.missing())
     options = {"jetstream": True, "storage": "memory", "window": 200, "fetch": 50}
-    case = CrossCase("nats", 100, 2000, guarantee="at-least-once", options=options)
+    # a second: the probe run (PROBE_MSGS) mostly lasts that long already, else one sized run follows
+    case = CrossCase("nats", 100, guarantee="at-least-once", options=options, seconds=1.0)
     with provision("nats", backend="process") as endpoint:
         control = broker_control(endpoint)
         result = tool.run(case, endpoint, tmp_path / "tool", control.pids() if control else [])
         listing, _ = jetstream_request([endpoint.url], "$JS.API.STREAM.NAMES", b"", 5)
     assert result.receiver_rate > 0 and result.sender_rate > 0
+    assert result.steady_s >= case.seconds  # sized by time, not by a message count
     command = " ".join(result.command)
     assert "bench js pub async" in command and "--batch 200" in command
     assert "memory storage, 1 replica" in result.note

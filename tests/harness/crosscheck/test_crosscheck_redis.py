@@ -1,5 +1,6 @@
 """End to end: ``crosscheck`` starts Redis through the harness's provisioning, runs the harness case and
-redis-benchmark (unpipelined and pipelined) on it, interleaved, writes the rows, and stops everything.
+redis-benchmark (unpipelined and pipelined with the row's settings, then at its best) on it, interleaved,
+each for a fixed time, writes the rows, and stops everything.
 
 Needs redis-server and redis-benchmark (``make brokers``); without them it skips, except in CI (``CI=true``),
 where it fails with the reason.
@@ -33,26 +34,34 @@ def _require_redis() -> None:
         pytest.skip(reason)
 
 
-def test_redis_crosscheck_runs_both_sides_on_one_broker_and_stops_it(tmp_path: Path) -> None:
+def test_redis_crosscheck_runs_both_sides_on_one_broker_and_stops_it(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     _require_redis()
+    monkeypatch.setattr(RedisBenchmark, "ramp", 0.5)
     scenario = tmp_path / "cc.yaml"
-    scenario.write_text("name: cc\npattern: queue\nsystems: [redis]\nmessage_sizes: [100]\nmessages: 2000\n"
+    scenario.write_text("name: cc\npattern: queue\nsystems: [redis]\nmessage_sizes: [100]\nduration: 2s\n"
                         "warmup: 100\nrate: max\nrepetitions: 2\n")
     outcome = crosscheck(load_scenarios(str(scenario)), systems=["redis"], out_root=tmp_path / "results",
                          backend="process", console=Console(file=open(os.devnull, "w")), write_report=False)
     assert outcome.complete, outcome.problems
     rows = outcome.rows
     assert tuple(rows.columns) == CROSSCHECK_COLUMNS
-    assert sorted(rows["tool"].unique()) == ["redis-benchmark -P 1", "redis-benchmark -P window"]
-    assert sorted(rows["repetition"]) == [0, 0, 1, 1]
+    got = sorted(zip(rows["tool"], rows["reference"], strict=True))
+    assert got == sorted([("redis-benchmark -P 1", "matched"), ("redis-benchmark -P window", "matched"),
+                          ("redis-benchmark -P window", "best")] * 2)
+    assert sorted(rows["repetition"]) == [0, 0, 0, 1, 1, 1]
     assert (rows["status"] == "ok").all() and (rows["rate_kind"] == "sender").all()
     for r in rows.itertuples():
         assert r.harness_rate > 0 and r.tool_rate > 0 and math.isclose(r.R, r.harness_rate / r.tool_rate)
         assert r.cpu_tool_s > 0 and r.cpu_harness_s > 0
-    # the pipelined tool row uses the harness driver's pipeline depth (its default window)
-    assert set(rows.loc[rows["tool"] == "redis-benchmark -P window", "command"].str.contains("-P 100")) == {True}
+        assert r.tool_steady_s >= 2.0 - 0.3 and r.tool_settings  # the scenario's 2 s, in quarter-second ticks
+    # the pipelined tool row uses the harness driver's pipeline depth (its default window); its best, more clients
+    matched = rows[(rows["tool"] == "redis-benchmark -P window") & (rows["reference"] == "matched")]
+    best = rows[rows["reference"] == "best"]
+    assert set(matched["command"].str.contains("-P 100")) == {True} and set(matched["command"].str.contains("-c 1 "))
+    assert set(best["command"].str.contains("-c 50 ")) == {True} and not best["client_bound"].any()
     run = RunFolder.open(outcome.run_dir)
-    assert len(run.read_table(CROSSCHECK)) == 4 and (outcome.run_dir / f"{CROSSCHECK}.csv").is_file()
+    assert len(run.read_table(CROSSCHECK)) == 6 and (outcome.run_dir / f"{CROSSCHECK}.csv").is_file()
     # the broker is gone: nothing listens on its port any more
     url = urlsplit(run.manifest["crosscheck_brokers"]["redis"]["url"])
     with pytest.raises(OSError), socket.create_connection((url.hostname, url.port), timeout=1):

@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import pandas as pd
 from rich.console import Console
 
-from harness.commands.crosscheck import TABLE_WIDTH, crosscheck_table, not_measured
+from harness.commands.crosscheck import TABLE_WIDTH, capacity, crosscheck_table, not_measured
 from harness.crosscheck._tool import CrossCase, ToolResult
 from harness.crosscheck.ratio import HarnessSide, row
 from harness.report import crosscheck as report_section
@@ -24,6 +24,9 @@ def _rows() -> pd.DataFrame:
         row(case, side, "redis-benchmark -P 1", ToolResult("rb", ["rb"], sender_rate=10000.0)),
         row(case, side, "redis-benchmark -P window", ToolResult("rb", ["rb"], sender_rate=100000.0,
                                                                 latency_p50_us=250.0, latency_kind="round trip")),
+        row(case, side, "redis-benchmark -P window", ToolResult("rb", ["rb"], sender_rate=300000.0,
+                                                                settings="50 clients, pipeline 100"),
+            reference="best"),
         row(CrossCase("nats", 100, 1000), side, "nats bench", None, "missing", "run make brokers"),
     ])
 
@@ -33,11 +36,15 @@ def test_terminal_table_fits_and_labels_client_bound_rows() -> None:
     Console(file=out, width=TABLE_WIDTH).print(crosscheck_table(_rows()), width=TABLE_WIDTH)
     lines = out.getvalue().splitlines()
     assert max(len(line) for line in lines) <= TABLE_WIDTH
-    pipelined = next(line for line in lines if "-P window" in line)
+    pipelined = next(line for line in lines if "-P w" in line and " row " in line)
     unpipelined = next(line for line in lines if "-P 1" in line)
+    best = next(line for line in lines if "-P w" in line and " best " in line)
     assert "0.30" in pipelined and pipelined.rstrip().endswith("client") and "rtt" in pipelined
     assert "3.00" in unpipelined and not unpipelined.rstrip().endswith("client")
+    assert "0.10" in best and not best.rstrip().endswith("client")  # a fraction of capacity, not a label
     assert not_measured(_rows()) == ["nats: nats bench: missing: run make brokers"]
+    (said,) = capacity(_rows())
+    assert said.startswith("redis (redis-py), 100 B: 0.10 of what the broker carries here") and "R = 3.00" in said
 
 
 def test_report_section_reads_the_run_folder_table(tmp_path: Path) -> None:
@@ -50,6 +57,7 @@ def test_report_section_reads_the_run_folder_table(tmp_path: Path) -> None:
     html, md = section
     assert "Client-bound rows: redis (against redis-benchmark -P window)." in md
     assert "<table" in html and "run make brokers" in md
+    assert "- redis (redis-py), 100 B: 0.10 of what the broker carries here" in md and "at its best" in html
 
 
 def test_a_missing_tool_is_a_row_and_in_ci_a_failure(tmp_path: Path, monkeypatch) -> None:
@@ -85,7 +93,7 @@ def test_a_ctrl_c_keeps_the_rows_measured_before_it(tmp_path: Path, monkeypatch)
     monkeypatch.setattr(run_module, "resolve_systems", lambda *a, **k: ready)
     side = HarnessSide("default", "redis-py", "redis (redis-py)", "at-least-once", 0, 30000.0)
 
-    def measure(sc, system, backend, brokers, run, console, problems, strict, out) -> None:
+    def measure(sc, system, variants, backend, brokers, run, console, problems, strict, out) -> None:
         if system == "redis":
             raise KeyboardInterrupt
         out.append(run_module._Pending(sc.name, CrossCase(system, 100, 10), side, "nats bench",

@@ -25,6 +25,14 @@ def test_interleaving_alternates_harness_and_tools_per_repetition() -> None:
     assert two == [Step(0, "a"), Step(0, "a", "t"), Step(0, "b"), Step(0, "b", "t")]
 
 
+def test_each_variant_runs_its_own_tools_then_its_tool_at_its_best() -> None:
+    steps = list(interleaved(2, ["core", "js"], {"core": ["bench"], "js": ["js-bench"]},
+                             {"core": "bench", "js": None}))
+    assert steps[:5] == [Step(0, "core"), Step(0, "core", "bench"), Step(0, "core", "bench", best=True),
+                         Step(0, "js"), Step(0, "js", "js-bench")]
+    assert len(steps) == 10 and steps[5].repetition == 1
+
+
 def test_tool_rate_prefers_the_receiver_and_says_when_it_falls_back() -> None:
     assert tool_rate(ToolResult("t", [], receiver_rate=10.0, sender_rate=20.0)) == (10.0, "receiver")
     assert tool_rate(ToolResult("t", [], sender_rate=20.0)) == (20.0, "sender")
@@ -52,6 +60,11 @@ def test_row_has_the_schema_columns_and_the_figures() -> None:
     r = row(CrossCase("redis", 100, 5000, window=1), _side(1, 500.0), "redis-benchmark -P 1", result)
     assert tuple(r) == CROSSCHECK_COLUMNS
     assert (r["R"], r["rate_kind"], r["client_bound"], r["repetition"]) == (0.25, "sender", True, 1)
+    assert r["reference"] == "matched"
+    # against the tool at its best, R is the fraction of capacity: never the client-bound label
+    best = row(CrossCase("redis", 100, 5000, window=1), _side(1, 500.0), "redis-benchmark -P window", result,
+               reference="best")
+    assert best["R"] == 0.25 and best["reference"] == "best" and not best["client_bound"]
     assert (r["cpu_tool_s"], r["cpu_broker_tool_s"], r["cpu_harness_s"], r["cpu_broker_harness_s"]) == (0.5, 0.7, 2.0, 1.0)
     assert r["command"] == "redis-benchmark -P 1" and r["status"] == "ok"
 
@@ -68,6 +81,22 @@ def test_medians_over_repetitions() -> None:
             for i, rate in enumerate((300.0, 600.0, 450.0))]
     (med,) = median_rows(rows)
     assert med["reps"] == 3 and med["harness_rate"] == 450.0 and med["R"] == 0.45 and med["client_bound"]
+
+
+def test_capacity_is_said_in_words_with_r_beside_it() -> None:
+    from harness.metrics.crosscheck import capacity_sentences
+
+    matched = ToolResult("PerfTest 2.22.1", [], receiver_rate=1000.0, settings="-x 1 -y 1 -s 100 -a")
+    best = ToolResult("PerfTest 2.22.1", [], receiver_rate=4000.0, settings="-x 2 -y 2 -s 100 -a")
+    side = HarnessSide("pika", "pika", "rabbitmq (pika)", "at-most-once", 0, 800.0)
+    case = CrossCase("rabbitmq", 100)
+    rows = [row(case, side, "PerfTest", matched), row(case, side, "PerfTest", best, reference="best")]
+    from harness.report._context import row_name
+
+    (said,) = capacity_sentences(median_rows(rows), row_name)
+    assert said == ("rabbitmq (pika), 100 B: 0.20 of what the broker carries here — PerfTest at its best "
+                    "(-x 2 -y 2 -s 100 -a) moved 4k msg/s (receiver), the row 800; against the tool with the row's "
+                    "settings R = 0.80 (PerfTest).")
 
 
 def test_every_system_with_a_broker_has_a_tool_and_a_missing_adapter_is_one_sentence(monkeypatch) -> None:

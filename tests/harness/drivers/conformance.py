@@ -19,6 +19,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from harness.drivers.base import BrokerEndpoint, Consumer, Driver, Pattern, Role, Topology
 from harness.runner.case import SETTLE  # the runner's pause between "every worker ready" and the start
 
@@ -49,6 +51,10 @@ class Delivery:
 
     sent: int
     received: list[list[tuple[int, int]]] = field(default_factory=list)
+    #: (first, count, accepted) as the producer reported them (``Producer.watch_outcomes``); None when the
+    #: producer is told nothing beyond ``send`` returning
+    outcomes: list[tuple[int, int, bool]] | None = None
+    probes: int = 0  # sent through the producer before the messages (numbered first in its outcomes)
 
     def total(self) -> int:
         return sum(len(r) for r in self.received)
@@ -130,10 +136,19 @@ def run_flow(
         for poller in pollers:
             poller.start()
         producer = driver_cls(options, broker).create_producer(plan, Role(index=0, topic=0))
+        reported: list[tuple[int, int, bool]] = []
+        lock = threading.Lock()
+
+        def report(first: int, n: int, accepted: bool) -> None:
+            with lock:
+                reported.append((first, n, accepted))
+
+        if producer.watch_outcomes(report):
+            delivery.outcomes = reported
         try:
             time.sleep(SETTLE)  # as the runner does (for pub/sub the probes below decide when to start)
             if pattern is Pattern.PUBSUB:
-                _await_subscribers(producer, size, subscribed)
+                delivery.probes = _await_subscribers(producer, size, subscribed)
             buf = bytearray(size)
             for seq in range(count):
                 fill_payload(buf, 0, seq)
@@ -163,18 +178,22 @@ def run_flow(
     return delivery
 
 
-def _await_subscribers(producer: Any, size: int, subscribed: list[threading.Event]) -> None:
+def _await_subscribers(producer: Any, size: int, subscribed: list[threading.Event]) -> int:
     """Publish probes until every subscriber has heard one (a fixed pause is not enough on a loaded
-    machine: a subscriber that connected before the publisher bound may join late and miss the start)."""
+    machine: a subscriber that connected before the publisher bound may join late and miss the start);
+    returns how many were sent."""
     probe = bytearray(size)
     fill_payload(probe, PROBE, 0)
     deadline = time.monotonic() + SUBSCRIBE_TIMEOUT
+    probes = 0
     while not all(e.is_set() for e in subscribed):
         if time.monotonic() > deadline:
             late = [c for c, e in enumerate(subscribed) if not e.is_set()]
             raise AssertionError(f"subscribers {late} heard no probe in {SUBSCRIBE_TIMEOUT:.0f} s")
         producer.send(probe)
+        probes += 1
         time.sleep(0.01)
+    return probes
 
 
 def run_reqrep(
@@ -219,6 +238,20 @@ def run_reqrep(
 
 
 # -- checks --------------------------------------------------------------------------------------
+
+
+def check_outcomes(delivery: Delivery) -> None:
+    """A producer that reports outcomes reported every send accepted, once, after ``flush`` returned."""
+    if delivery.outcomes is None:
+        return
+    sends = delivery.probes + delivery.sent
+    told = np.zeros(sends, np.int64)
+    for first, n, accepted in list(delivery.outcomes):
+        assert accepted, f"sends {first}..{first + n - 1} reported refused"
+        assert 0 <= first and first + n <= sends, f"outcome of sends {first}..{first + n - 1} of {sends}"
+        told[first:first + n] += 1
+    assert (told == 1).all(), (f"sends without an outcome: {np.flatnonzero(told == 0)[:10].tolist()}, "
+                               f"told twice: {np.flatnonzero(told > 1)[:10].tolist()}")
 
 
 def check_pubsub(delivery: Delivery, ordered: bool, lossy: bool = False) -> None:

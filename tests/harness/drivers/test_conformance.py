@@ -1,9 +1,11 @@
 """Driver conformance: every system in the registry moves numbered messages correctly for each pattern it
 declares (count, content, per-producer order where the variant promises it) and closes cleanly.
 
-Broker systems run against a broker from ``harness.brokers.provision`` (``auto``: the local binaries here),
-started once per system per session. A missing broker skips its cases, except in CI (``CI=true``), where
-it fails them with the reason.
+Broker systems run against a broker from ``harness.brokers.provision`` (a local process where the binaries
+are here, else ``auto``), started once per system per session. ``test_conformance_in_containers`` runs the
+default variant of the brokers in ``CONTAINER_SYSTEMS`` once more through the containers backend (the same
+launch inside the broker's image). A missing broker, engine or image skips its cases, except in CI
+(``CI=true``), where it fails them with the reason.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from harness.brokers._process import _descendants, live_pids
 from harness.drivers import CLIENTS, SYSTEMS, driver_class
 from harness.drivers.base import BrokerEndpoint, Driver, Guarantee, Pattern
 from tests.harness.drivers.conformance import (
+    check_outcomes,
     check_pubsub,
     check_queue,
     os_threads,
@@ -92,6 +95,12 @@ VARIANTS: dict[str, list[Variant]] = {
     ],
 }
 
+#: Variants whose producers report each send's outcome (``Producer.watch_outcomes``: acknowledgements that
+#: come after ``send`` returned); their outcomes are checked (every send accepted, once).
+REPORTS_OUTCOMES = {("rabbitmq", "reliable"), ("rabbitmq", "quorum"), ("mqtt", "qos1"), ("mqtt", "qos2"),
+                    ("mqtt", "qos1-window"), ("redis", "default"), ("redis", "pubsub-mode"), ("redis", "aof"),
+                    ("activemq", "reliable")}
+
 #: Clients that run in the JVM worker (system, client or None for the system's own): they run through the
 #: real runner (test_conformance_jvm), with these variants besides their defaults.
 JVM_VARIANTS: dict[tuple[str, str | None], list[Variant]] = {
@@ -129,32 +138,40 @@ def _cases() -> Iterator[Any]:
                     )
 
 
+#: Brokers whose conformance also runs through the containers backend (their default variant).
+CONTAINER_SYSTEMS = ("rabbitmq", "kafka", "redis", "nats", "mqtt")
+
+
 class BrokerPool:
-    """One broker per system, started on first use; starting another system's stops the previous one
-    (cases are grouped by system, so each starts once) to spare the shared machine."""
+    """One broker per system and backend, started on first use; starting another stops the previous one
+    (cases are grouped by system and backend, so each starts once) to spare the shared machine. ``backend``
+    None: a local process where one can run, else whatever ``auto`` chooses."""
 
     def __init__(self) -> None:
-        self.current: tuple[str, BrokerEndpoint, contextlib.ExitStack] | None = None
-        self.failures: dict[str, str] = {}
+        self.current: tuple[tuple[str, str | None], BrokerEndpoint, contextlib.ExitStack] | None = None
+        self.failures: dict[tuple[str, str | None], str] = {}
 
-    def get(self, system: str, tmp_root: Any) -> BrokerEndpoint:
-        if self.current is not None and self.current[0] == system:
+    def get(self, system: str, tmp_root: Any, backend: str | None = None) -> BrokerEndpoint:
+        key = (system, backend)
+        if self.current is not None and self.current[0] == key:
             return self.current[1]
         self.close()
-        if system in self.failures:
-            pytest.fail(self.failures[system])
-        choice = choose_backend(system)
+        if key in self.failures:
+            pytest.fail(self.failures[key])
+        if backend is None:
+            backend = "process" if choose_backend(system, "process").backend else "auto"
+        choice = choose_backend(system, backend)
         if choice.backend is None:
             if os.environ.get("CI") == "true":
                 pytest.fail(f"{system}: {choice.reason}")
             pytest.skip(f"{system}: {choice.reason}")
         stack = contextlib.ExitStack()
         try:
-            endpoint = stack.enter_context(provision(system, logs_dir=tmp_root / "broker-logs"))
+            endpoint = stack.enter_context(provision(system, backend, logs_dir=tmp_root / "broker-logs"))
         except Exception as exc:
-            self.failures[system] = f"{system} broker did not start: {exc}"
+            self.failures[key] = f"{system} broker did not start: {exc}"
             raise
-        self.current = (system, endpoint, stack)
+        self.current = (key, endpoint, stack)
         return endpoint
 
     def close(self) -> None:
@@ -173,14 +190,16 @@ def brokers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[BrokerPo
         pool.close()
 
 
-def _endpoint(cls: type[Driver], system: str, brokers: tuple[BrokerPool, Any]) -> BrokerEndpoint | None:
+def _endpoint(
+    cls: type[Driver], system: str, brokers: tuple[BrokerPool, Any], backend: str | None = None
+) -> BrokerEndpoint | None:
     reason = cls.unavailable_reason()
     if reason is not None:
         pytest.skip(reason)
     if not cls.needs_broker:
         return None
     pool, root = brokers
-    return pool.get(system, root)
+    return pool.get(system, root, backend)
 
 
 #: Threads a client library starts with its first client and keeps for the life of the process, by name
@@ -206,8 +225,23 @@ def _foreign_threads(before: set[threading.Thread], os_before: dict[int, str]) -
 def test_conformance(
     system: str, variant: Variant, pattern: Pattern, consumers: int, brokers: tuple[BrokerPool, Any]
 ) -> None:
+    _conformance(system, variant, pattern, consumers, _endpoint(driver_class(system), system, brokers))
+
+
+@pytest.mark.parametrize(("system", "variant", "pattern", "consumers"),
+                         [case for case in _cases() if case.values[0] in CONTAINER_SYSTEMS
+                          and case.values[1].name == "default"])
+def test_conformance_in_containers(
+    system: str, variant: Variant, pattern: Pattern, consumers: int, brokers: tuple[BrokerPool, Any]
+) -> None:
+    """The same checks, the broker in containers: the process backend's launch inside its image."""
+    endpoint = _endpoint(driver_class(system), system, brokers, "containers")
+    assert endpoint is not None and endpoint.backend == "containers" and endpoint.extra["image_id"]
+    _conformance(system, variant, pattern, consumers, endpoint)
+
+
+def _conformance(system: str, variant: Variant, pattern: Pattern, consumers: int, endpoint: BrokerEndpoint | None) -> None:
     cls = driver_class(system)
-    endpoint = _endpoint(cls, system, brokers)
     threads_before, os_threads_before = set(threading.enumerate()), os_threads()
     children_before = set(_descendants(os.getpid()))
 
@@ -225,6 +259,9 @@ def test_conformance(
             check_pubsub(delivery, ordered, lossy)
         else:
             check_queue(delivery, ordered, lossy)
+        if (system, variant.name) in REPORTS_OUTCOMES:
+            assert delivery.outcomes is not None, "the producer reports no outcomes"
+        check_outcomes(delivery)
 
     leftover = _foreign_threads(threads_before, os_threads_before)
     assert not leftover, f"threads left running after close: {leftover}"

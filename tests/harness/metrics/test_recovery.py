@@ -173,6 +173,20 @@ def test_unacknowledged_sends_are_unconfirmed_and_found_ones_are_held_not_lost()
     assert math.isnan(plain["send_unavailable_s"])
 
 
+def test_writes_never_acknowledged_again_are_infinite_and_named() -> None:
+    """Acknowledgements stop at the fault and never come back within the run: writes were unavailable past
+    the fault's end (infinite, "never"), and the report names the row."""
+    from harness.report.evaluation import unavailable_past_end
+
+    sends = [i * S // 10 for i in range(10)]
+    df = rows("queue", sends, {0: [(i, sends[i] + 1000) for i in range(5)]})
+    df = _with(df, t_ack=pd.array([sends[i] + 500 if i < 5 else None for i in df["seq"]], "Int64"))
+    f = {**fault(int(0.45 * S), action="restart-node"), "acks_tracked": True}
+    r = recovery_table(df, [f]).iloc[0]
+    assert r["send_unavailable_s"] == math.inf and r["accepted"] == 5
+    assert unavailable_past_end(pd.concat([r, pd.Series({"guarantee": "durable"})]))
+
+
 def test_node_fault_columns_whole_again_and_the_rate_dip() -> None:
     sends = [i * S // 100 for i in range(400)]  # 100 msgs/s for 4 s
     # nothing arrives between 2.0 and 2.6 s; what was sent then arrives at 2.6 s

@@ -100,6 +100,14 @@ def _one_case(rows: list[dict[str, Any]]) -> dict[str, Any]:
         out[percentile_column(p, "lat_intended")] = (
             float(np.percentile(lat_int, p)) / 1e3 if len(lat_int) else math.nan
         )
+    acked = {(r["producer"], r["seq"]): r["t_ack"] - r["t_send"] for r in rows
+             if r.get("t_ack") is not None and r["t_send"] is not None}
+    if acked:  # publish latency: once per sent message, whatever reached the consumers
+        pub = np.array(list(acked.values()), dtype=np.int64)
+        for p in PERCENTILES:
+            out[percentile_column(p, "publish")] = float(np.percentile(pub, p)) / 1e3
+        out["publish_max_us"] = float(pub.max()) / 1e3
+        out["publish_count"] = len(pub)
     if intended:
         delay = np.array([sends[k] - v for k, v in intended.items()], dtype=np.int64)
         out["send_delay_p50_us"] = float(np.percentile(delay, 50)) / 1e3

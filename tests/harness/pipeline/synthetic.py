@@ -53,6 +53,16 @@ SCENARIOS: dict[str, dict[str, Any]] = {
         "rates": [1000, 2000],
         "repetitions": 2,
     },
+    # long enough (130 messages at 20 msgs/s: 6.5 s) for the report's receipts-over-time figure
+    "stream-long": {
+        "name": "stream-long",
+        "pattern": "queue",
+        "producers": 1,
+        "consumers": 1,
+        "sizes": [256],
+        "rates": [20],
+        "repetitions": 1,
+    },
     "reqrep": {
         "name": "reqrep",
         "pattern": "reqrep",
@@ -77,6 +87,12 @@ SYSTEM_INFO = {
         "backend": "embedded",
         "guarantee": "at-most-once",
     },
+    "rabbitmq": {
+        "label": "rabbitmq (pika)",
+        "versions": {"pika": "1.3.2", "rabbitmq": "3.10.8"},
+        "backend": "process",
+        "guarantee": "at-most-once",
+    },
     "kafka": {
         "label": "kafka (tansu)",
         "versions": {"kafka-python": "2.0.2", "tansu": "0.5.1"},
@@ -86,8 +102,29 @@ SYSTEM_INFO = {
 }
 
 
+#: A system's variants as the runner records them (``manifest["variants"]``): name, label, client, guarantee.
+#: RabbitMQ through pika and through its Java client, as scenarios/smoke.yaml runs it.
+VARIANTS: dict[str, tuple[dict[str, str], ...]] = {
+    "rabbitmq": (
+        {"variant": "pika", "label": "rabbitmq (pika)", "client": "pika", "guarantee": "at-most-once"},
+        {"variant": "java", "label": "rabbitmq (java)", "client": "java", "guarantee": "at-most-once"},
+        {"variant": "durable-java", "label": "rabbitmq (java)", "client": "java", "guarantee": "durable"},
+    ),
+}
+
+
+def variants_of(system: str) -> tuple[dict[str, str], ...]:
+    """The variants a synthetic run writes for ``system``: those of ``VARIANTS``, else one ``default``."""
+    info = SYSTEM_INFO[system]
+    return VARIANTS.get(system, ({"variant": "default", "label": info["label"], "client": system,
+                                  "guarantee": info["guarantee"]},))
+
+
 def manifest(run_id: str, scenarios: list[str], systems: tuple[str, ...], complete: bool) -> dict[str, Any]:
+    variants = {f"{s}/{v['variant']}": {"system": s, **v, "backend": SYSTEM_INFO[s]["backend"]}
+                for s in systems if s in VARIANTS for v in VARIANTS[s]}
     return {
+        **({"variants": variants} if variants else {}),
         "run_id": run_id,
         "complete": complete,
         "started": "2025-01-01T10:00:00+00:00",
@@ -116,6 +153,7 @@ def _case_rows(
     rate: float,
     rep: int,
     start: int,
+    variant: str = "default",
 ) -> list[dict[str, Any]]:
     pattern, producers, consumers = scenario["pattern"], scenario["producers"], scenario["consumers"]
     total = WARMUP + MESSAGES
@@ -131,6 +169,8 @@ def _case_rows(
             t_send = intended + rng.integers(0, 100_000, size=total)  # send delay < 100 us
             t_intended = [int(x) for x in intended]
         latency = np.clip(rng.lognormal(math.log(50_000), 0.8, size=(total, consumers)), 5_000, 400_000)
+        # queue producers are told of acknowledgements (publish latency), except of every 7th message
+        acks = np.clip(rng.lognormal(math.log(20_000), 0.5, size=total), 2_000, 200_000).astype(np.int64)
         for seq in range(total):
             for c in range(consumers):
                 consumer = producer if pattern == "reqrep" else c
@@ -140,7 +180,7 @@ def _case_rows(
                         "scenario": scenario["name"],
                         "pattern": pattern,
                         "system": system,
-                        "variant": "default",
+                        "variant": variant,
                         "repetition": rep,
                         "size": size,
                         "rate": rate,
@@ -150,7 +190,7 @@ def _case_rows(
                         "warmup": seq < WARMUP,
                         "t_intended": t_intended[seq],
                         "t_send": int(t_send[seq]),
-                        "t_ack": None,
+                        "t_ack": int(t_send[seq] + acks[seq]) if pattern == "queue" and seq % 7 else None,
                         "t_recv": int(t_send[seq] + int(latency[seq, c])),
                         "send_failed": False,
                         "unconfirmed": False,
@@ -199,21 +239,22 @@ def build_run(
                 for rate_spec in scenario["rates"]:
                     rate = math.nan if rate_spec == "max" else float(rate_spec)
                     for rep in range(scenario["repetitions"]):
-                        case = {
-                            "scenario": name,
-                            "system": system,
-                            "size": size,
-                            "rate": rate,
-                            "repetition": rep,
-                        }
-                        rows = _case_rows(rng, run_id, scenario, system, size, rate, rep, start)
-                        _inject(rows, case)
-                        start += 1_000_000_000_000
-                        table = pa.Table.from_pylist(rows, schema=RAW_SCHEMA)
-                        tag = "max" if math.isnan(rate) else f"{rate:g}"
-                        pq.write_table(
-                            table, run / "raw" / f"{name}-{system}-default-{size}-{tag}-r{rep}.parquet"
-                        )
+                        for variant in (v["variant"] for v in variants_of(system)):
+                            case = {
+                                "scenario": name,
+                                "system": system,
+                                "size": size,
+                                "rate": rate,
+                                "repetition": rep,
+                            }
+                            rows = _case_rows(rng, run_id, scenario, system, size, rate, rep, start, variant)
+                            _inject(rows, case)
+                            start += 1_000_000_000_000
+                            table = pa.Table.from_pylist(rows, schema=RAW_SCHEMA)
+                            tag = "max" if math.isnan(rate) else f"{rate:g}"
+                            pq.write_table(
+                                table, run / "raw" / f"{name}-{system}-{variant}-{size}-{tag}-r{rep}.parquet"
+                            )
     text = json.dumps(manifest(run_id, list(scenarios), systems, complete), indent=2)
     (run / "manifest.json").write_text(text, encoding="utf-8")
     return run

@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 
 from harness.pipeline import PER_REPETITION_COLUMNS, Summary, load_summary, summarize
+from harness.pipeline._tables import PUBLISH_LATENCY_FROM
 from harness.runfolder.schema import SUMMARY_COLUMNS
 from tests.harness.pipeline.reference import expected_summary, raw_rows, summary_by_case
 
@@ -63,6 +64,9 @@ def test_warmup_rows_are_excluded(pandas_summary: Summary) -> None:
         "send_delay_p50_us",
         "send_delay_p99_us",
         "send_delay_max_us",
+        "publish_p50_us",
+        "publish_p99_99_us",
+        "publish_max_us",
         "sent",
         "expected",
         "received",
@@ -120,6 +124,21 @@ def test_distribution_pools_raw_rows_over_repetitions(synthetic_run: Path, panda
     assert dist["latency_us"][99.0] == np.percentile(lat, 99.0) / 1e3
     assert dist["latency_us"][100.0] == lat.max() / 1e3
     assert set(dist["samples"]) == {len(lat)}
+
+
+def test_distribution_pools_publish_latency_apart(synthetic_run: Path, pandas_summary: Summary) -> None:
+    rows = [r for r in raw_rows(synthetic_run) if not r["warmup"] and r["t_ack"] is not None
+            and r["scenario"] == "queue-2to1" and r["system"] == "zmq"]
+    pub = np.array(sorted({(r["producer"], r["seq"], r["repetition"]): r["t_ack"] - r["t_send"]
+                           for r in rows}.values()))
+    dist = pandas_summary.distribution.query("scenario == 'queue-2to1' and system == 'zmq'")
+    assert set(dist["latency_from"]) == {"actual send", PUBLISH_LATENCY_FROM}
+    publish = dist[dist["latency_from"] == PUBLISH_LATENCY_FROM].groupby("percentile")["latency_us"].first()
+    assert publish[99.0] == np.percentile(pub, 99.0) / 1e3
+    assert publish[100.0] == pub.max() / 1e3
+    # cases without acknowledgements have no publish rows
+    assert PUBLISH_LATENCY_FROM not in set(
+        pandas_summary.distribution.query("scenario != 'queue-2to1'")["latency_from"])
 
 
 def test_many_runs_are_summarized_together(tmp_path: Path) -> None:

@@ -46,6 +46,7 @@ def run(tmp_path: Path, system: str) -> Path:
 def ci_thresholds() -> list[str]:
     """The wider thresholds our own CI passes to `mqbench regress` (the Makefile's REGRESS_THRESHOLDS)."""
     makefile = (Path(__file__).resolve().parents[3] / "Makefile").read_text(encoding="utf-8")
+    makefile = re.sub(r"\\\n\s*", " ", makefile)  # make's continuation lines, joined as make joins them
     found = re.search(r"^REGRESS_THRESHOLDS \?= (.+)$", makefile, re.MULTILINE)
     assert found, "REGRESS_THRESHOLDS not found in the Makefile"
     return shlex.split(found.group(1))

@@ -195,6 +195,19 @@ def test_a_test_build_can_stand_in_for_the_baseline_system(
     assert last_line(capsys.readouterr().out).startswith("REGRESSION: mqcore-delayed ")
 
 
+def test_a_reported_system_is_judged_and_shown_but_never_fails(
+    tmp_path: Path, baseline_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    frame = summary_frame(7, slowdown=1.4, slow_metrics={"lat_p99_us"})
+    assert regress_run(tmp_path / "a", baseline_dir, frame, "--report-only", "mqcore") == 0
+    out = capsys.readouterr().out
+    assert "Reported, not gated: mqcore RTT p99 at 100 B (regress-reqrep)" in out
+    assert last_line(out).startswith("No regression")
+    # naming another variant reports nothing of the default one: the regression fails the check again
+    assert regress_run(tmp_path / "b", baseline_dir, frame, "--report-only", "mqcore:busy-poll") == 1
+    assert "mqcore RTT p99 at 100 B (regress-reqrep) rose" in last_line(capsys.readouterr().out)
+
+
 def test_wired_into_mqbench(tmp_path: Path, baseline_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     run = write_run(tmp_path, summary_frame(6), manifest())
     assert mqbench(["regress", str(run), "--baseline", str(baseline_dir), "--threshold", "0.2"]) == 0
@@ -301,3 +314,9 @@ def test_the_regression_scenario_file_is_usable() -> None:
     for s in scenarios:
         assert s.systems == ("mqcore", "zmq")
         assert s.repetitions >= MIN_REPETITIONS
+    # the round trip gates on mqcore without busy polling (load-proof) and reports it as shipped
+    reqrep = next(s for s in scenarios if s.pattern.value == "reqrep")
+    variants = {v.name: v.options for v in reqrep.variants_for("mqcore")}
+    assert variants == {"busy-poll": {}, "no-busy-poll": {"busy_poll": 0}}
+    makefile = (Path(__file__).parents[3] / "Makefile").read_text()
+    assert "--report-only mqcore:busy-poll" in makefile

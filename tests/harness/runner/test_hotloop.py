@@ -51,6 +51,19 @@ def test_send_stamped_stamps_each_slot_before_handing_it_over() -> None:
                for i in range(n))  # only the stamp field is written
 
 
+def test_send_stamped_can_hand_over_a_bytes_object_of_each_stamped_message() -> None:
+    size, n = 20, 8
+    block = bytearray(size * n)
+    block[14:20] = b"abcdef"  # message 0's payload after the header
+    view = memoryview(block)
+    slots = [view[i * size:(i + 1) * size] for i in range(n)]
+    sent: list[Any] = []
+    assert _hot.send_stamped(sent.append, slots, block, size, 6, n, NEVER, True) == n
+    assert all(type(m) is bytes and len(m) == size for m in sent)
+    assert [struct.unpack_from("<q", m, 6)[0] for m in sent] == [_stamp(block, size, i) for i in range(n)]
+    assert sent[0][14:] == b"abcdef" and sent[1] == bytes(block[size:2 * size])  # each its own message
+
+
 def test_send_stamped_sends_nothing_past_the_deadline() -> None:
     block = bytearray(100 * 4)
     slots = [memoryview(block)[i * 100:(i + 1) * 100] for i in range(4)]

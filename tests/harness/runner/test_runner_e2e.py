@@ -97,14 +97,18 @@ def test_pubsub_fixed_rate_and_reqrep(tmp_path: Path) -> None:
     assert raw["t_intended"].notna().all()
 
 
-def test_stalled_run_ends_with_clear_message_and_keeps_data(tmp_path: Path) -> None:
-    register("stalling", "tests.harness.runner.fake_drivers:StallingDriver")
+def _run_fake(tmp_path: Path, name: str, cls: str, options: dict):  # type: ignore[no-untyped-def]
+    """A 1,000-message queue case through a test driver of fake_drivers, registered for the run only."""
+    register(name, f"tests.harness.runner.fake_drivers:{cls}")
     try:
-        out = run(tmp_path, {"name": "stall", "pattern": "queue", "message_sizes": [100], "messages": 1000,
-                             "warmup": 0, "timeout": 2, "variants": {"stalling": {"block_after": 300}}},
-                  ["stalling"])
+        return run(tmp_path, {"name": name, "pattern": "queue", "message_sizes": [100], "messages": 1000,
+                              "warmup": 0, "timeout": 2, "variants": {name: options}}, [name])
     finally:
-        SYSTEMS.pop("stalling", None)
+        SYSTEMS.pop(name, None)
+
+
+def test_stalled_run_ends_with_clear_message_and_keeps_data(tmp_path: Path) -> None:
+    out = _run_fake(tmp_path, "stalling", "StallingDriver", {"block_after": 300})
     assert not out.complete
     assert any("stalled" in p for p in out.problems)
     manifest = json.loads((out.run_dir / "manifest.json").read_text())
@@ -117,13 +121,7 @@ def test_stalled_run_ends_with_clear_message_and_keeps_data(tmp_path: Path) -> N
 
 
 def test_a_worker_that_crashes_is_named_with_its_signal(tmp_path: Path) -> None:
-    register("crashing", "tests.harness.runner.fake_drivers:CrashingDriver")
-    try:
-        out = run(tmp_path, {"name": "crash", "pattern": "queue", "message_sizes": [100], "messages": 1000,
-                             "warmup": 0, "timeout": 2, "variants": {"crashing": {"crash_after": 200}}},
-                  ["crashing"])
-    finally:
-        SYSTEMS.pop("crashing", None)
+    out = _run_fake(tmp_path, "crashing", "CrashingDriver", {"crash_after": 200})
     assert not out.complete
     assert any("ended by SIGABRT" in p and "producer" in p for p in out.problems), out.problems
 

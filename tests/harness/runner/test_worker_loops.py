@@ -107,6 +107,18 @@ def test_block_sender_puts_header_and_record_in_step(size: int, total: int) -> N
     assert all(m[HEADER.size:] == payload[HEADER.size:size] for m in wire.sent)  # the payload is kept
 
 
+def test_block_sender_hands_bytes_to_a_send_that_wants_them(loops: str) -> None:
+    """``Capabilities.send_bytes`` (mqcore): each message arrives as its own bytes object, stamped, the same
+    messages as the views the other drivers get."""
+    got: list[Any] = []
+    payload = bytearray(range(100))
+    record = _Record(16)
+    n, error = _send_blocks(got.append, payload, 7, 300, _NEVER, record.box, [0], 0, _Flag(False), _STOPPED, True)
+    assert (n, error) == (300, "") and all(type(m) is bytes for m in got)
+    assert [HEADER.unpack_from(m)[1:] for m in got] == list(zip(range(300), record.stamps[:300].tolist(), strict=True))
+    assert all(m[HEADER.size:] == payload[HEADER.size:] for m in got)
+
+
 def test_block_sender_stops_at_the_deadline_with_an_exact_record(monkeypatch: pytest.MonkeyPatch, loops: str) -> None:
     """A clock that advances 1 us per read: the deadline falls inside the second batch, at message 1500.
     (The C loop reads the system clock itself: the test after this one covers it.)"""

@@ -15,8 +15,8 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
 
 /** The Kafka Java client, in the layout of the kafka driver (harness/drivers/kafka.py): the plan's topics
  *  with {@code plan.partitions} partitions, producers round-robin over partitions with asynchronous sends
- *  (acks, linger_ms, batch_size from the options; idempotence and the delivery timeout as the plan says;
- *  a failed send is reported at the next send or the flush, or, when outcomes are watched, as that send's
+ *  (acks, linger_ms, batch_size, compression from the options; idempotence and the delivery timeout as the plan
+ *  says; a failed send is reported at the next send or the flush, or, when outcomes are watched, as that send's
  *  outcome), consumers assign() their partitions (all of them for pubsub, their share for queue) and start
  *  at the end offsets as of consume(). */
 final class KafkaClient implements Client {
@@ -51,6 +51,7 @@ final class KafkaClient implements Client {
                 p.put("acks", acks);
                 p.put("linger.ms", String.valueOf(spec.optionLong("linger_ms", 5)));  // the driver's default
                 p.put("batch.size", String.valueOf(spec.optionLong("batch_size", 16384)));
+                p.put("compression.type", spec.option("compression", "none"));
                 // On with acks=all on Apache Kafka (KafkaDriver.idempotent: Tansu may lack InitProducerId).
                 p.put("enable.idempotence", String.valueOf(acks.equals("all") && spec.planBool("idempotence", false)));
                 // Retries stay unbounded (the default) within the delivery timeout, as Kafka advises.

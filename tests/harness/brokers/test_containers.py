@@ -1,0 +1,181 @@
+"""The containers backend for real: brokers in their images (built here by `make images` when no registry serves
+the official ones), removed on every way out, swept after a killed run, killed and restarted with their data,
+placed on a host, recorded in the run's manifest; and the choice of an image when no registry answers.
+
+Needs a Docker engine and the images (`make test` starts one and builds them); without them the tests skip
+with the reason, or fail in CI (``CI=true``)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from harness.brokers import _containers, _images, broker_control, choose_backend, provision
+from harness.drivers.base import DriverError
+from harness.drivers.redis_streams import turn_aof_on
+from tests.harness.drivers.conformance import require_backend
+from tests.harness.network.support import assert_nothing_left, require_toxiproxy, snapshot
+
+ROOT = Path(__file__).resolve().parents[3]
+MQBENCH = Path(sys.executable).parent / "mqbench"
+
+
+def _ours() -> list[str]:
+    """Names of every container an mqbench process started that is still there (any owner)."""
+    return [c.name for c in _images.client().containers.list(all=True, filters={"label": _containers.OWNER})]
+
+
+def _gone(names: list[str]) -> bool:
+    return not set(names) & set(_ours())
+
+
+def test_containers_go_at_the_end_and_on_ctrl_c(tmp_path: Path) -> None:
+    require_backend("nats", "containers")
+    with provision("nats", "containers", logs_dir=tmp_path) as endpoint:
+        names = list(endpoint.extra["containers"])
+        assert endpoint.backend == "containers" and endpoint.url.startswith("nats://127.0.0.1:")
+        assert set(names) <= set(_ours()) and endpoint.extra["image_id"].startswith("sha256:")
+    assert _gone(names)
+    assert (tmp_path / "nats" / "logs" / "nats-server.out").read_text()  # the broker's output, where a process's goes
+    with pytest.raises(KeyboardInterrupt), provision("nats", "containers") as endpoint:
+        names = list(endpoint.extra["containers"])
+        raise KeyboardInterrupt
+    assert _gone(names) and not _containers.live_names()
+
+
+HOLD = """
+import sys, time
+from harness.brokers import provision
+with provision("nats", "containers") as endpoint:
+    print(",".join(endpoint.extra["containers"]), flush=True)
+    time.sleep(600)
+"""
+
+
+def test_the_containers_of_a_killed_run_are_swept() -> None:
+    require_backend("nats", "containers")
+    proc = subprocess.Popen([sys.executable, "-c", HOLD], cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        names = proc.stdout.readline().strip().split(",")
+        assert names and set(names) <= set(_ours())
+    finally:
+        proc.send_signal(signal.SIGKILL)  # no teardown, no atexit: the containers stay behind
+        proc.wait(10)
+    assert set(names) <= set(_ours())
+    assert set(names) <= set(_containers.sweep())  # their owner is gone
+    assert _gone(names)
+
+
+def test_a_broker_in_containers_is_killed_and_started_again_with_its_data() -> None:
+    require_backend("redis", "containers")
+    import redis
+
+    with provision("redis", "containers") as endpoint:
+        control = broker_control(endpoint)
+        assert control is not None and control.running()
+        before = set(control.pids())
+        assert before, "the container's processes are this machine's pids (CPU and memory are sampled from them)"
+        client = redis.Redis.from_url(endpoint.url, socket_timeout=5)
+        turn_aof_on(client)
+        for i in range(100):
+            client.xadd("kept", {"i": i})
+        control.kill()
+        assert not control.running()
+        with pytest.raises(redis.ConnectionError):
+            redis.Redis.from_url(endpoint.url, socket_timeout=1, socket_connect_timeout=1).ping()
+        assert control.start()  # the same port and data directory, in a new container
+        assert control.running() and not set(control.pids()) & before
+        assert redis.Redis.from_url(endpoint.url, socket_timeout=5).xlen("kept") == 100
+        names = list(endpoint.extra["containers"])
+    assert _gone(names) and not _containers.live_names()
+
+
+SCENARIO = """
+name: in-containers
+pattern: queue
+systems: [nats]
+message_sizes: [100]
+messages: 2000
+warmup: 100
+rate: max
+repetitions: 1
+"""
+
+
+def test_compare_in_containers_records_the_image_and_leaves_nothing(tmp_path: Path) -> None:
+    require_backend("nats", "containers")
+    (tmp_path / "s.yaml").write_text(SCENARIO)
+    before = set(_ours())
+    done = subprocess.run([str(MQBENCH), "compare", str(tmp_path / "s.yaml"), "--backend", "containers",
+                           "--no-report", "--out", str(tmp_path / "res")], cwd=ROOT, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+    run = next((tmp_path / "res").iterdir())
+    manifest = json.loads((run / "manifest.json").read_text())
+    nats = manifest["systems"]["nats"]
+    assert nats["backend"] == "containers" and nats["broker_image"] == _images.choose("nats").image.name  # type: ignore[union-attr]
+    assert nats["broker_image_id"].startswith("sha256:") and nats["broker_image_origin"] in ("official", "built here")
+    assert manifest["variants"]["nats/default"]["backend"] == "containers"
+    summary = pd.read_csv(run / "summary.csv")
+    assert summary["lost"].tolist() == [0] and summary["received"].tolist() == [2000]
+    cpu = pd.read_csv(run / "cpu.csv")
+    broker = cpu.loc[cpu["role"] == "broker"]
+    # the containers' processes are measured (a short case may take less than a clock tick of the broker's CPU)
+    assert len(broker) and broker["cpu_s"].notna().all() and broker["note"].isna().all()
+    assert set(_ours()) <= before
+
+
+def test_a_broker_in_containers_on_a_host_of_its_own(tmp_path: Path) -> None:
+    """hosts: {broker: ...} puts the broker's processes in that host's namespace from inside their
+    container (ip netns exec), as for a local process; clients reach it through the host's route."""
+    require_toxiproxy()
+    require_backend("redis", "containers")
+    from rich.console import Console
+
+    from harness.compare import compare
+    from harness.scenario import parse_scenario
+
+    before = snapshot()
+    scenario = parse_scenario({"name": "placed", "pattern": "queue", "systems": ["redis"], "message_sizes": [100],
+                               "messages": 2000, "warmup": 0, "rate": 2000, "timeout": 30,
+                               "hosts": {"broker": "server", "producers": "prod", "consumers": "cons"}}, "t.yaml")
+    console = Console(file=open(os.devnull, "w"), width=160)  # noqa: SIM115 - closed with the process
+    out = compare([scenario], out_root=tmp_path, console=console, backend="containers", write_report=False)
+    assert out.complete, out.problems
+    assert out.summary["lost"].tolist() == [0] and out.summary["received"].tolist() == [2000]
+    manifest = json.loads((out.run_dir / "manifest.json").read_text())
+    assert manifest["systems"]["redis"]["backend"] == "containers"
+    assert "server" in manifest["network"]["hosts"]
+    assert_nothing_left(before)
+    assert not _containers.live_names()
+
+
+def test_no_registry_and_no_image_means_the_process_backend_with_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    """What a user without a registry and before `make images` gets: containers are passed over (never a
+    failed run), and the line says which image could not be had and what builds it."""
+    monkeypatch.setattr(_containers, "docker_available", lambda: True)
+    monkeypatch.setattr(_images, "_local", lambda name: None)
+    monkeypatch.setattr(_images, "_pull_problem", lambda name: "no registry answers: lookup registry-1.docker.io: no such host")
+    monkeypatch.setattr(_images, "_built", lambda recipe, current: [])
+    _images.choose.cache_clear()
+    try:
+        picked = _images.choose("rabbitmq")
+        assert picked.image is None
+        assert picked.reason == ("no rabbitmq image: rabbitmq:3.13.7 cannot be pulled (no registry answers: lookup "
+                                 "registry-1.docker.io: no such host) and `make images` has not built "
+                                 "mqbench/rabbitmq; `make images` builds it")
+        choice = choose_backend("rabbitmq")
+        if choice.backend is not None:  # a local rabbitmq-server is installed here
+            assert choice.backend == "process" and choice.note.endswith(picked.reason)
+        with pytest.raises(DriverError, match="cannot be pulled"), provision("rabbitmq", "containers"):
+            pass
+    finally:
+        _images.choose.cache_clear()
