@@ -15,8 +15,8 @@ percentiles from raw rows (never averaged), delivery accounting per case.
 from harness.pipeline._aggregate import CI_METRICS, confidence_interval
 from harness.pipeline._errors import PipelineError
 from harness.pipeline._index import add_run, index_results, lake_for, run_folders
-from harness.pipeline._session import JAVA_HINT, NO_JAVA_FALLBACK, java_available, spark_session
 from harness.pipeline._search import SEARCH_KEYS
+from harness.pipeline._session import JAVA_HINT, NO_JAVA_FALLBACK, java_available, spark_session
 from harness.pipeline._summary import (
     Summary,
     load_summary,

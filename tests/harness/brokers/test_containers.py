@@ -20,6 +20,7 @@ import pytest
 from harness.brokers import _containers, _images, broker_control, choose_backend, provision
 from harness.drivers.base import DriverError
 from harness.drivers.redis_streams import turn_aof_on
+from harness.pipeline import run_folders
 from tests.harness.drivers.conformance import require_backend
 from tests.harness.network.support import assert_nothing_left, require_toxiproxy, snapshot
 
@@ -118,7 +119,7 @@ def test_compare_in_containers_records_the_image_and_leaves_nothing(tmp_path: Pa
                            "--no-report", "--out", str(tmp_path / "res")], cwd=ROOT, capture_output=True, text=True,
                           timeout=300)
     assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
-    run = next((tmp_path / "res").iterdir())
+    (run,) = run_folders(tmp_path / "res")
     manifest = json.loads((run / "manifest.json").read_text())
     nats = manifest["systems"]["nats"]
     assert nats["backend"] == "containers" and nats["broker_image"] == _images.choose("nats").image.name  # type: ignore[union-attr]

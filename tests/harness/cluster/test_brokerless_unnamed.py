@@ -14,6 +14,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from harness.pipeline import run_folders
 from tests.harness.cluster.standalone import Cluster, standalone
 
 pytestmark = pytest.mark.spark
@@ -62,7 +63,7 @@ def test_brokerless_cases_without_hosts_run_across_two_executors(cluster: Cluste
         cwd=ROOT, env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"}, capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
     assert "computed by: Spark (spark://" in done.stdout
-    run = next(p for p in (tmp_path / "res").iterdir() if p.name != "lake")
+    (run,) = run_folders(tmp_path / "res")
     raws = {p.name.split("__")[0]: pd.read_parquet(p) for p in (run / "raw").iterdir()}
     queue, reqrep = raws["unnamed-zmq-queue"], raws["unnamed-zmq-reqrep"]
     received = queue[queue["t_recv"].notna()]
