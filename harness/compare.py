@@ -13,6 +13,7 @@ import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 import pandas as pd
 from rich.console import Console
@@ -117,12 +118,14 @@ def compare(
     label: str | None = None,
     write_report: bool = True,
     spark_master: str | None = None,
+    engine: Literal["auto", "spark", "pandas"] = "auto",
 ) -> CompareOutcome:
     """Run every case, summarise the run and (unless ``write_report`` is False) write its report.
 
     With ``spark_master``, each case's workers run as a barrier stage on that Spark cluster
     (``harness.cluster``; the scenarios' ``hosts:`` name its workers' hosts) and the summary is computed
-    there too. The summary is the same with or without the report. KeyboardInterrupt leaves the folder marked
+    there too; ``engine`` computes the summary (``auto``: Spark, pandas where no Java runtime exists). The
+    summary is the same with or without the report. KeyboardInterrupt leaves the folder marked
     incomplete (``mqbench report`` summarises what was recorded)."""
     console = console or Console()
     brokers = dict(brokers or {})
@@ -177,7 +180,7 @@ def compare(
         finally:
             shutil.rmtree(run.work_dir, ignore_errors=True)
         run.finish(complete and not problems, problems)
-        summary = _summarise(run, console, write_report, spark_master)
+        summary = _summarise(run, console, write_report, spark_master, engine)
     return CompareOutcome(run.path, complete and not problems, summary, problems)
 
 
@@ -198,13 +201,14 @@ def _cluster(stack: contextlib.ExitStack, spark_master: str | None, run: RunFold
     return ClusterCases(spark, run).run_case
 
 
-def _summarise(run: RunFolder, console: Console, write_report: bool, spark_master: str | None) -> pd.DataFrame:
+def _summarise(run: RunFolder, console: Console, write_report: bool, spark_master: str | None,
+               engine: Literal["auto", "spark", "pandas"] = "auto") -> pd.DataFrame:
     """The pipeline's summary of the run (stored in it and in the results lake), then the report; an empty
     frame if nothing was recorded. The Spark session starts here, after the cases (its JVM would compete
     with the workers), or is the cluster's (``--spark-master``)."""
     try:
-        with console.status("summarising (Spark)…"):
-            summary = summarise_run(run.path, spark_master=spark_master)
+        with console.status("summarising (pandas)…" if engine == "pandas" else "summarising (Spark)…"):
+            summary = summarise_run(run.path, engine=engine, spark_master=spark_master)
     except PipelineError as exc:
         console.print(f"[yellow]no summary: {exc}[/]")
         return pd.DataFrame()
