@@ -5,9 +5,9 @@ A linear-interpolated quantile of n values needs two order statistics (``harness
 
 1. **Histogram.** Each value goes into a bucket ``floor(log2(1 + v) * 128)`` (negative values mirrored
    below zero): monotone in the value, about 0.5 % of the value wide, so a group has a few thousand
-   buckets whatever its size. Counts per (group, bucket) are summed over all rows; a window over the
-   buckets of a group (a few thousand rows) gives where each bucket starts in sorted order, and a
-   broadcast join with the wanted ranks picks the bucket holding each of them.
+   buckets whatever its size. Counts per (case, bucket) are one aggregation; that small table comes back
+   to the driver (Arrow), which sums the pooled groups' histograms, runs the cumulative counts and picks
+   the bucket holding each wanted rank.
 2. **Selection.** Only the rows in those buckets are kept (a broadcast semi-join) and counted per
    distinct value; the driver walks each picked bucket's sorted values to the wanted rank.
 
@@ -63,7 +63,7 @@ def bucket(v: Column) -> Column:
 
 def exact_quantiles(values: DataFrame, pooled_of: Mapping[int, int], wanted: Sequence[Wanted]
                     ) -> dict[tuple[str, int, int], list[float]]:
-    """The quantiles of every :class:`Wanted`, keyed by (level, group, m).
+    """The quantiles of every :class:`Wanted`, keyed by (level, group, m): two Spark queries over ``values``.
 
     ``values`` has columns ``cid`` (long), ``m`` (int) and ``v`` (long, no nulls); ``pooled_of`` maps each
     ``cid`` to its pooled group id."""
@@ -73,34 +73,34 @@ def exact_quantiles(values: DataFrame, pooled_of: Mapping[int, int], wanted: Seq
     if not wanted:
         return {}
     spark = values.sparkSession
-    ranks = sorted({(w.level, w.group, w.m, r) for w in wanted for lo, hi, _ in order_ranks(w.n, w.fractions)
-                    for r in (lo, hi)})
-    rank_frame = spark.createDataFrame(pd.DataFrame(ranks, columns=["level", "g", "m", "rank"]))
-    pooled = spark.createDataFrame(pd.DataFrame(list(pooled_of.items()), columns=["cid", "pid"]))
+    # 1. the histogram per case (a few thousand buckets each) comes back whole; the driver adds the pooled
+    # groups' histograms up and finds the bucket holding each wanted rank
+    hist = values.groupBy("cid", "m", bucket(F.col("v")).alias("b")).agg(F.count(F.lit(1)).alias("n")).toPandas()
+    hist = hist.astype({"cid": "int64", "m": "int64", "b": "int64", "n": "int64"})
+    levels = {"cid": hist.rename(columns={"cid": "g"}),
+              "pid": hist.assign(g=hist["cid"].map(pooled_of)).groupby(["g", "m", "b"], as_index=False)["n"].sum()}
+    spans: dict[tuple[str, int, int], tuple[np.ndarray, np.ndarray]] = {}
+    for level, frame in levels.items():
+        for (g, m), part in frame.sort_values(["g", "m", "b"]).groupby(["g", "m"], sort=False):
+            spans[(level, int(g), int(m))] = (part["b"].to_numpy(np.int64), np.cumsum(part["n"].to_numpy(np.int64)))
+    picked_rows = set()
+    for w in wanted:
+        buckets, ends = spans[(w.level, w.group, w.m)]
+        for lo, hi, _ in order_ranks(w.n, w.fractions):
+            for rank in (lo, hi):
+                i = int(np.searchsorted(ends, rank, "right"))
+                start = int(ends[i - 1]) if i else 0
+                picked_rows.add((w.level, w.group, w.m, int(buckets[i]), start, rank))
+    picked = pd.DataFrame(sorted(picked_rows), columns=["level", "g", "m", "b", "start", "rank"])
 
-    hist = values.groupBy("cid", "m", bucket(F.col("v")).alias("b")).agg(F.count(F.lit(1)).alias("n"))
-    levels = hist.select(F.lit("cid").alias("level"), F.col("cid").alias("g"), "m", "b", "n")
-    if any(w.level == "pid" for w in wanted):
-        by_pid = (hist.join(F.broadcast(pooled), "cid").groupBy("pid", "m", "b").agg(F.sum("n").alias("n"))
-                  .select(F.lit("pid").alias("level"), F.col("pid").alias("g"), "m", "b", "n"))
-        levels = levels.unionByName(by_pid)
-    from pyspark.sql import Window
-
-    order = Window.partitionBy("level", "g", "m").orderBy("b").rowsBetween(Window.unboundedPreceding, 0)
-    spans = levels.withColumn("end", F.sum("n").over(order)).withColumn("start", F.col("end") - F.col("n"))
-    hit = spans.join(F.broadcast(rank_frame), ["level", "g", "m"]).where(
-        (F.col("rank") >= F.col("start")) & (F.col("rank") < F.col("end")))
-    picked = hit.select("level", "g", "m", "b", "start", "rank").toPandas()
-
-    # the buckets to read, per case id (a pooled group's bucket is read in each of its cases)
+    # 2. the values of the picked buckets, per case id (a pooled group's bucket is read in each of its cases)
     cases_of: dict[int, list[int]] = defaultdict(list)
     for cid, pid in pooled_of.items():
         cases_of[pid].append(cid)
-    keys = {(int(g), int(m), int(b)) for level, g, m, b in picked[["level", "g", "m", "b"]].itertuples(index=False)
-            if level == "cid"}
-    keys |= {(cid, int(m), int(b)) for level, g, m, b in picked[["level", "g", "m", "b"]].itertuples(index=False)
-             if level == "pid" for cid in cases_of[int(g)]}
-    targets = spark.createDataFrame(pd.DataFrame(sorted(keys), columns=["cid", "m", "b"]))
+    keys = {(g, m, b) for level, g, m, b, _, _ in picked_rows if level == "cid"}
+    keys |= {(cid, m, b) for level, g, m, b, _, _ in picked_rows if level == "pid" for cid in cases_of[g]}
+    targets = spark.createDataFrame(pd.DataFrame(sorted(keys), columns=["cid", "m", "b"]),
+                                    schema="cid long, m int, b long")
     counted = (values.withColumn("b", bucket(F.col("v")))
                .join(F.broadcast(targets), ["cid", "m", "b"], "left_semi")
                .groupBy("cid", "m", "b", "v").agg(F.count(F.lit(1)).alias("n"))

@@ -6,21 +6,23 @@ batches). No step needs a case in one task or in memory: every operator is a has
 broadcast join or a sort of bounded blocks, and Spark spills what does not fit to disk.
 
 * **Rows.** Non-warmup rows, each tagged with a 64-bit case id (``xxhash64`` of the case and repetition
-  keys; the driver checks that no two cases share one) and a pooled id (of the case keys alone).
-* **Per case** (one aggregation): row count, first and last receipt, count, sum and max of every
-  receipt-level measure; producers and consumers from the distinct (case, producer, consumer) triples.
+  keys; the driver checks that no two cases share one) and a pooled id (of the case keys alone). The raw
+  files are read by each query that needs them, only the columns it uses: no in-memory copy of the rows.
+* **Per case** (one aggregation, by case keys, producer and consumer): row count, first and last receipt,
+  count, sum and max of every receipt-level measure; producers and consumers.
 * **Delivery units** (one shuffle): rows are partitioned by (case, producer, block of 65,536 seqs), so
   every row of a delivery unit (producer, seq[, subscriber]) meets in one partition, and aggregated to one
   row per unit: receipts, first receipt (``min`` of (t_recv, consumer)), failed, flagged unconfirmed or
   drained (on a row whose send did not raise), stamps. Expected, received, duplicated, failed, unconfirmed
   and held counts are sums over units (unconfirmed and held: flagged units never received); a message
   (producer, seq) is a group of units in the same partition, so sent counts and message-level measures
-  need no second shuffle.
+  need no second shuffle: one query sums units into messages and messages into the case's counts.
 * **Out of order** (same partitions): a first receipt is late iff a higher seq of its stream (producer,
   consumer) arrived strictly earlier — the pandas engine's running-max rule restated. Within a block a
   window ordered by seq gives the earliest receipt of the higher seqs; across blocks a small per-block
   table of earliest receipts (one row per 65,536 seqs) gives the carry, broadcast back.
-* **Percentiles**: exact, by histogram and selection (``_exact.py``), for every entry of ``MEASURES``.
+* **Percentiles**: exact, by histogram and selection (``_exact.py``), every entry of ``MEASURES`` at once
+  (receipt-level values from the rows and message-level values from the units, as one union): two queries.
 * **Series**: receipts per (case, whole seconds since the case's first receipt), one aggregation.
 
 Paths are local files or URIs every executor can read (``hdfs://``, ``s3a://``): on a cluster the raw
@@ -29,14 +31,11 @@ files must be on storage the executors share (docs/cluster.md).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pandas as pd
-import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from harness.pipeline import _pandas
 from harness.pipeline._errors import PipelineError
@@ -97,14 +96,14 @@ def case_id(keys: Sequence[str]) -> Column:
 
 
 def read_rows(spark: SparkSession, files: Sequence[Path | str]) -> DataFrame:
-    """:func:`read_raw` reduced to what the computation uses, numbers only: ``cid pid producer consumer seq``,
-    the stamps, ``send_failed`` (0/1), ``unconfirmed`` and ``drained`` (0/1, on rows whose send did not
+    """:func:`read_raw` reduced to what the computation uses: ``cid pid producer consumer seq``, the case
+    keys (only the per-case query reads them: Spark prunes the columns a query does not use), the stamps, ``send_failed`` (0/1), ``unconfirmed`` and ``drained`` (0/1, on rows whose send did not
     raise) and ``dcons`` (the subscriber of a pubsub delivery unit, else 0)."""
     from pyspark.sql import functions as F
 
     failed = F.coalesce(F.col("send_failed"), F.lit(False))
     return read_raw(spark, files).select(
-        "cid", "pid", "producer", "consumer", "seq", *_STAMPS,
+        "cid", "pid", "producer", "consumer", "seq", *GROUP_KEYS, *_STAMPS,
         failed.cast("int").alias("send_failed"),
         *[(F.coalesce(F.col(flag), F.lit(False)) & ~failed).cast("int").alias(flag) for flag, _ in _FLAGS],
         F.when(F.col("pattern") == "pubsub", F.col("consumer")).otherwise(F.lit(0)).alias("dcons"),
@@ -137,26 +136,34 @@ def _values(frame: DataFrame, measures: Sequence[tuple[int, Measure]], where: Co
 
 
 def compute(spark: SparkSession, files: Sequence[Path | str]) -> Tables:
-    """(case aggregates, per-second receipt counts, pooled latency distribution), as pandas frames."""
-    from pyspark import StorageLevel
+    """(case aggregates, per-second receipt counts, pooled latency distribution), as pandas frames.
+
+    Six Spark queries: per case; the delivery units (the one shuffle, its result kept for the next two);
+    out of order; the histogram and the selection of the exact percentiles (every measure at once); the
+    series. The raw files are read by each query that needs them (Parquet column reads are cheaper than
+    Spark's in-memory cache of 13 columns)."""
     from pyspark.sql import functions as F
 
-    rows = read_rows(spark, files).persist(StorageLevel.MEMORY_AND_DISK)
+    rows = read_rows(spark, files)
+    cases = _per_case(rows)
+    if cases.empty:
+        return _pandas.concat_parts([])
+    pooled_of = dict(zip(cases["cid"], cases["pid"], strict=True))
+    receipt = F.col("t_recv").isNotNull() & F.col("t_send").isNotNull()
+    at_receipts = [(i, m) for i, m in enumerate(MEASURES) if m.level == "receipts"]
+    at_messages = [(i, m) for i, m in enumerate(MEASURES) if m.level == "messages"]
+    units, messages = _delivery(spark, rows, cases, files)
     try:
-        cases = _per_case(spark, files, rows)
-        if cases.empty:
-            return _pandas.concat_parts([])
-        pooled_of = dict(zip(cases["cid"], cases["pid"], strict=True))
-        receipt = F.col("t_recv").isNotNull() & F.col("t_send").isNotNull()
-        at_receipts = [(i, m) for i, m in enumerate(MEASURES) if m.level == "receipts"]
-        quantiles = _delivery(spark, rows, cases, pooled_of, files)
-        quantiles.update(_quantiles(_values(rows, at_receipts, receipt), cases, at_receipts, pooled_of))
-        first = spark.createDataFrame(cases.loc[cases["lat_count"] > 0, ["cid", "t_recv_first"]].astype("int64"))
-        series = (rows.where(receipt).select("cid", "t_recv").join(F.broadcast(first), "cid")
-                  .select("cid", F.expr("(t_recv - t_recv_first) div 1000000000").alias("second"))
-                  .groupBy("cid", "second").agg(F.count(F.lit(1)).alias("msgs")).toPandas())
+        values = _values(rows, at_receipts, receipt)
+        if at_messages:
+            values = values.unionByName(_values(messages, at_messages))
+        quantiles = _quantiles(values, cases, [*at_receipts, *at_messages], pooled_of)
     finally:
-        rows.unpersist()
+        units.unpersist()
+    first = spark.createDataFrame(cases.loc[cases["lat_count"] > 0, ["cid", "t_recv_first"]].astype("int64"))
+    series = (rows.where(receipt).select("cid", "t_recv").join(F.broadcast(first), "cid")
+              .select("cid", F.expr("(t_recv - t_recv_first) div 1000000000").alias("second"))
+              .groupBy("cid", "second").agg(F.count(F.lit(1)).alias("msgs")).toPandas())
     for i, m in enumerate(MEASURES):
         cases[f"{m.prefix}_q_ns"] = pd.Series([quantiles.get(("cid", int(c), i)) for c in cases["cid"]],
                                                index=cases.index, dtype=object)
@@ -168,15 +175,15 @@ def compute(spark: SparkSession, files: Sequence[Path | str]) -> Tables:
             _distribution(cases, quantiles))
 
 
-def _per_case(spark: SparkSession, files: Sequence[Path | str], rows: DataFrame) -> pd.DataFrame:
+def _per_case(rows: DataFrame) -> pd.DataFrame:
     """One row per case and repetition: its keys, ids, row count, producers and consumers, first and last
     receipt and the receipt-level measures' count, sum and max. One aggregation by (case, producer,
-    consumer), summed up here (a case has a few producers and consumers)."""
+    consumer) with the case's keys, summed up here (a case has a few producers and consumers)."""
     from pyspark.sql import functions as F
 
     receipt = F.col("t_recv").isNotNull() & F.col("t_send").isNotNull()
     at_receipts = [m for m in MEASURES if m.level == "receipts"]
-    parts = rows.groupBy("cid", "pid", "producer", "consumer").agg(
+    parts = rows.groupBy("cid", "pid", "producer", "consumer", *GROUP_KEYS).agg(
         F.count(F.lit(1)).alias("rows"),
         F.min("t_recv").alias("t_recv_base"),
         F.max("t_recv").alias("t_recv_max"),
@@ -188,6 +195,10 @@ def _per_case(spark: SparkSession, files: Sequence[Path | str], rows: DataFrame)
         return parts
     if parts["consumer"].max() >= 1 << 16:
         raise PipelineError("a consumer index above 65535 in the raw rows; summarise this run with --engine pandas")
+    keys = parts[["cid", *GROUP_KEYS]].drop_duplicates()
+    if keys["cid"].duplicated().any():
+        raise PipelineError("two cases of these runs share a 64-bit case id (a hash collision); summarise them "
+                            "with --engine pandas")
     sums = ["rows", *(f"{m.prefix}_{x}" for m in at_receipts for x in ("count", "sum_ns"))]
     by = parts.groupby("cid", sort=False)
     cases = by[sums].sum()
@@ -199,82 +210,18 @@ def _per_case(spark: SparkSession, files: Sequence[Path | str], rows: DataFrame)
     span = (cases["t_recv_max"] - cases["t_recv_base"]).max()
     if span == span and span >= 1 << 47:
         raise PipelineError("a case whose receipts span more than 39 hours; summarise this run with --engine pandas")
-    keys = _case_keys(spark, files)
-    cases = cases.join(keys, how="left")
-    if cases[list(GROUP_KEYS)].isna().all(axis=1).any():
-        raise PipelineError("the case ids of the raw rows and of their keys disagree (a 64-bit hash collision); "
-                            "summarise this run with --engine pandas")
+    cases = cases.join(keys.set_index("cid"), how="left")
     cases = cases.reset_index().drop(columns="t_recv_max")
     for m in at_receipts:
         cases[f"{m.prefix}_count"] = cases[f"{m.prefix}_count"].fillna(0).astype("int64")
     return cases
 
 
-def _case_keys(spark: SparkSession, files: Sequence[Path | str]) -> pd.DataFrame:
-    """The case keys (GROUP_KEYS) indexed by case id. Read from the files' Parquet statistics when each
-    file holds one case (as a run folder's do), else by a Spark query over the rows."""
-
-    constant = [file_keys(f) for f in files]
-    if all(k is not None for k in constant):
-        keys = pd.DataFrame([k for k in constant if k is not None])[list(GROUP_KEYS)].drop_duplicates(ignore_index=True)
-        frame = spark.createDataFrame(keys.astype({"size": "int32", "repetition": "int32", "rate": "float64"}),
-                                      schema=",".join(f"{k} {_SQL[k]}" for k in GROUP_KEYS))
-        ids = frame.select(case_id(GROUP_KEYS).alias("cid"), *GROUP_KEYS)
-    else:
-        ids = read_raw(spark, files).select("cid", *GROUP_KEYS).distinct()
-    out = ids.toPandas()
-    if out["cid"].duplicated().any():
-        raise PipelineError("two cases of these runs share a 64-bit case id (a hash collision); summarise them "
-                            "with --engine pandas")
-    return out.set_index("cid")
-
-
-_SQL = {"run_id": "string", "scenario": "string", "pattern": "string", "system": "string", "variant": "string",
-        "size": "int", "rate": "double", "repetition": "int"}
-
-
-def file_keys(file: Path | str) -> dict[str, object] | None:
-    """The case keys of a raw file when its Parquet statistics show one value of each in every row group
-    (``rate`` "max" is NaN, which statistics leave out: then its column is read); else None."""
-    meta = pq.ParquetFile(file).metadata
-    found: dict[str, object] = {}
-    for g in range(meta.num_row_groups):
-        group = meta.row_group(g)
-        for c in range(group.num_columns):
-            column = group.column(c)
-            name = column.path_in_schema
-            if name not in GROUP_KEYS:
-                continue
-            stats = column.statistics
-            if stats is None or stats.null_count:
-                return None
-            if not stats.has_min_max:
-                if name != "rate" or not _all_nan(file):
-                    return None
-                value: object = math.nan
-            elif stats.min != stats.max:
-                return None
-            else:
-                value = stats.min
-            if name in found and not _same(found[name], value):
-                return None
-            found[name] = value
-    return found if set(found) == set(GROUP_KEYS) else None
-
-
-def _same(a: object, b: object) -> bool:
-    return a == b or (isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b))
-
-
-def _all_nan(file: Path | str) -> bool:
-    rate = pq.read_table(file, columns=["rate"])["rate"]
-    return bool(pc.all(pc.is_nan(rate)).as_py()) if len(rate) else False
-
-
-def _delivery(spark: SparkSession, rows: DataFrame, cases: pd.DataFrame, pooled_of: dict[int, int],
-              files: Sequence[Path | str]) -> dict[tuple[str, int, int], list[float]]:
-    """Delivery accounting, out of order, sender figures and message-level measures into ``cases`` (in
-    place); returns the message-level measures' quantiles. One shuffle by (case, producer, seq block)."""
+def _delivery(spark: SparkSession, rows: DataFrame, cases: pd.DataFrame, files: Sequence[Path | str]
+              ) -> tuple[DataFrame, DataFrame]:
+    """Delivery accounting, out of order, sender figures and the message-level measures' count, sum and max
+    into ``cases`` (in place). One shuffle by (case, producer, seq block), its delivery units kept (the
+    caller unpersists them); returns them and the messages (one row per (case, producer, seq) sent)."""
     from pyspark import StorageLevel
     from pyspark.sql import Window
     from pyspark.sql import functions as F
@@ -297,44 +244,44 @@ def _delivery(spark: SparkSession, rows: DataFrame, cases: pd.DataFrame, pooled_
              *[F.min(s).alias(s) for s in stamps])
         .persist(StorageLevel.MEMORY_AND_DISK)
     )
-    try:
-        received = F.col("first_key").isNotNull()
-        delivery = units.groupBy("cid").agg(
-            F.count(F.lit(1)).alias("expected"), F.count("first_key").alias("received_unique"),
-            F.sum("receipts").alias("received"), F.sum("failed").alias("failed"),
-            F.count(F.when(received & (F.col("failed") > 0), F.lit(1))).alias("failed_received"),
-            *[F.count(F.when(~received & (F.col(flag) > 0), F.lit(1))).alias(name) for flag, name in _FLAGS],
-        ).toPandas()
-        # a first receipt is late iff a higher seq of its stream (producer, consumer) arrived earlier
-        firsts = units.where(received).select(
-            "cid", "producer", "block", "seq", (F.col("first_key") % (1 << 16)).alias("consumer"),
-            F.expr("first_key div 65536").alias("t"))
-        stream = ["cid", "producer", "consumer"]
-        higher = Window.partitionBy(*stream, "block").orderBy(F.desc("seq")).rowsBetween(Window.unboundedPreceding, -1)
-        blocks = firsts.groupBy(*stream, "block").agg(F.min("t").alias("earliest"))
-        after = Window.partitionBy(*stream).orderBy(F.desc("block")).rowsBetween(Window.unboundedPreceding, -1)
-        carry = blocks.select(*stream, "block", F.min("earliest").over(after).alias("carry"))
-        order = (firsts.withColumn("in_block", F.min("t").over(higher))
-                 .join(F.broadcast(carry), [*stream, "block"])
-                 .where(F.least("in_block", "carry") < F.col("t"))
-                 .groupBy("cid").agg(F.count(F.lit(1)).alias("out_of_order")).toPandas())
-        messages = (units.groupBy("cid", "producer", "block", "seq").agg(*[F.min(s).alias(s) for s in stamps])
-                    .where(F.col("t_send").isNotNull()))
-        sent = messages.groupBy("cid").agg(
-            F.count(F.lit(1)).alias("sent"), F.min("t_send").alias("t_send_first"),
-            F.max("t_send").alias("t_send_last"), *[c for _, m in at_messages for c in _scalars(m)],
-        ).toPandas()
-        for part in (delivery, order, sent):
-            merged = cases.merge(part, on="cid", how="left")
-            for column in part.columns.drop("cid"):
-                cases[column] = merged[column].to_numpy()
-        for column in _COUNTS:
-            cases[column] = cases[column].fillna(0).astype("int64")
-        for _, m in at_messages:
-            cases[f"{m.prefix}_count"] = cases[f"{m.prefix}_count"].fillna(0).astype("int64")
-        return _quantiles(_values(messages, at_messages), cases, at_messages, pooled_of) if at_messages else {}
-    finally:
-        units.unpersist()
+    received = F.col("first_key").isNotNull()
+    # a message (producer, seq) is a group of units in one partition: no second shuffle
+    messages = units.groupBy("cid", "producer", "block", "seq").agg(
+        F.count(F.lit(1)).alias("units"), F.count("first_key").alias("received_unique"),
+        F.sum("receipts").alias("received"), F.sum("failed").alias("failed"),
+        F.count(F.when(received & (F.col("failed") > 0), F.lit(1))).alias("failed_received"),
+        *[F.count(F.when(~received & (F.col(flag) > 0), F.lit(1))).alias(name) for flag, name in _FLAGS],
+        *[F.min(s).alias(s) for s in stamps])
+    sent = F.col("t_send").isNotNull()
+    delivery = messages.groupBy("cid").agg(
+        F.sum("units").alias("expected"),
+        *[F.sum(c).alias(c) for c in ("received_unique", "received", "failed", "failed_received",
+                                      *(name for _, name in _FLAGS))],
+        F.count(F.when(sent, F.lit(1))).alias("sent"), F.min("t_send").alias("t_send_first"),
+        F.max("t_send").alias("t_send_last"), *[c for _, m in at_messages for c in _scalars(m, sent)],
+    ).toPandas()
+    # a first receipt is late iff a higher seq of its stream (producer, consumer) arrived earlier
+    firsts = units.where(received).select(
+        "cid", "producer", "block", "seq", (F.col("first_key") % (1 << 16)).alias("consumer"),
+        F.expr("first_key div 65536").alias("t"))
+    stream = ["cid", "producer", "consumer"]
+    higher = Window.partitionBy(*stream, "block").orderBy(F.desc("seq")).rowsBetween(Window.unboundedPreceding, -1)
+    blocks = firsts.groupBy(*stream, "block").agg(F.min("t").alias("earliest"))
+    after = Window.partitionBy(*stream).orderBy(F.desc("block")).rowsBetween(Window.unboundedPreceding, -1)
+    carry = blocks.select(*stream, "block", F.min("earliest").over(after).alias("carry"))
+    order = (firsts.withColumn("in_block", F.min("t").over(higher))
+             .join(F.broadcast(carry), [*stream, "block"])
+             .where(F.least("in_block", "carry") < F.col("t"))
+             .groupBy("cid").agg(F.count(F.lit(1)).alias("out_of_order")).toPandas())
+    for part in (delivery, order):
+        merged = cases.merge(part, on="cid", how="left")
+        for column in part.columns.drop("cid"):
+            cases[column] = merged[column].to_numpy()
+    for column in _COUNTS:
+        cases[column] = cases[column].fillna(0).astype("int64")
+    for _, m in at_messages:
+        cases[f"{m.prefix}_count"] = cases[f"{m.prefix}_count"].fillna(0).astype("int64")
+    return units, messages.where(sent)
 
 
 def _quantiles(values: DataFrame, cases: pd.DataFrame, measures: Sequence[tuple[int, Measure]],
