@@ -138,10 +138,10 @@ def _values(frame: DataFrame, measures: Sequence[tuple[int, Measure]], where: Co
 def compute(spark: SparkSession, files: Sequence[Path | str]) -> Tables:
     """(case aggregates, per-second receipt counts, pooled latency distribution), as pandas frames.
 
-    Six Spark queries: per case; the delivery units (the one shuffle, its result kept for the next two);
-    out of order; the histogram and the selection of the exact percentiles (every measure at once); the
-    series. The raw files are read by each query that needs them (Parquet column reads are cheaper than
-    Spark's in-memory cache of 13 columns)."""
+    Five Spark queries: per case; the delivery units (the one shuffle, its result kept for the percentiles)
+    with their counts and out of order; the histogram and the selection of the exact percentiles (every
+    measure at once); the series. The raw files are read by each query that needs them (Parquet column
+    reads are cheaper than Spark's in-memory cache of 13 columns)."""
     from pyspark.sql import functions as F
 
     rows = read_rows(spark, files)
@@ -253,13 +253,13 @@ def _delivery(spark: SparkSession, rows: DataFrame, cases: pd.DataFrame, files: 
         *[F.count(F.when(~received & (F.col(flag) > 0), F.lit(1))).alias(name) for flag, name in _FLAGS],
         *[F.min(s).alias(s) for s in stamps])
     sent = F.col("t_send").isNotNull()
-    delivery = messages.groupBy("cid").agg(
+    counts = messages.groupBy("cid").agg(
         F.sum("units").alias("expected"),
         *[F.sum(c).alias(c) for c in ("received_unique", "received", "failed", "failed_received",
                                       *(name for _, name in _FLAGS))],
         F.count(F.when(sent, F.lit(1))).alias("sent"), F.min("t_send").alias("t_send_first"),
         F.max("t_send").alias("t_send_last"), *[c for _, m in at_messages for c in _scalars(m, sent)],
-    ).toPandas()
+    )
     # a first receipt is late iff a higher seq of its stream (producer, consumer) arrived earlier
     firsts = units.where(received).select(
         "cid", "producer", "block", "seq", (F.col("first_key") % (1 << 16)).alias("consumer"),
@@ -272,8 +272,11 @@ def _delivery(spark: SparkSession, rows: DataFrame, cases: pd.DataFrame, files: 
     order = (firsts.withColumn("in_block", F.min("t").over(higher))
              .join(F.broadcast(carry), [*stream, "block"])
              .where(F.least("in_block", "carry") < F.col("t"))
-             .groupBy("cid").agg(F.count(F.lit(1)).alias("out_of_order")).toPandas())
-    for part in (delivery, order):
+             .groupBy("cid").agg(F.count(F.lit(1)).alias("out_of_order")))
+    # one query for both (the first materialises the kept units)
+    both = counts.unionByName(order, allowMissingColumns=True).toPandas()
+    for part in (both[both["out_of_order"].isna()].drop(columns="out_of_order"),
+                 both.loc[both["out_of_order"].notna(), ["cid", "out_of_order"]]):
         merged = cases.merge(part, on="cid", how="left")
         for column in part.columns.drop("cid"):
             cases[column] = merged[column].to_numpy()
