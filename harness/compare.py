@@ -41,6 +41,14 @@ from harness.runner.worker import HOT_LOOPS
 from harness.scenario import Scenario, Variant
 
 
+def default_engine(spark_master: str | None) -> Literal["auto", "pandas"]:
+    """What summarises a run when ``--engine`` is not given: Spark (``auto``) on a cluster, else pandas. On
+    a two-core machine a fresh Spark session and summary cost a smoke run many times what pandas does
+    (docs/pipeline.md, "Scale, measured"), so ``compare`` leaves Spark to ``--engine spark`` until that
+    changes; ``report``, ``history`` and the notebook use Spark."""
+    return "auto" if spark_master else "pandas"
+
+
 class CompareError(Exception):
     """The run cannot start (unknown or unavailable system, no broker); one sentence."""
 
@@ -118,14 +126,15 @@ def compare(
     label: str | None = None,
     write_report: bool = True,
     spark_master: str | None = None,
-    engine: Literal["auto", "spark", "pandas"] = "auto",
+    engine: Literal["auto", "spark", "pandas"] | None = None,
 ) -> CompareOutcome:
     """Run every case, summarise the run and (unless ``write_report`` is False) write its report.
 
     With ``spark_master``, each case's workers run as a barrier stage on that Spark cluster
     (``harness.cluster``; the scenarios' ``hosts:`` name its workers' hosts) and the summary is computed
-    there too; ``engine`` computes the summary (``auto``: Spark, pandas where no Java runtime exists). The
-    summary is the same with or without the report. KeyboardInterrupt leaves the folder marked
+    there too. ``engine`` computes the summary (``auto``: Spark, pandas where no Java runtime exists); by
+    default :func:`default_engine`. The summary is the same with or
+    without the report. KeyboardInterrupt leaves the folder marked
     incomplete (``mqbench report`` summarises what was recorded)."""
     console = console or Console()
     brokers = dict(brokers or {})
@@ -180,7 +189,7 @@ def compare(
         finally:
             shutil.rmtree(run.work_dir, ignore_errors=True)
         run.finish(complete and not problems, problems)
-        summary = _summarise(run, console, write_report, spark_master, engine)
+        summary = _summarise(run, console, write_report, spark_master, engine or default_engine(spark_master))
     return CompareOutcome(run.path, complete and not problems, summary, problems)
 
 
