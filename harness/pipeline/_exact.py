@@ -77,12 +77,13 @@ def exact_quantiles(values: DataFrame, pooled_of: Mapping[int, int], wanted: Seq
     # groups' histograms up and finds the bucket holding each wanted rank
     hist = values.groupBy("cid", "m", bucket(F.col("v")).alias("b")).agg(F.count(F.lit(1)).alias("n")).toPandas()
     hist = hist.astype({"cid": "int64", "m": "int64", "b": "int64", "n": "int64"})
-    levels = {"cid": hist.rename(columns={"cid": "g"}),
-              "pid": hist.assign(g=hist["cid"].map(pooled_of)).groupby(["g", "m", "b"], as_index=False)["n"].sum()}
+    pooled = hist.assign(g=hist["cid"].map(pooled_of)).groupby(["g", "m", "b"], as_index=False)["n"].sum()
+    levels: dict[str, pd.DataFrame] = {"cid": hist.rename(columns={"cid": "g"}), "pid": pd.DataFrame(pooled)}
     spans: dict[tuple[str, int, int], tuple[np.ndarray, np.ndarray]] = {}
     for level, frame in levels.items():
-        for (g, m), part in frame.sort_values(["g", "m", "b"]).groupby(["g", "m"], sort=False):
-            spans[(level, int(g), int(m))] = (part["b"].to_numpy(np.int64), np.cumsum(part["n"].to_numpy(np.int64)))
+        for key, part in frame.sort_values(["g", "m", "b"]).groupby(["g", "m"], sort=False):
+            g, m = (int(x) for x in key)  # type: ignore[union-attr, call-overload]
+            spans[(level, g, m)] = (part["b"].to_numpy(np.int64), np.cumsum(part["n"].to_numpy(np.int64)))
     picked_rows = set()
     for w in wanted:
         buckets, ends = spans[(w.level, w.group, w.m)]
