@@ -2,8 +2,8 @@
 
 This module sits above the stages and calls each in turn; no stage imports another one above it:
 ``harness.brokers`` provisions, ``harness.runner`` runs the cases and writes raw records and the manifest,
-``harness.pipeline`` computes the one summary (pandas engine) into the run folder, ``harness.report``
-renders it. Brokers are provisioned once per run and always torn down, also on Ctrl-C.
+``harness.pipeline`` computes the one summary (Spark SQL; pandas without Java) into the run folder and
+the results lake, ``harness.report`` renders it. Brokers are provisioned once per run and always torn down, also on Ctrl-C.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from harness.network import (
     network,
     routes_for,
 )
-from harness.pipeline import PipelineError, summarise_run
+from harness.pipeline import PipelineError, add_run, summarise_run
 from harness.report import write_report_from_summary
 from harness.runfolder import RunFolder
 from harness.runner.case import RunOne, System, run_cases
@@ -39,6 +39,14 @@ from harness.runner.plan import RunPlan
 from harness.runner.search import run_searches
 from harness.runner.worker import HOT_LOOPS
 from harness.scenario import Scenario, Variant
+
+
+def default_engine(spark_master: str | None) -> Literal["auto", "pandas"]:
+    """What summarises a run when ``--engine`` is not given: Spark (``auto``) on a cluster, else pandas. On
+    a two-core machine a fresh Spark session and summary cost a smoke run many times what pandas does
+    (docs/pipeline.md, "Scale, measured"), so ``compare`` leaves Spark to ``--engine spark`` until that
+    changes; ``report``, ``history`` and the notebook use Spark."""
+    return "auto" if spark_master else "pandas"
 
 
 class CompareError(Exception):
@@ -118,12 +126,15 @@ def compare(
     label: str | None = None,
     write_report: bool = True,
     spark_master: str | None = None,
+    engine: Literal["auto", "spark", "pandas"] | None = None,
 ) -> CompareOutcome:
     """Run every case, summarise the run and (unless ``write_report`` is False) write its report.
 
     With ``spark_master``, each case's workers run as a barrier stage on that Spark cluster
     (``harness.cluster``; the scenarios' ``hosts:`` name its workers' hosts) and the summary is computed
-    there too. The summary is the same with or without the report. KeyboardInterrupt leaves the folder marked
+    there too. ``engine`` computes the summary (``auto``: Spark, pandas where no Java runtime exists); by
+    default :func:`default_engine`. The summary is the same with or
+    without the report. KeyboardInterrupt leaves the folder marked
     incomplete (``mqbench report`` summarises what was recorded)."""
     console = console or Console()
     brokers = dict(brokers or {})
@@ -178,7 +189,7 @@ def compare(
         finally:
             shutil.rmtree(run.work_dir, ignore_errors=True)
         run.finish(complete and not problems, problems)
-        summary = _summarise(run, console, write_report, "pandas" if spark_master is None else "spark")
+        summary = _summarise(run, console, write_report, spark_master, engine or default_engine(spark_master))
     return CompareOutcome(run.path, complete and not problems, summary, problems)
 
 
@@ -199,14 +210,22 @@ def _cluster(stack: contextlib.ExitStack, spark_master: str | None, run: RunFold
     return ClusterCases(spark, run).run_case
 
 
-def _summarise(run: RunFolder, console: Console, write_report: bool, engine: Literal["pandas", "spark"]) -> pd.DataFrame:
-    """The pipeline's summary of the run (stored in it), then the report; an empty frame if nothing was
-    recorded."""
+def _summarise(run: RunFolder, console: Console, write_report: bool, spark_master: str | None,
+               engine: Literal["auto", "spark", "pandas"] = "auto") -> pd.DataFrame:
+    """The pipeline's summary of the run (stored in it and in the results lake), then the report; an empty
+    frame if nothing was recorded. The Spark session starts here, after the cases (its JVM would compete
+    with the workers), or is the cluster's (``--spark-master``)."""
     try:
-        summary = summarise_run(run.path, engine=engine)
+        with console.status("summarising (pandas)…" if engine == "pandas" else "summarising (Spark)…"):
+            summary = summarise_run(run.path, engine=engine, spark_master=spark_master)
     except PipelineError as exc:
         console.print(f"[yellow]no summary: {exc}[/]")
         return pd.DataFrame()
+    console.print(f"computed by: {summary.computed_by}", highlight=False)
+    try:
+        add_run(run.path)
+    except PipelineError as exc:
+        console.print(f"[yellow]not added to the results lake: {exc}[/]")
     if write_report:
         try:
             console.print(f"report: {write_report_from_summary(summary, run.path)}")

@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from harness.runfolder import RunFolder
+from harness.runfolder import CaseKey, RunFolder
 
 SYSTEMS = ("mqcore", "zmq")
 PRODUCERS = 2
@@ -80,10 +80,9 @@ def write_run(root: Path, rows: int, cases: int = 8, seed: int = 1) -> Path:
                         "variant": "default", "repetition": rep, "size": size,
                         "rate": math.nan if rate is None else rate, "send_failed": False}
                 frame = frame.assign(**keys)  # write_raw orders the columns and adds the host ones
-                run.write_raw(RunFolder.raw_name("scale", system, "default", size, rate, rep), frame, failed)
-                run.manifest["cases"].append({"scenario": "scale", "system": system, "variant": "default",
-                                              "size": size, "rate": rate, "repetition": rep,
-                                              "complete": True})
+                key = CaseKey("scale", system, "default", size, rate, rep)
+                run.write_raw(key.raw_name, frame, failed)
+                run.manifest["cases"].append({**key.manifest_entry(), "complete": True})
     run.finish(complete=True)
     return run.path
 

@@ -3,8 +3,10 @@
 
 The driver plans the case as the single-host runner does (``harness.runner._workers.specs``); each worker
 spec becomes a :class:`~harness.cluster.Role` on the host the scenario's ``hosts:`` names (or spread over
-the executors); a brokerless plan's loopback endpoints move to the listening side's executor address
-(:func:`on_host`). Inside its task a role forks one worker process running the runner's own
+the executors). In a brokerless case the listening side goes first: each binder starts its worker on its
+own executor's address (:func:`on_host`), finds which of the plan's ports it listens on, and publishes
+them with that address through ``allGather``; the other side then connects to what was published
+(:func:`on_ports`), so no ``hosts:`` is needed. Inside its task a role forks one worker process running the runner's own
 ``worker_main``, waits until it is ready, passes the stage's start barrier, releases it, and then joins the
 other tasks every :data:`ROUND` seconds through ``allGather``: each task adds its worker's count and state,
 and every task reaches the same verdict from the same reports (the case is over when the consumers have
@@ -20,6 +22,7 @@ import json
 import multiprocessing as mp
 import os
 import queue
+import re
 import shutil
 import signal
 import socket
@@ -39,7 +42,6 @@ from harness.network import loopback_ports
 from harness.runfolder import RunFolder
 from harness.runfolder.schema import CLOCK_TABLE_COLUMNS, CLOCKS
 from harness.runner._context import Case, WorkerContext, WorkerSpec
-from harness.runner._placement import server_host
 from harness.runner._records import assemble_rows
 from harness.runner._workers import DRAIN_IDLE, READY_TIMEOUT, CaseFailed, OnProgress, expected_counts, specs
 from harness.runner.case import CaseResult
@@ -50,7 +52,8 @@ if TYPE_CHECKING:
 ROUND = 0.1  # seconds between two allGather rounds of the watch
 START_DELAY_NS = 20_000_000  # the producers' schedule starts this long after the barrier is released
 _SENDER_STAMPS = ("t_intended", "t_send", "t_ack")
-WORKER_COMM = "mqb-"  # a worker process's name starts with this (then its role: mqb-producer-0)
+WORKER_COMM = "mqb-"
+_LOOPBACK = re.compile(r"127\.0\.0\.1:(\d+)")  # a worker process's name starts with this (then its role: mqb-producer-0)
 
 
 def unsupported(case: Case, driver: Driver) -> str | None:
@@ -63,11 +66,33 @@ def unsupported(case: Case, driver: Driver) -> str | None:
     if sc.pattern is Pattern.PUBSUB:
         return (f"brokerless pub/sub ({system}) needs the subscription handshake, which does not run on a Spark "
                 "cluster yet; run it without --spark-master")
-    side = "consumers" if sc.pattern is Pattern.REQREP else "producers"
-    if server_host(sc, None, needs_broker=False) is None:
-        return (f"{system} is brokerless and its {side} listen: on a Spark cluster the scenario's hosts: must name "
-                f"their host ({side}: HOST) so that the other side can reach them")
     return None
+
+
+def on_ports(plan: Any, published: dict[int, str]) -> Any:
+    """A brokerless plan with each ``127.0.0.1:<port>`` endpoint that a binder published moved to the address
+    it listens on (``published``: port -> address); an unpublished one (its binder failed) stays."""
+    if isinstance(plan, str):
+        return _LOOPBACK.sub(lambda m: f"{published.get(int(m.group(1)), '127.0.0.1')}:{m.group(1)}", plan)
+    if isinstance(plan, dict):
+        return {k: on_ports(v, published) for k, v in plan.items()}
+    if isinstance(plan, (list, tuple)):
+        return type(plan)(on_ports(v, published) for v in plan)
+    return plan
+
+
+def listening_ports(pid: int) -> set[int]:
+    """The TCP ports process ``pid`` and its children (a JVM client) listen on."""
+    import psutil
+
+    ports: set[int] = set()
+    try:
+        proc = psutil.Process(pid)
+        for p in [proc, *proc.children(recursive=True)]:
+            ports |= {c.laddr.port for c in p.net_connections(kind="tcp") if c.status == psutil.CONN_LISTEN}
+    except psutil.Error:
+        pass
+    return ports
 
 
 def on_host(plan: Any, address: str) -> Any:
@@ -104,20 +129,37 @@ class _Roles:
     brokerless: bool = False
 
     def prepare(self, role: Role, where: dict[str, tuple[str, str]]) -> _Local:
-        """Fork the role's worker and wait until it is connected and ready (before the start barrier). A
-        brokerless plan's endpoints move to the address of the binders' executor (:func:`on_host`)."""
-        from harness.runner.worker import worker_main
+        """Fork the role's worker and wait until it is connected and ready (before the start barrier). In a
+        brokerless case the binders start first, on their executor's address, and publish the ports they
+        listen on (``allGather``, which every task joins once); then the others connect to them."""
+        from pyspark import BarrierTaskContext
 
         scratch = tempfile.mkdtemp(prefix="mqbench-task-")
         spec = replace(role.spec, out=os.path.join(scratch, role.name), namespace=None)
-        if self.brokerless:
-            binder = (self.consumers if self.case.scenario.pattern is Pattern.REQREP else self.producers)[0]
-            host = where[binder.name][1].rsplit(":", 1)[0]
+        if not self.brokerless:
+            return self._start(spec, scratch)
+        binders = self.consumers if self.case.scenario.pattern is Pattern.REQREP else self.producers
+        local = None
+        published: dict[str, str] = {}
+        if role.name in {b.name for b in binders}:
+            host = where[role.name][1].rsplit(":", 1)[0]
             try:  # the executor's address may be a host name: a listener binds an IP
                 address = socket.gethostbyname(host)
             except OSError:
-                address = host  # the worker's bind or connect says what is wrong
-            spec = replace(spec, plan=on_host(spec.plan, address))
+                address = host  # the worker's bind says what is wrong
+            local = self._start(replace(spec, plan=on_host(spec.plan, address)), scratch)
+            if not local.errors:
+                bound = listening_ports(local.proc.pid) & loopback_ports(spec.plan)
+                published = {str(port): address for port in bound}
+        endpoints: dict[int, str] = {}
+        for answer in BarrierTaskContext.get().allGather(json.dumps(published)):
+            endpoints.update({int(port): address for port, address in json.loads(answer).items()})
+        return local if local is not None else self._start(replace(spec, plan=on_ports(spec.plan, endpoints)), scratch)
+
+    def _start(self, spec: WorkerSpec, scratch: str) -> _Local:
+        """Fork the worker of ``spec`` and wait until it is ready (or failed, or timed out)."""
+        from harness.runner.worker import worker_main
+
         fork = mp.get_context("fork")
         n = len(self.producers) + len(self.consumers)
         ctx = WorkerContext(status=fork.Queue(), start=fork.Event(), stop=fork.Event(),

@@ -10,6 +10,7 @@ from harness.commands import (
     calibrate,
     compare,
     crosscheck,
+    history,
     images,
     regress,
     report,
@@ -18,6 +19,6 @@ from harness.commands import (
 )
 
 #: In the order ``mqbench --help`` lists them.
-COMMANDS = (compare, crosscheck, systems, images, validate, calibrate, report, regress, baseline)
+COMMANDS = (compare, crosscheck, systems, images, validate, calibrate, report, history, regress, baseline)
 
 __all__ = ["COMMANDS"]

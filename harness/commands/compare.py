@@ -45,6 +45,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--spark-master", metavar="URL",
                    help="run each case's producers and consumers as one barrier stage on this Spark cluster "
                         "(spark://HOST:PORT; docs/cluster.md) and summarise there")
+    p.add_argument("--engine", choices=("auto", "spark", "pandas"),
+                   help="what computes the summary: pandas (the reference engine) by default, Spark with "
+                        "--spark-master; auto is Spark, pandas where no Java runtime exists (docs/pipeline.md)")
     return p
 
 
@@ -78,6 +81,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
         console=console,
         write_report=not args.no_report,
         spark_master=args.spark_master,
+        engine=args.engine,
     ))
     if isinstance(outcome, int):
         return outcome

@@ -19,7 +19,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--results", default="results", help="where to look for the newest run (default: results)")
     p.add_argument("--out", help="output folder (default: the run folder; a new report-* folder for several)")
     p.add_argument("--engine", choices=("auto", "spark", "pandas"), default="auto",
-                   help="auto: pandas for small runs, Spark above a few million rows")
+                   help="what computes a summary a run lacks: auto (default) is Spark, pandas where no Java "
+                        "runtime exists; pandas is the reference engine (docs/pipeline.md)")
     p.add_argument("--spark-master", help="Spark master URL (default local[*])")
     return p
 

@@ -5,13 +5,14 @@ Definitions (DESIGN.md, from the seed on ZeroMQ's architecture):
 * throughput exists at one endpoint: (n - 1) / (last stamp - first stamp) at the sender or the receiver;
 * delivery accounting per consumer: expected, received, lost, duplicated, out of order; sends the producer
   was told failed are kept apart from accepted messages that were lost.
-Percentiles use numpy's default (linear interpolation), which Spark's exact ``percentile`` also uses.
+Percentiles use numpy's default (linear interpolation between two order statistics: :func:`order_ranks`).
 These are the only definitions: the pipeline's engines reduce raw rows to counts, stamps and quantiles and
 call these functions on them.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -74,9 +75,43 @@ def latency_percentiles(
 
 
 def quantiles(values_ns: npt.ArrayLike, fractions: Sequence[float]) -> list[float]:
-    """Quantiles (fractions in [0, 1]) of int64 ns values with linear interpolation (numpy's default, which
-    Spark's exact ``percentile`` also uses). ``p / 100`` is the fraction of percentile p in both engines."""
-    return [float(v) for v in np.quantile(np.asarray(values_ns, dtype=np.int64), list(fractions))]
+    """Quantiles (fractions in [0, 1]) of int64 ns values with linear interpolation (numpy's default).
+    ``p / 100`` is the fraction of percentile p in both engines. NaN for no values."""
+    values = np.sort(np.asarray(values_ns, dtype=np.int64))
+    return quantiles_of_sorted(values, fractions)
+
+
+def quantiles_of_sorted(values_ns: npt.NDArray[np.int64], fractions: Sequence[float]) -> list[float]:
+    """:func:`quantiles` of values already sorted ascending."""
+    n = len(values_ns)
+    return [interpolate(int(values_ns[lo]), int(values_ns[hi]), w) for lo, hi, w in order_ranks(n, fractions)] \
+        if n else [float("nan")] * len(fractions)
+
+
+def order_ranks(n: int, fractions: Sequence[float]) -> list[tuple[int, int, float]]:
+    """For each fraction q of ``n`` values: the 0-based ranks (lo, hi) of the two order statistics its
+    quantile lies between and the weight of the upper one (Hyndman & Fan's definition 7, numpy's "linear").
+
+    This and :func:`interpolate` are the one definition of a percentile: the pandas engine reads the order
+    statistics from sorted values, the Spark engine finds them without sorting (``pipeline/_exact.py``).
+    The index is computed with numpy's own expression, so the result equals ``numpy.quantile`` to the bit.
+    """
+    out = []
+    for q in fractions:
+        h = (n - 1) * q  # numpy's virtual index for "linear", the same float operation
+        if h >= n - 1:
+            out.append((n - 1, n - 1, 0.0))
+        else:
+            lo = math.floor(h)
+            out.append((lo, lo + 1, h - lo))
+    return out
+
+
+def interpolate(low: int, high: int, weight: float) -> float:
+    """The quantile between order statistics ``low`` and ``high`` (ns) at ``weight`` from ``low``, written as
+    numpy writes it (from the nearer end, so that the result is monotone in the weight)."""
+    diff = high - low
+    return float(high) - diff * (1 - weight) if weight >= 0.5 else float(low) + diff * weight
 
 
 def message_keys(producer: npt.ArrayLike, seq: npt.ArrayLike) -> Int64Array:

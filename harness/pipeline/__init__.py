@@ -14,10 +14,10 @@ percentiles from raw rows (never averaged), delivery accounting per case.
 
 from harness.pipeline._aggregate import CI_METRICS, confidence_interval
 from harness.pipeline._errors import PipelineError
+from harness.pipeline._index import add_run, index_results, lake_for, run_folders
 from harness.pipeline._search import SEARCH_KEYS
-from harness.pipeline._spark import JAVA_HINT, spark_session
+from harness.pipeline._session import JAVA_HINT, NO_JAVA_FALLBACK, java_available, spark_session
 from harness.pipeline._summary import (
-    PANDAS_MAX_ROWS,
     Summary,
     load_summary,
     newest_run,
@@ -39,15 +39,20 @@ __all__ = [
     "DISTRIBUTION_COLUMNS",
     "EXTRA_COLUMNS",
     "JAVA_HINT",
-    "PANDAS_MAX_ROWS",
+    "NO_JAVA_FALLBACK",
     "PER_REPETITION_COLUMNS",
     "SERIES_COLUMNS",
     "PipelineError",
     "RunInfo",
     "Summary",
+    "add_run",
     "confidence_interval",
+    "index_results",
+    "java_available",
+    "lake_for",
     "load_summary",
     "newest_run",
+    "run_folders",
     "spark_session",
     "summarise_run",
     "summarize",

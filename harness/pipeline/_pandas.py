@@ -1,8 +1,8 @@
 """The pandas/numpy engine: the computation of one case's summary rows from its raw rows.
 
 The pandas engine runs it case after case in this process; the Spark engine runs the same functions, one
-case per task (``_spark.py``). Percentiles are ``numpy.quantile`` with linear interpolation on the ns
-values, always exact.
+case per task (``_spark.py``). Percentiles are exact: linear interpolation between two order statistics of
+the sorted ns values (``harness.metrics.compute.quantiles_of_sorted``, equal to ``numpy.quantile``).
 
 Definitions (non-warmup rows only):
 * a *delivery unit* is (producer, seq) for queue and reqrep and (producer, seq, consumer) for pubsub;
@@ -28,12 +28,13 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from harness.metrics.compute import quantiles
+from harness.metrics.compute import quantiles_of_sorted
 from harness.pipeline._tables import (
-    DELAY_QUANTILES,
     DISTRIBUTION_QUANTILES,
     GROUP_KEYS,
-    LAT_QUANTILES,
+    MEASURES,
+    POOLED,
+    Measure,
     concat_distributions,
 )
 from harness.runfolder import count_raw_rows, first_raw_row, read_raw_table
@@ -86,7 +87,7 @@ def concat_parts(parts: Sequence[Tables]) -> Tables:
 def case_groups(files: Sequence[Path | str]) -> list[list[Path | str]]:
     """``files`` grouped by case (``CASE_KEYS``, repetitions together), largest group first.
 
-    A file holds one case and repetition (``RunFolder.raw_name``); its first row names the case. Every
+    A file holds one case and repetition (``CaseKey.raw_name``); its first row names the case. Every
     output row of :func:`compute` belongs to one case, so computing group by group gives the same tables
     as computing everything at once, with one case's rows in memory instead of the whole run's.
     """
@@ -111,7 +112,7 @@ def compute_files(files: Sequence[Path | str]) -> Tables:
 
 
 def _group_stats(ids: np.ndarray, values: np.ndarray, fractions: Sequence[float]) -> pd.DataFrame:
-    """Per group id: count, sum, max and the given quantiles (numpy linear) of int64 ``values``."""
+    """Per group id: count, sum, max and the given quantiles (exact, linear) of int64 ``values``."""
     if len(ids) == 0:
         return pd.DataFrame(columns=["count", "sum", "max", "q"])
     order = np.lexsort((values, ids))
@@ -123,7 +124,7 @@ def _group_stats(ids: np.ndarray, values: np.ndarray, fractions: Sequence[float]
             "count": len(chunk),
             "sum": int(chunk.sum(dtype=np.int64)),
             "max": int(chunk[-1]),
-            "q": quantiles(chunk, fractions),
+            "q": quantiles_of_sorted(chunk, fractions),
         }
     return pd.DataFrame.from_dict(rows, orient="index")
 
@@ -185,36 +186,16 @@ def compute(raw: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame
     cases["sent"] = messages.groupby("cid").size()
     cases["t_send_first"] = messages.groupby("cid")["t_send"].min()
     cases["t_send_last"] = messages.groupby("cid")["t_send"].max()
-    scheduled = messages[messages["has_t_intended"]]
-    delay = _group_stats(
-        scheduled["cid"].to_numpy(),
-        (scheduled["t_send"] - scheduled["t_intended"]).to_numpy(),
-        DELAY_QUANTILES,
-    )
-
-    # Publish latency: send to the system's acknowledgement, per sent message (OMB's publish latency,
-    # PerfTest's confirm latency), from the rows whose producer was told of it (``t_ack``).
-    acked = messages[messages["has_t_ack"]]
-    pub = _group_stats(acked["cid"].to_numpy(), (acked["t_ack"] - acked["t_send"]).to_numpy(), LAT_QUANTILES)
 
     rec = rec[rec["has_t_send"]]
     cases["t_recv_first"] = rec.groupby("cid")["t_recv"].min()
     cases["t_recv_last"] = rec.groupby("cid")["t_recv"].max()
-    lat = _group_stats(rec["cid"].to_numpy(), (rec["t_recv"] - rec["t_send"]).to_numpy(), LAT_QUANTILES)
-    timed = rec[rec["has_t_intended"]]
-    lat_int = _group_stats(
-        timed["cid"].to_numpy(), (timed["t_recv"] - timed["t_intended"]).to_numpy(), LAT_QUANTILES
-    )
-    cases = pd.concat(
-        [
-            cases,
-            _prefixed(lat, "lat", cases.index),
-            _prefixed(lat_int, "int", cases.index),
-            _prefixed(delay, "delay", cases.index),
-            _prefixed(pub, "pub", cases.index),
-        ],
-        axis=1,
-    )
+    levels = {"receipts": rec, "messages": messages}
+    stats = []
+    for measure in MEASURES:
+        ids, values = _measured(levels[measure.level], measure)
+        stats.append(_prefixed(_group_stats(ids, values, measure.fractions), measure.prefix, cases.index))
+    cases = pd.concat([cases, *stats], axis=1)
     counts = ["consumers", "expected", "received", "received_unique", "failed", "failed_received", "out_of_order",
               "sent", "unconfirmed", "held"]
     cases[counts] = cases[counts].fillna(0).astype("int64")
@@ -224,27 +205,32 @@ def compute(raw: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame
     second = (rec["t_recv"] - rec["cid"].map(cases["t_recv_first"]).astype("int64")) // 1_000_000_000
     series = rec.assign(second=second).groupby(["cid", "second"]).size().rename("msgs").reset_index()
     series = series.join(cases[keys], on="cid").drop(columns="cid")
-    return cases.reset_index(drop=True), series, _distribution(rec, cases, acked)
+    return cases.reset_index(drop=True), series, _distribution(levels, cases)
 
 
-def _distribution(rec: pd.DataFrame, cases: pd.DataFrame, acked: pd.DataFrame) -> pd.DataFrame:
-    """Latency percentiles of each case pooled over its repetitions, from the raw rows: end to end over the
-    receipts ``rec``, publish latency over the acknowledged messages ``acked``."""
+def _measured(rows: pd.DataFrame, measure: Measure, ids: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """(group ids, ``later - earlier`` in ns) of the rows where both stamps of ``measure`` are set; ``ids``
+    (one per row of ``rows``) defaults to the rows' case ids."""
+    both = (rows[f"has_{measure.later}"] & rows[f"has_{measure.earlier}"]).to_numpy()
+    values = (rows[measure.later] - rows[measure.earlier]).to_numpy()[both]
+    return (rows["cid"].to_numpy() if ids is None else ids)[both], values
+
+
+def _distribution(levels: dict[str, pd.DataFrame], cases: pd.DataFrame) -> pd.DataFrame:
+    """Latency percentiles of each case pooled over its repetitions, from the raw rows: each of ``POOLED``
+    over the rows of its level (end to end over the receipts, publish latency over the sent messages)."""
     keys = list(CASE_KEYS)
     pooled_id = cases.groupby(keys, dropna=False, sort=False).ngroup()
-    pid = pooled_id.loc[rec["cid"]].to_numpy()
-    lat = _group_stats(pid, (rec["t_recv"] - rec["t_send"]).to_numpy(), DISTRIBUTION_QUANTILES)
-    timed = rec["has_t_intended"].to_numpy()
-    lat_int = _group_stats(
-        pid[timed], (rec["t_recv"] - rec["t_intended"]).to_numpy()[timed], DISTRIBUTION_QUANTILES
-    )
-    acked_pid = pooled_id.loc[acked["cid"]].to_numpy()
-    pub = _group_stats(acked_pid, (acked["t_ack"] - acked["t_send"]).to_numpy(), DISTRIBUTION_QUANTILES)
-    pooled = cases[keys].groupby(pooled_id).first().loc[np.unique(np.r_[pid, acked_pid]).astype(np.int64)]
-    pooled = pd.concat(
-        [pooled, _prefixed(lat, "lat", pooled.index), _prefixed(lat_int, "int", pooled.index),
-         _prefixed(pub, "pub", pooled.index)], axis=1
-    )
+    measured = []
+    for measure in POOLED:
+        rows = levels[measure.level]
+        measured.append(_measured(rows, measure, pooled_id.loc[rows["cid"]].to_numpy()))
+    present = np.unique(np.concatenate([ids for ids, _ in measured])).astype(np.int64)
+    pooled = cases[keys].groupby(pooled_id).first().loc[present]
+    parts = [pooled]
+    for measure, (ids, values) in zip(POOLED, measured, strict=True):
+        parts.append(_prefixed(_group_stats(ids, values, DISTRIBUTION_QUANTILES), measure.prefix, pooled.index))
+    pooled = pd.concat(parts, axis=1)
     pooled["percentile_method"] = "exact"
     pooled["percentile_rank_error"] = 0.0
     return concat_distributions(pooled)

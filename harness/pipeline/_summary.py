@@ -4,16 +4,19 @@ The engines reduce raw rows to case aggregates (counts, first/last stamps, order
 ``_tables.py``); the summary row of each case and repetition is made from them here, once, with the
 definitions of ``harness.metrics.compute`` (rate, percentiles, delivery accounting).
 
-Engine choice: ``"pandas"`` computes in this process, one case after another; ``"spark"`` computes the
-same, one case per task, as a PySpark job on ``spark_master`` (``local[*]`` by default); ``"auto"`` takes pandas when the runs hold at most
-``PANDAS_MAX_ROWS`` raw rows (read from Parquet footers), Spark above.
+Engine choice: ``"spark"`` computes with Spark SQL on ``spark_master`` (``local[*]`` by default; one
+session per process, started on first use); ``"pandas"`` computes in this process, one case after another
+(the reference the Spark engine is tested against); ``"auto"`` (the default) is Spark, or pandas when no
+Java runtime exists here or Spark cannot start, with :attr:`Summary.note` saying so in one line.
 """
 
 from __future__ import annotations
 
+import math
+import time
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
@@ -21,7 +24,7 @@ import numpy as np
 import pandas as pd
 
 from harness.metrics.compute import PERCENTILES, Delivery, rate
-from harness.pipeline import _pandas, _spark
+from harness.pipeline import _pandas, _session, _spark
 from harness.pipeline._aggregate import aggregate
 from harness.pipeline._cpu import clock_uncertainty_us, cpu_columns
 from harness.pipeline._errors import PipelineError
@@ -36,7 +39,7 @@ from harness.pipeline._tables import (
     sort_cases,
 )
 from harness.pipeline._workload import workload_tables
-from harness.runfolder import CaseKey, RunFolder, RunFolderError, RunInfo, count_raw_rows, is_uri, local_path
+from harness.runfolder import CaseKey, RunFolder, RunFolderError, RunInfo, is_uri, local_path
 from harness.runfolder import newest_run as _newest_run
 from harness.runfolder.schema import (
     CASE_KEYS,
@@ -55,9 +58,6 @@ if TYPE_CHECKING:
 
 Engine = Literal["auto", "spark", "pandas"]
 
-#: ``engine="auto"`` uses pandas up to this many raw rows over all runs (about 200 MB in memory).
-PANDAS_MAX_ROWS = 2_000_000
-
 
 @dataclass(frozen=True)
 class Summary:
@@ -70,7 +70,10 @@ class Summary:
       (``latency_from`` = "actual send" or "intended"; percentile 100 is the maximum);
     * ``recovery``: one row per fault of the cases with faults (``RECOVERY_TABLE_COLUMNS``);
     * ``search``: per ``rate: search`` system variant, the max sustained rate and the knee (``SEARCH_COLUMNS``);
-    * ``runs``: the manifests read; ``engine``: which engine computed it.
+    * ``runs``: the manifests read; ``engine``: which engine computed it ("spark" or "pandas");
+    * ``master``: the Spark master it ran on; ``session_start_s``: what starting the Spark session cost this
+      summary (0 when it was running already, NaN for pandas); ``compute_s``: the summary's own time;
+      ``note``: one line when ``"auto"`` fell back to pandas, saying why.
     """
 
     per_repetition: pd.DataFrame
@@ -81,8 +84,24 @@ class Summary:
     engine: str
     recovery: pd.DataFrame = field(default_factory=pd.DataFrame)
     search: pd.DataFrame = field(default_factory=pd.DataFrame)
+    master: str = ""
+    session_start_s: float = math.nan
+    compute_s: float = math.nan
+    note: str = ""
     #: ``timeline``, ``backlog``, ``topics`` (``_workload``): empty unless the runs had workload scenarios
     workload: dict[str, pd.DataFrame] = field(default_factory=dict)
+
+    @property
+    def computed_by(self) -> str:
+        """``Spark (local[*]; session start 4.1 s, summary 2.3 s)`` or ``pandas (...)``, with the note."""
+        timing = [f"session start {self.session_start_s:.1f} s"] if self.session_start_s == self.session_start_s \
+            and self.session_start_s > 0 else []
+        if self.compute_s == self.compute_s:
+            timing.append(f"summary {self.compute_s:.1f} s")
+        where = "; ".join([self.master, *timing] if self.master else timing)
+        name = {"spark": "Spark", "pandas": "pandas"}.get(self.engine, self.engine)
+        text = f"{name} ({where})" if where else name
+        return f"{text}: {self.note}" if self.note else text
 
     def tables(self) -> dict[str, pd.DataFrame]:
         """The tables as a run folder stores them (``SUMMARY_TABLES`` + ``recovery`` and ``search`` when
@@ -220,15 +239,27 @@ def summarize(
     with _as_pipeline_error():
         folders = [RunFolder.open(path) for path in _as_paths(run_dirs)]
         files = [f for run in folders for f in run.raw_files()]
-        if engine == "auto":
-            engine = "pandas" if count_raw_rows(files) <= PANDAS_MAX_ROWS else "spark"
-        if engine == "pandas":
-            cases, series, distribution = _pandas.compute_files(files)
-        elif engine == "spark":
-            session = spark or _spark.spark_session(spark_master)
-            cases, series, distribution = _spark.compute(session, files)
-        else:
+        if engine not in ("auto", "spark", "pandas"):
             raise PipelineError(f"unknown engine {engine!r}; use 'auto', 'spark' or 'pandas'")
+        note, master, start_s = "", "", math.nan
+        if engine != "pandas" and spark is None:
+            began = time.perf_counter()
+            try:
+                spark = _session.spark_session(spark_master)
+            except PipelineError as exc:
+                if engine == "spark":
+                    raise
+                note = _session.NO_JAVA_FALLBACK if not _session.java_available() else \
+                    f"Spark could not start ({exc}), so the pandas engine (the reference) computed the summary"
+            start_s = time.perf_counter() - began
+        began = time.perf_counter()
+        if spark is not None and engine != "pandas":
+            engine, master = "spark", str(spark.sparkContext.master)
+            start_s = 0.0 if start_s != start_s else start_s
+            cases, series, distribution = _spark.compute(spark, files)
+        else:
+            engine, start_s = "pandas", math.nan
+            cases, series, distribution = _pandas.compute_files(files)
         runs = [run.info() for run in folders]
         cpu = [run.read_table(CPU).assign(run_id=run.run_id) for run in folders]
         clocks = [run.read_table(CLOCKS).assign(run_id=run.run_id) for run in folders]
@@ -236,17 +267,21 @@ def summarize(
                                                pd.concat(clocks, ignore_index=True))
         recovery = [run_recovery(run) for run in folders]
         workload = workload_tables(folders)
-    return Summary(
-        per_repetition=per_repetition,
-        aggregate=aggregate(per_repetition),
-        series=finish_series(series),
-        distribution=finish_distribution(distribution),
-        runs=tuple(runs),
-        engine=engine,
-        recovery=pd.concat(recovery, ignore_index=True),
-        search=search_table(per_repetition, runs),
-        workload=workload,
-    )
+        summary = Summary(
+            per_repetition=per_repetition,
+            aggregate=aggregate(per_repetition),
+            series=finish_series(series),
+            distribution=finish_distribution(distribution),
+            runs=tuple(runs),
+            engine=engine,
+            recovery=pd.concat(recovery, ignore_index=True),
+            search=search_table(per_repetition, runs),
+            master=master,
+            session_start_s=start_s,
+            note=note,
+            workload=workload,
+        )
+    return replace(summary, compute_s=time.perf_counter() - began)
 
 
 def newest_run(results: Path) -> Path:
@@ -255,10 +290,10 @@ def newest_run(results: Path) -> Path:
         return _newest_run(results)
 
 
-def summarise_run(run_dir: Path | str, engine: Engine = "pandas") -> Summary:
+def summarise_run(run_dir: Path | str, engine: Engine = "auto", spark_master: str | None = None) -> Summary:
     """Compute the one summary of a run and store it in the run folder (``compare`` calls this), with the
     files other tools read beside it: HdrHistogram logs and OMB results per case (``_export``)."""
-    summary = summarize(run_dir, engine=engine)
+    summary = summarize(run_dir, engine=engine, spark_master=spark_master)
     write_summary(summary, run_dir)
     with _as_pipeline_error():
         write_exports(RunFolder.open(run_dir))

@@ -8,17 +8,18 @@ why the two paths agree to the last bit on everything except the order statistic
 
 Case aggregate columns (all stamps and latencies in ns):
 ``rows producers consumers sent t_send_first t_send_last expected received_unique received failed
-failed_received out_of_order lat_count t_recv_first t_recv_last lat_sum_ns lat_max_ns lat_q_ns int_count int_max_ns int_q_ns
-delay_count delay_max_ns delay_q_ns pub_count pub_sum_ns pub_max_ns pub_q_ns percentile_method
-percentile_rank_error``; the ``*_q_ns`` columns hold one value per entry of ``LAT_QUANTILES`` /
-``DELAY_QUANTILES``. ``pub_*`` is the publish latency ``t_ack - t_send`` over the sent messages whose
-acknowledgement was stamped (one row per (producer, seq)), with ``LAT_QUANTILES``: a second engine adds it as
-one more duration beside ``delay`` (same level: messages, not receipts).
+failed_received out_of_order unconfirmed held t_recv_first t_recv_last percentile_method
+percentile_rank_error`` and, for each of :data:`MEASURES` (``lat``, ``int``, ``delay``, ``pub``),
+``<prefix>_count <prefix>_sum_ns <prefix>_max_ns <prefix>_q_ns``; the ``*_q_ns`` columns hold one value per
+entry of the measure's ``fractions``. ``pub_*`` is the publish latency ``t_ack - t_send`` over the sent
+messages whose acknowledgement was stamped (one row per (producer, seq)).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
 
 import pandas as pd
 
@@ -55,6 +56,38 @@ DISTRIBUTION_QUANTILES: tuple[float, ...] = tuple(p / 100 for p in DISTRIBUTION_
 
 #: ``latency_from`` of the distribution table's publish-latency rows: send to the system's acknowledgement.
 PUBLISH_LATENCY_FROM = "publish (send to ack)"
+
+#: The two sets of rows a measure is taken over. ``receipts``: every row whose ``t_recv`` and ``t_send`` are
+#: stamped (duplicates included: each arrival has its latency); ``messages``: one row per sent message
+#: (producer, seq) with ``t_send`` stamped (a pubsub message's rows at each subscriber count once).
+Level = Literal["receipts", "messages"]
+
+
+@dataclass(frozen=True)
+class Measure:
+    """A per-message duration the case aggregate summarises: ``later - earlier`` (two raw stamps, ns), over
+    the rows of ``level`` where both are stamped: count, sum, max and the quantiles ``fractions``.
+
+    Both engines compute every entry of :data:`MEASURES` the same way, so a new duration (as the publish
+    latency ``t_ack - t_send`` at the ``messages`` level is) is one entry here plus its summary columns. With
+    ``latency_from`` the measure is also pooled over repetitions into the distribution table under that
+    label."""
+
+    prefix: str
+    later: str
+    earlier: str
+    level: Level
+    fractions: tuple[float, ...]
+    latency_from: str = ""
+
+
+MEASURES: tuple[Measure, ...] = (
+    Measure("lat", "t_recv", "t_send", "receipts", LAT_QUANTILES, "actual send"),
+    Measure("int", "t_recv", "t_intended", "receipts", LAT_QUANTILES, "intended"),
+    Measure("delay", "t_send", "t_intended", "messages", DELAY_QUANTILES),
+    Measure("pub", "t_ack", "t_send", "messages", LAT_QUANTILES, PUBLISH_LATENCY_FROM),
+)
+POOLED: tuple[Measure, ...] = tuple(m for m in MEASURES if m.latency_from)
 
 #: Columns beyond SUMMARY_COLUMNS: sample counts, how percentiles were computed, latency provenance.
 EXTRA_COLUMNS: tuple[str, ...] = (
@@ -142,13 +175,9 @@ def explode_distribution(cases: pd.DataFrame, source: str, count: str, latency_f
 
 
 def concat_distributions(pooled: pd.DataFrame) -> pd.DataFrame:
-    """Long rows for each latency of the pooled per-case arrays: end to end from the actual and from the
-    intended send time, and publish latency (``PUBLISH_LATENCY_FROM``)."""
-    parts = [
-        explode_distribution(pooled, "lat_q_ns", "lat_count", "actual send"),
-        explode_distribution(pooled, "int_q_ns", "int_count", "intended"),
-        explode_distribution(pooled, "pub_q_ns", "pub_count", PUBLISH_LATENCY_FROM),
-    ]
+    """Long rows for every pooled measure of the pooled per-case arrays: end to end from the actual and from
+    the intended send time, and publish latency (``PUBLISH_LATENCY_FROM``)."""
+    parts = [explode_distribution(pooled, f"{m.prefix}_q_ns", f"{m.prefix}_count", m.latency_from) for m in POOLED]
     parts = [part for part in parts if not part.empty] or parts[:1]
     return pd.concat(parts, ignore_index=True)
 

@@ -16,10 +16,12 @@ from harness.runfolder._folder import (
 )
 from harness.runfolder._host import git_revision, host_info, new_run_id
 from harness.runfolder._io import atomic_write, redact, write_frame
+from harness.runfolder._lake import Lake
 from harness.runfolder._store import is_uri, local_path
 
 __all__ = [
     "CaseKey",
+    "Lake",
     "RunFolder",
     "RunFolderError",
     "RunInfo",

@@ -396,7 +396,8 @@ def count_raw_rows(files: Iterable[Path | str]) -> int:
 def newest_run(results: Path) -> Path:
     """The most recently modified run folder under ``results`` (one with ``raw/``), for notebooks."""
     candidates = (
-        [p for p in results.iterdir() if p.is_dir() and p.name != "baseline" and (p / schema.RAW_DIR).is_dir()]
+        [p for p in results.iterdir()
+         if p.is_dir() and p.name not in ("baseline", schema.LAKE_DIR) and (p / schema.RAW_DIR).is_dir()]
         if results.is_dir()
         else []
     )

@@ -187,6 +187,14 @@ SUMMARY_TABLES = ("summary", "aggregate", "series", "distribution")
 #: logs and percentile distributions ``hdr/<case>.<e2e|publish>.<hlog|hgrm>``; OMB-shaped ``omb/<case>.json``.
 HDR_DIR = "hdr"
 OMB_DIR = "omb"
+#: The results lake beside the run folders (``results/lake/``, ``harness.runfolder._lake``): ``raw``, ``runs``
+#: and each of LAKE_TABLES as ``<table>/date=<YYYY-MM-DD>/<run-id>[__<case>].parquet``.
+LAKE_DIR = "lake"
+LAKE_RUNS = "runs"
+LAKE_TABLES = (*SUMMARY_TABLES, RECOVERY, SEARCH, *WORKLOAD_TABLES)
+#: ``runs``: one row per run in the lake.
+LAKE_RUN_COLUMNS = ("run_id", "started", "finished", "complete", "git_revision", "hostname", "cpus", "mqbench",
+                    "scenarios", "systems", "engine")
 REPORT_HTML = "report.html"
 REPORT_MD = "summary.md"
 FEATURE_MATRIX = "feature_matrix.csv"

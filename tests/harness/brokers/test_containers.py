@@ -25,6 +25,7 @@ from harness.brokers._spec import ImageFiles, NodeHost
 from harness.brokers.nats import NatsProvisioner
 from harness.drivers.base import ClusterShape, DriverError
 from harness.drivers.redis_streams import turn_aof_on
+from harness.pipeline import run_folders
 from tests.harness.drivers import node_faults
 from tests.harness.drivers.conformance import require_backend
 from tests.harness.drivers.node_faults import check_no_acknowledged_loss, run_node_fault
@@ -125,7 +126,7 @@ def test_compare_in_containers_records_the_image_and_leaves_nothing(tmp_path: Pa
                            "--no-report", "--out", str(tmp_path / "res")], cwd=ROOT, capture_output=True, text=True,
                           timeout=300)
     assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
-    run = next((tmp_path / "res").iterdir())
+    (run,) = run_folders(tmp_path / "res")
     manifest = json.loads((run / "manifest.json").read_text())
     nats = manifest["systems"]["nats"]
     assert nats["backend"] == "containers" and nats["broker_image"] == _images.choose("nats").image.name  # type: ignore[union-attr]

@@ -10,6 +10,7 @@ import sys
 import time
 from pathlib import Path
 
+from harness.pipeline import run_folders
 from tests.harness.drivers.conformance import require_backend
 from tests.harness.runner.test_runner_e2e import _descendants
 
@@ -58,7 +59,7 @@ def test_ctrl_c_during_a_broker_run_leaves_no_broker(tmp_path: Path) -> None:
         "nats-server",
         wait=90,
     )
-    (run_dir,) = (tmp_path / "res").iterdir()
+    (run_dir,) = run_folders(tmp_path / "res")
     assert json.loads((run_dir / "manifest.json").read_text())["complete"] is False
     left = left_running(seen, wait=15)
     assert not left, f"processes left running after Ctrl-C: {left}"

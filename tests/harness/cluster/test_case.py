@@ -4,6 +4,7 @@ shared verdict of the watch, the clock column of the summary and how an uncertai
 from __future__ import annotations
 
 import math
+import os
 from pathlib import Path
 from typing import Any
 
@@ -17,8 +18,10 @@ from harness.cluster._case import (
     _Verdict,
     cross_host_uncertainty_ns,
     host_offsets,
+    listening_ports,
     on_coordinator_clock,
     on_host,
+    on_ports,
     unsupported,
 )
 from harness.drivers.base import Pattern
@@ -71,10 +74,29 @@ def test_a_brokerless_plan_moves_to_the_binders_host() -> None:
     assert moved["topology"] == plan["topology"] and moved["curve"] == plan["curve"]
 
 
+def test_connectors_move_to_the_published_binders() -> None:
+    plan = {"endpoints": ["tcp://127.0.0.1:5001", "tcp://127.0.0.1:5002"], "n": 2}
+    moved = on_ports(plan, {5001: "10.0.0.7", 5002: "10.0.0.8"})
+    assert moved == {"endpoints": ["tcp://10.0.0.7:5001", "tcp://10.0.0.8:5002"], "n": 2}
+    assert on_ports(plan, {5001: "10.0.0.7"})["endpoints"][1] == "tcp://127.0.0.1:5002"  # not published: kept
+
+
+def test_listening_ports_of_a_process() -> None:
+    import socket
+
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        port = listener.getsockname()[1]
+        assert port in listening_ports(os.getpid())
+
+
 @pytest.mark.parametrize(("text", "refused"), [
     ("pattern: queue\nhosts: {producers: a, consumers: b}", None),
     ("pattern: reqrep\nhosts: {consumers: b}", None),
-    ("pattern: queue\nhosts: {consumers: b}", "hosts: must name"),  # the listening producers' host unknown
+    ("pattern: queue\nhosts: {consumers: b}", None),  # the listening producers publish where they are
+    ("pattern: queue", None),
+    ("pattern: reqrep", None),
     ("pattern: pubsub\nhosts: {producers: a, consumers: b}", "subscription handshake"),
 ])
 def test_brokerless_cases_need_their_binders_host(text: str, refused: str | None) -> None:

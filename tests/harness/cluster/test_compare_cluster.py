@@ -23,7 +23,7 @@ import redis
 
 from harness.cluster._case import WORKER_COMM
 from harness.network import Network, leftovers, network
-from harness.pipeline import PER_REPETITION_COLUMNS
+from harness.pipeline import PER_REPETITION_COLUMNS, run_folders
 from harness.runfolder.schema import HOST_COLUMNS
 from tests.harness.cluster.standalone import Cluster, standalone
 from tests.harness.network.support import require_root
@@ -184,7 +184,7 @@ def test_compare_places_producer_and_consumer_on_two_worker_hosts(site: Site, tm
     assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
     site.assert_clean()
     net = site.net
-    run = next((tmp_path / "res").iterdir())
+    (run,) = run_folders(tmp_path / "res")
     raw = pd.read_parquet(next((run / "raw").iterdir()))
     assert set(raw["send_host"]) == {"prod"} and set(raw["recv_host"]) == {"cons"}
     assert raw["send_executor"].iloc[0].startswith(net.address("prod"))
@@ -216,7 +216,7 @@ def _mid_case(
     status, output = _until(site, tmp_path, port, lambda _: (
         site.workers() == {f"{WORKER_COMM}producer-0", f"{WORKER_COMM}consumer-0"}
         and broker.info("commandstats").get("cmdstat_xadd", {}).get("calls", 0) > 0), then)
-    (run,) = (tmp_path / "res").iterdir()
+    (run,) = run_folders(tmp_path / "res")
     manifest = json.loads((run / "manifest.json").read_text())
     assert manifest["complete"] is False
     # the run's own namespaces and links (none on a cluster; other runs on the machine may come and go)
@@ -306,7 +306,7 @@ def test_brokerless_binders_listen_on_their_hosts_address(site: Site, tmp_path: 
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
     site.assert_clean()
-    run = next((tmp_path / "res").iterdir())
+    (run,) = run_folders(tmp_path / "res")
     raws = {p.name.split("__")[0]: pd.read_parquet(p) for p in (run / "raw").iterdir()}
     queue, reqrep = raws["cluster-zmq-queue"], raws["cluster-zmq-reqrep"]
     assert set(queue["send_host"]) == {"prod"} and set(queue["recv_host"]) == {"cons"}

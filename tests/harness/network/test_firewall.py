@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from harness.pipeline import run_folders
 from tests.harness.network.support import Machine, machine, require_dockerd, require_root, require_toxiproxy
 
 DOCKER_USER_RULE = ("-i", "docker0", "-o", "docker0", "-j", "ACCEPT")  # stands for Docker's own rules
@@ -133,5 +134,5 @@ def test_compare_across_hosts_beside_dockers_default_firewall(tmp_path: Path) ->
         assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
         assert m.forward_rules() == docker_rules
         assert m.leftovers() == []
-    summary = pd.read_csv(next((tmp_path / "res").iterdir()) / "summary.csv")
+    summary = pd.read_csv(run_folders(tmp_path / "res")[0] / "summary.csv")
     assert summary["lost"].tolist() == [0] and summary["received"].tolist() == [2000]

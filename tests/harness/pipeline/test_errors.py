@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.pipeline import JAVA_HINT, PipelineError, _spark, summarize, write_summary
+from harness.pipeline import JAVA_HINT, NO_JAVA_FALLBACK, PipelineError, _session, summarize, write_summary
 
 
 def test_missing_folder(tmp_path: Path) -> None:
@@ -33,10 +33,23 @@ def test_missing_java(monkeypatch: pytest.MonkeyPatch) -> None:
     from pyspark.sql import SparkSession
 
     monkeypatch.setattr(SparkSession, "getActiveSession", classmethod(lambda cls: None))
-    monkeypatch.setattr(_spark, "_java_available", lambda: False)
+    monkeypatch.setattr(_session, "java_available", lambda: False)
     with pytest.raises(PipelineError) as info:
-        _spark.spark_session("local[1]")
+        _session.spark_session("local[1]")
     assert str(info.value) == JAVA_HINT == "PySpark needs Java 17: install openjdk-17-jre-headless"
+
+
+def test_without_java_auto_falls_back_to_pandas_and_says_so(synthetic_run: Path,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    from pyspark.sql import SparkSession
+
+    monkeypatch.setattr(SparkSession, "getActiveSession", classmethod(lambda cls: None))
+    monkeypatch.setattr(_session, "java_available", lambda: False)
+    summary = summarize(synthetic_run)
+    assert summary.engine == "pandas" and summary.note == NO_JAVA_FALLBACK
+    assert summary.computed_by.startswith("pandas (summary ") and "no Java runtime here" in summary.computed_by
+    with pytest.raises(PipelineError, match="Java"):
+        summarize(synthetic_run, engine="spark")
 
 
 def test_write_summary_is_atomic_and_complete(synthetic_run: Path, tmp_path: Path) -> None:

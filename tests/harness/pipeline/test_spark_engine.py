@@ -45,7 +45,9 @@ def test_exact_path_equals_numpy(synthetic_run: Path, spark_summary: Summary) ->
         ):
             assert got[column] == want[column], (key, column)
         for column, value in want.items():
-            if column.startswith(("lat_p", "lat_intended_p", "send_delay_p")):
+            if column in ("publish_max_us", "publish_count"):
+                assert got[column] == value, (key, column)
+            elif column.startswith(("lat_p", "lat_intended_p", "send_delay_p", "publish_p")):
                 if math.isnan(value):
                     assert math.isnan(got[column])
                 else:

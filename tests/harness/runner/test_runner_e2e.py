@@ -19,7 +19,7 @@ from rich.console import Console
 
 from harness.compare import compare
 from harness.drivers import SYSTEMS, register
-from harness.pipeline import PER_REPETITION_COLUMNS
+from harness.pipeline import PER_REPETITION_COLUMNS, run_folders
 from harness.report import write_report
 from harness.runfolder.schema import RAW_SCHEMA
 from harness.runner import worker
@@ -207,7 +207,7 @@ def test_ctrl_c_stops_workers_and_marks_incomplete(tmp_path: Path) -> None:
             proc.kill()
     assert proc.returncode == 130, output
     assert "interrupted" in output and "Traceback" not in output
-    (run_dir,) = (tmp_path / "res").iterdir()
+    (run_dir,) = run_folders(tmp_path / "res")
     assert json.loads((run_dir / "manifest.json").read_text())["complete"] is False
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline and any(Path(f"/proc/{p}").exists() for p in workers):

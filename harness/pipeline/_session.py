@@ -1,0 +1,100 @@
+"""The pipeline's Spark session: one per command, started on first use and reused by every summary after it.
+
+``local[*]`` by default (every core of this machine), a cluster with ``master`` (``spark://HOST:PORT``,
+``--spark-master``). Memory is sized for a shared two-core machine: the driver JVM (which in local mode
+also runs the tasks) gets ``MQBENCH_SPARK_DRIVER_MEMORY`` (2g); executors on a cluster Spark's 1g unless
+``MQBENCH_SPARK_EXECUTOR_MEMORY`` says more (a worker offering less never starts one); what does not fit
+spills to ``spark.local.dir`` on disk.
+Spark's own console progress bar is drawn only when stderr is a terminal (it floods logs otherwise).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from harness.pipeline._errors import PipelineError
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+JAVA_HINT = "PySpark needs Java 17: install openjdk-17-jre-headless"
+#: The one line a command prints when it summarises with pandas because Spark cannot run here.
+NO_JAVA_FALLBACK = "no Java runtime here, so the pandas engine (the reference) computed the summary; " \
+                   "install openjdk-17-jre-headless to compute it with Spark"
+
+
+def java_available() -> bool:
+    """Whether a Java runtime can be found (``JAVA_HOME`` or ``java`` on the PATH), so Spark can start."""
+    home = os.environ.get("JAVA_HOME")
+    if home and Path(home, "bin", "java").exists():
+        return True
+    return shutil.which("java") is not None
+
+
+@dataclass(frozen=True)
+class SessionInfo:
+    """Where the session runs and what starting it cost (0 when it was already running)."""
+
+    master: str
+    start_s: float
+
+
+_started: dict[int, SessionInfo] = {}
+
+
+def spark_session(master: str | None = None) -> SparkSession:
+    """The active Spark session, or a new one on ``master`` (default ``local[*]``) with the UI off.
+
+    Raises :class:`PipelineError` with :data:`JAVA_HINT` when no JVM can be started.
+    """
+    from pyspark.sql import SparkSession
+
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        return active
+    if not java_available():
+        raise PipelineError(JAVA_HINT)
+    master = master or "local[*]"
+    memory = os.environ.get("MQBENCH_SPARK_DRIVER_MEMORY", "2g")
+    builder = (
+        SparkSession.builder.appName("mqbench-pipeline")
+        .master(master)
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", str(sys.stderr.isatty()).lower())
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.driver.memory", memory)
+        # tables come back to the driver as Arrow batches, not pickled rows
+        .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+        .config("spark.sql.adaptive.enabled", "true")
+        .config("spark.sql.adaptive.coalescePartitions.enabled", "true")
+        # small lookup tables (case ids, wanted ranks, block carries) are broadcast, never shuffled
+        .config("spark.sql.autoBroadcastJoinThreshold", str(32 << 20))
+    )
+    # Python tasks (the cluster's barrier stage) must import harness: by default they run this interpreter
+    # (SparkContext reads PYSPARK_PYTHON when it starts); a cluster whose hosts keep mqbench elsewhere sets it.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    if os.environ.get("MQBENCH_SPARK_EXECUTOR_MEMORY"):  # else Spark's 1g, which a worker must be able to give
+        builder = builder.config("spark.executor.memory", os.environ["MQBENCH_SPARK_EXECUTOR_MEMORY"])
+    began = time.perf_counter()
+    try:
+        session = builder.getOrCreate()
+    except Exception as exc:  # the JVM gateway failing to start surfaces as assorted exception types
+        raise PipelineError(f"{JAVA_HINT} (Spark did not start: {str(exc).splitlines()[0][:200]})") from exc
+    session.sparkContext.setLogLevel("ERROR")
+    # Spark's default of 200 shuffle partitions makes every small aggregation 200 tasks; the summary's
+    # shuffles are of small tables but one (which sets its own count, by rows), so a few per core.
+    session.conf.set("spark.sql.shuffle.partitions", str(2 * session.sparkContext.defaultParallelism))
+    _started[id(session)] = SessionInfo(master, time.perf_counter() - began)
+    return session
+
+
+def session_info(session: SparkSession) -> SessionInfo:
+    """Where ``session`` runs, and its start time if this process started it (else 0)."""
+    known = _started.get(id(session))
+    return known or SessionInfo(str(session.sparkContext.master), 0.0)
