@@ -26,6 +26,7 @@ from harness.regression import (
     RegressionInputError,
     Verdict,
     check,
+    is_reported_only,
     read_baseline,
     read_run_data,
     regressions,
@@ -146,6 +147,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
         alpha = _fraction(str(args.alpha), "--alpha")
         metric_thresholds = _metric_thresholds(args.metric_threshold)
         baseline_systems = _pairs(args.baseline_system, "--baseline-system")
+        reported = [split_reference(item) for item in args.report_only]
         run_data = read_run_data(Path(args.run_dir))
         baseline = read_baseline(Path(args.baseline))
         results, notes = check(
@@ -156,8 +158,8 @@ def run(args: argparse.Namespace, console: Console) -> int:
             alpha=alpha,
             metric_thresholds=metric_thresholds,
             baseline_systems=baseline_systems,
+            report_only=reported,
         )
-        reported = [split_reference(item) for item in args.report_only]
     except RegressionInputError as exc:
         return fail(exc)
     for line in (
@@ -171,7 +173,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
         f"threshold {threshold:.0%}, alpha {alpha:g}, one-sided Mann-Whitney U",
     ))
     for note in notes:
-        console.print(note, soft_wrap=True, highlight=False)
+        console.print(note, soft_wrap=True, highlight=False, markup=False)
     gated = [r for r in results if not reported_only(r, reported)]
     shown = [r for r in regressions(results) if reported_only(r, reported)]
     if shown:
@@ -183,8 +185,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
 
 def reported_only(result: MetricResult, reported: Sequence[tuple[str, str | None]]) -> bool:
     """Whether ``result`` belongs to a system (and variant, when one is named) given to --report-only."""
-    return any(result.system == system and (variant is None or result.key.get("variant") == variant)
-               for system, variant in reported)
+    return is_reported_only(result.system, result.key.get("variant"), reported)
 
 
 def _case(result: MetricResult) -> str:

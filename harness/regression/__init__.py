@@ -15,7 +15,7 @@ See docs/regression.md for use in CI.
 """
 
 from harness.regression._baseline import RecordedBaseline, pool, prepare, record_baseline
-from harness.regression._check import check
+from harness.regression._check import check, is_reported_only
 from harness.regression._compare import MetricResult, compare_runs, regressions, scenario_differences
 from harness.regression._errors import RegressionInputError
 from harness.regression._files import Baseline, RunData, read_baseline, read_run_data, write_baseline
@@ -49,6 +49,7 @@ __all__ = [
     "RunData",
     "Verdict",
     "check",
+    "is_reported_only",
     "compare_ratios",
     "compare_runs",
     "describe_key",
