@@ -102,7 +102,7 @@ def test_the_error_printer_writes_one_line_to_stderr(capsys: pytest.CaptureFixtu
 def test_every_subcommand_is_wired_in_help_order() -> None:
     parser = build_parser()
     assert [c.NAME for c in COMMANDS] == ["compare", "crosscheck", "systems", "images", "validate", "calibrate",
-                                         "report", "regress", "baseline"]
+                                         "report", "history", "regress", "baseline"]
     for command in COMMANDS:
         argv = [command.NAME, "x"] if command.NAME in ("validate", "regress", "baseline") else [command.NAME]
         assert parser.parse_args(argv).run is command.run
