@@ -55,8 +55,10 @@ def history_table(summary: pd.DataFrame, runs: pd.DataFrame, reference: str = DE
         ratios = ratios.assign(rate=ratios["rate"].astype("float64").fillna(-1.0))
         med = ratios.groupby(["scenario", "pattern", "system", "variant", "size", "rate", "metric"], sort=False,
                              dropna=False)["ratio"].median().reset_index()
-        labels = frame.loc[frame["run_id"] == run_id, ["system", "label"]].drop_duplicates("system")
-        med = med.merge(labels, on="system", how="left")
+        # each variant by its own label: one system's clients are labelled apart (``kafka (java)``)
+        labels = frame.loc[frame["run_id"] == run_id, ["system", "variant", "label"]].drop_duplicates(["system", "variant"])
+        med["variant"] = med["variant"].fillna("default").astype(str)
+        med = med.merge(labels, on=["system", "variant"], how="left")
         med["metric"] = "ratio:" + med["metric"]
         parts.append(med.rename(columns={"ratio": "value"}).assign(run_id=run_id))
     out = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=list(HISTORY_COLUMNS))

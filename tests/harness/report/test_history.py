@@ -94,3 +94,20 @@ def test_history_without_runs_is_one_sentence(tmp_path: Path, capsys: pytest.Cap
 
     assert main(["history", "--results", str(tmp_path / "none")]) == 2
     assert capsys.readouterr().err.startswith("mqbench: ")
+
+
+def test_each_variant_keeps_its_own_label_in_the_ratios(tmp_path: Path) -> None:
+    # One system driven by two clients (as Kafka's kafka-python and Java rows): the ratio lines name each
+    # variant by its own label, not by the system's first one.
+    _runs(tmp_path, 2)
+    lake, _, _ = index_results(tmp_path, _pandas)
+    summary = lake.read("summary")
+    java = summary[summary["system"] == "mqcore"].assign(variant="java", label="mqcore (java)")
+    java["receiver_msgs_per_s"] = java["receiver_msgs_per_s"] / 2
+    summary = pd.concat([summary, java], ignore_index=True)
+    table = history_table(summary, lake.read("runs"), reference="zmq")
+    ratios = table[(table["metric"] == "ratio:receiver_msgs_per_s") & (table["system"] == "mqcore")]
+    labels = dict(zip(ratios["variant"], ratios["label"], strict=False))
+    assert labels["java"] == "mqcore (java)"
+    assert labels[ratios.loc[ratios["variant"] != "java", "variant"].iloc[0]] != "mqcore (java)"
+    assert ratios["label"].notna().all()
