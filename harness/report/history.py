@@ -57,7 +57,6 @@ def history_table(summary: pd.DataFrame, runs: pd.DataFrame, reference: str = DE
                              dropna=False)["ratio"].median().reset_index()
         # each variant by its own label: one system's clients are labelled apart (``kafka (java)``)
         labels = frame.loc[frame["run_id"] == run_id, ["system", "variant", "label"]].drop_duplicates(["system", "variant"])
-        med["variant"] = med["variant"].fillna("default").astype(str)
         med = med.merge(labels, on=["system", "variant"], how="left")
         med["metric"] = "ratio:" + med["metric"]
         parts.append(med.rename(columns={"ratio": "value"}).assign(run_id=run_id))
