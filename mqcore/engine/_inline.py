@@ -39,8 +39,8 @@ The direct read does in one function what the general inline read spreads over t
 connection and the decoder: one ``recv_into`` of a large buffer, the codec's frame scanner
 (``scan_messages``) slicing complete messages straight into message lists, one ``write_batch`` into
 the pipe (the socket type's ``xrecv`` still takes each message from the pipe, so ordering, envelopes,
-HWM accounting and poll readiness stay the pipe path's). A message alone in its read (a round trip's)
-goes into the pipe without ``write_batch`` or, when the recv waits for it and the socket type takes it
+HWM accounting and poll readiness stay the pipe path's). A message alone in its read (a round trip's,
+which the codec's ``lone_message`` takes whole without the scan's setup) goes into the pipe without ``write_batch`` or, when the recv waits for it and the socket type takes it
 (``SocketImpl.xrecv_direct``), straight to that recv. Whatever the scan stops at (a command, a frame
 over MAXMSGSIZE, a partial frame) goes to the decoder with the rest of the read, and a message split
 between two reads is carried into the next one (``FrameDecoder.held_bytes``). It declines, for the
@@ -71,6 +71,7 @@ from mqcore.zmtp import (
     Message,
     encode_message,
     encode_messages,
+    lone_message,
     scan_messages,
     single_long_frame,
 )
@@ -183,11 +184,10 @@ class Inline:
                 n += k
             else:
                 data = bytes(view[:n])
-            msgs, done = scan_messages(data, 0, decoder.limit)
-            if done == n and len(msgs) == 1:
+            msg = lone_message(data, decoder.limit)
+            if msg is not None:
                 # One message alone in the read, as in a round trip: to the waiting recv, or into the
                 # pipe in line (Pipe.write_batch's work for one message).
-                msg = msgs[0]
                 peer = pipe.peer
                 if take is not None and not peer.inbound:
                     got = take(msg, peer)
@@ -201,7 +201,10 @@ class Inline:
                     if not peer.in_active:
                         pipe.flush()
                     return None
-            elif LARGE <= single_long_frame(data, done) <= LARGE_MAX:
+                msgs, done = [msg], n
+            else:
+                msgs, done = scan_messages(data, 0, decoder.limit)
+            if done != n and LARGE <= single_long_frame(data, done) <= LARGE_MAX:
                 self._large = True  # the next reads take such frames header first (_read_large)
             self._deliver(pipe, msgs, data[done:] if done else data)
             return None

@@ -4,6 +4,7 @@ No sockets, threads or event loops here: an engine feeds ``ZmtpConnection.receiv
 it read, acts on ``next_events()``, and writes what ``start``, ``data_to_send`` and the
 ``encode_*`` methods return. The framing is public too, for an engine that frames plain messages
 itself: ``scan_messages`` splits bytes into whole messages (the decoder's own fast path),
+``lone_message`` takes a read that is one common message alone (a round trip's),
 ``encode_message(s)`` and ``frame_header`` write them. Mechanisms plug in through ``Mechanism``: NULL (the default),
 ``PlainMechanism`` and ``CurveMechanism``. Server mechanisms check clients through ZAP, which the
 engine relays: see ``ZmtpConnection.zap_request``/``zap_reply`` and the ``_connection`` module
@@ -34,6 +35,7 @@ from mqcore.zmtp._frames import (
     encode_message,
     encode_messages,
     frame_header,
+    lone_message,
     scan_messages,
     single_long_frame,
 )
@@ -82,6 +84,7 @@ __all__ = [
     "encode_message",
     "encode_messages",
     "frame_header",
+    "lone_message",
     "scan_messages",
     "single_long_frame",
 ]

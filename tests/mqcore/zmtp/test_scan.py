@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mqcore.zmtp import COMMAND, MORE, FrameDecoder, Message, encode_messages, scan_messages
+from mqcore.zmtp import COMMAND, MORE, FrameDecoder, Message, encode_messages, lone_message, scan_messages
 
 from .wire import frame
 
@@ -67,7 +67,7 @@ def _decoded(reads: list[bytes], limit: int) -> list[Any]:
 
 def _scanned_first(reads: list[bytes], limit: int) -> list[Any]:
     """Each read scanned from a message boundary (after the bytes the decoder holds), the rest to the
-    decoder: the direct read's scheme."""
+    decoder: the direct read's scheme (a read that is one common message alone taken whole first)."""
     seen: list[Any] = []
     decoder = _decoder(limit, seen)
     for data in reads:
@@ -77,7 +77,8 @@ def _scanned_first(reads: list[bytes], limit: int) -> list[Any]:
             continue
         decoder.drop_held()
         data = held + data
-        msgs, done = scan_messages(data, 0, decoder.limit)
+        lone = lone_message(data, decoder.limit)
+        msgs, done = ([lone], len(data)) if lone is not None else scan_messages(data, 0, decoder.limit)
         seen.extend(Message(m) for m in msgs)
         decoder.feed(data[done:])
     return seen
@@ -91,6 +92,27 @@ def test_scanning_first_agrees_with_the_decoder_on_any_split(data: Any, limit: i
     expected = _decoded([wire], limit)
     assert _decoded(reads, limit) == expected
     assert _scanned_first(reads, limit) == expected
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=st.data(), limit=st.sampled_from(LIMITS))
+def test_a_lone_message_is_what_the_scan_finds_alone(data: Any, limit: int) -> None:
+    wire = data.draw(st.one_of(
+        frame_streams(),
+        st.builds(lambda body: encode_messages([[body]]), st.binary(max_size=300)),
+        st.builds(lambda body: encode_messages([[b"", body]]), st.binary(max_size=300)),
+    ))
+    wire = wire[:data.draw(st.integers(0, len(wire)))] if data.draw(st.booleans()) else wire
+    limit = _decoder(limit, []).limit
+    lone = lone_message(wire, limit)
+    msgs, done = scan_messages(wire, 0, limit)
+    if lone is not None:
+        assert (msgs, done) == ([lone], len(wire))
+    else:  # what it declines is not one common message alone, or the limit is under a short frame's size
+        common = len(msgs) == 1 and done == len(wire) and (
+            (len(msgs[0]) == 1 and len(msgs[0][0]) <= 255)
+            or (len(msgs[0]) == 2 and msgs[0][0] == b"" and len(msgs[0][1]) <= 255))
+        assert not common or limit < 255
 
 
 @settings(max_examples=100, deadline=None)
@@ -149,3 +171,14 @@ def test_held_bytes_carry_a_split_message_into_the_next_scan() -> None:
         assert emitted + rest == msgs
         assert done == len(held) + len(wire) - cut
     assert scan_messages(wire, len(encode_messages(msgs[:2])), 1 << 20) == (msgs[2:], len(wire))  # from a later start
+
+
+def test_lone_message_declines_whatever_is_not_one_common_message_alone() -> None:
+    limit = _decoder(-1, []).limit
+    assert lone_message(encode_messages([[b"abc"]]), limit) == [b"abc"]
+    assert lone_message(encode_messages([[b"", b"abc"]]), limit) == [b"", b"abc"]
+    assert lone_message(b"\x01\x00\x01\x03abc", limit) is None  # the envelope's body frame has MORE
+    assert lone_message(b"\x01\x01\x00\x02ab", limit) is None  # the delimiter is not empty
+    assert lone_message(b"\x04\x03abc", limit) is None  # a command
+    assert lone_message(encode_messages([[b"a"], [b"b"]]), limit) is None  # two messages
+    assert lone_message(encode_messages([[b"abc"]]), 2) is None  # over a MAXMSGSIZE under 255 bytes
