@@ -1,8 +1,11 @@
 """Apache Kafka's own performance tools (``kafka-tools``, the broker's release, fetched by `make brokers`).
 
 One repetition, on a fresh topic (deleted afterwards: a run at the tools' best writes gigabytes):
-1. ``ConsumerPerformance`` starts and joins its group; one warm-up record from ``ProducerPerformance`` shows
-   that it has (a group join takes seconds, and would otherwise count as receiving time).
+1. ``ConsumerPerformance`` starts and joins its group; warm-up records from ``ProducerPerformance``, a few a
+   second for a few seconds, show that it has (a group join takes seconds, and would otherwise count as
+   receiving time). Spread out because ConsumerPerformance prints an interval line only for a record that
+   comes a whole interval after its last line (or its start): a single record read within a second of
+   joining would print none.
 2. ``ProducerPerformance`` sends without end (one process per producer, unthrottled, acks matching the
    guarantee) while the consumer reads; both are stopped after the ramp and the measured seconds. The
    receiver rate is the consumers' growth in records between their interval lines (one a second) in the
@@ -50,6 +53,7 @@ BEST_LINGER_MS, BEST_BATCH_SIZE = 10, 131072
 REPORT_MS = 1000  # the producer's and consumers' interval lines
 FOREVER = 2_000_000_000  # records: more than any run sends (ProducerPerformance sizes its latency sample by it)
 IDLE_TIMEOUT_MS = 60_000  # a consumer that gets nothing for this long gives up (--timeout)
+WARMUP_RECORDS, WARMUP_RATE = 30, 10  # records, records/s: three seconds, enough for an interval line
 LATENCY_RECORDS = 500  # EndToEndLatency: one round trip at a time, a few ms each (tens on a loaded machine)
 JOIN_TIMEOUT_S = 120.0
 CONSUMER_RAMP_S = 2.0  # ConsumerPerformance alone, reading a backlog: its JIT's first seconds left out
@@ -119,9 +123,9 @@ class KafkaPerf(Tool):
         topic = f"crosscheck-{tag}"
         producer_props = ["--command-property", *settings.split()]
 
-        def produce(records: int) -> list[str]:
+        def produce(records: int, rate: int = -1) -> list[str]:
             return [*jvm, PACKAGE + "ProducerPerformance", "--bootstrap-server", bootstrap, "--topic", topic,
-                    "--num-records", str(records), "--record-size", str(case.size), "--throughput", "-1",
+                    "--num-records", str(records), "--record-size", str(case.size), "--throughput", str(rate),
                     "--reporting-interval", str(REPORT_MS), *producer_props]
 
         consume = [*jvm, PACKAGE + "ConsumerPerformance", "--bootstrap-server", bootstrap, "--topic", topic,
@@ -137,14 +141,14 @@ class KafkaPerf(Tool):
             topics.create(topic, case.consumers)
             try:
                 consumers = [tools.start(f"consumer-{i}", consume) for i in range(case.consumers)]
-                tools.wait(tools.start("warmup", produce(1)), timeout=60)
+                tools.wait(tools.start("warmup", produce(WARMUP_RECORDS, WARMUP_RATE)), timeout=60)
                 # A line from any consumer: the group has formed (members join together).
                 tools.await_output(consumers[:1], lambda _: any(parse_intervals(c.output()) for c in consumers),
-                                   JOIN_TIMEOUT_S, "ConsumerPerformance did not receive the warm-up record")
+                                   JOIN_TIMEOUT_S, "ConsumerPerformance did not receive the warm-up records")
                 tools.measure_broker(broker_pids)
                 producers = [tools.start(f"producer-{i}", produce(FOREVER)) for i in range(case.producers)]
                 # the window starts at the first record read after the warm-up (the producers' JVMs start first)
-                tools.await_output(consumers[:1], lambda _: any(n > 1 for c in consumers
+                tools.await_output(consumers[:1], lambda _: any(n > WARMUP_RECORDS for c in consumers
                                                                 for _, n in parse_intervals(c.output())),
                                    JOIN_TIMEOUT_S, "ConsumerPerformance read nothing from ProducerPerformance")
                 tools.hold([*producers, *consumers], self.ramp + case.seconds + 2.5)
@@ -159,7 +163,8 @@ class KafkaPerf(Tool):
                     tools.wait(lat, timeout=120)
                 finally:
                     topics.delete(f"{topic}-latency")
-        rates = [steady_rate(parse_intervals(c.output()), 1, self.ramp, case.seconds) for c in consumers]
+        rates = [steady_rate(parse_intervals(c.output()), WARMUP_RECORDS, self.ramp, case.seconds)
+                 for c in consumers]
         if any(not covered for _, covered in rates):
             raise ToolFailed(f"{self.name}: a consumer's interval lines did not cover {self.ramp:g} s of ramp and "
                              f"{case.seconds:g} s measured")
