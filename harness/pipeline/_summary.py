@@ -34,6 +34,7 @@ from harness.pipeline._search import search_table
 from harness.pipeline._tables import (
     GROUP_KEYS,
     PER_REPETITION_COLUMNS,
+    empty_case_aggregate,
     finish_distribution,
     finish_series,
     sort_cases,
@@ -212,6 +213,27 @@ def _as_pipeline_error() -> Iterator[None]:
         raise PipelineError(str(exc)) from None
 
 
+def with_unmeasured_cases(cases: pd.DataFrame, runs: Sequence[RunInfo]) -> pd.DataFrame:
+    """``cases`` (the engines' case aggregates) with a row for each case and repetition that its run
+    completed but whose raw rows were all warm-up (a run that ended within its warm-up), which no engine
+    sees: zero counts and no stamps, so that the summary shows the repetition as having measured nothing
+    (no rate, no percentile) instead of leaving it out."""
+    seen = {(row["run_id"], CaseKey.of(row)) for row in cases.to_dict("records")}
+    added = []
+    for run in runs:
+        scenarios = {s.get("name"): s for s in run.scenarios}
+        for entry in run.cases:
+            key = CaseKey.of(entry)
+            scenario = scenarios.get(key.scenario)
+            if entry.get("complete") and scenario is not None and (run.run_id, key) not in seen:
+                added.append({**key.columns(), "run_id": run.run_id, "pattern": scenario.get("pattern", ""),
+                              "producers": int(scenario.get("producers") or 1),
+                              "consumers": int(scenario.get("consumers") or 1), **empty_case_aggregate()})
+    if not added:
+        return cases
+    return pd.concat([cases, pd.DataFrame(added)], ignore_index=True) if len(cases) else pd.DataFrame(added)
+
+
 def _as_paths(run_dirs: Path | str | Iterable[Path | str]) -> list[Path | str]:
     """Run locations: local paths (``file://`` URIs become paths) and URIs of shared storage."""
     if isinstance(run_dirs, str | Path):
@@ -261,6 +283,7 @@ def summarize(
             engine, start_s = "pandas", math.nan
             cases, series, distribution = _pandas.compute_files(files)
         runs = [run.info() for run in folders]
+        cases = with_unmeasured_cases(cases, runs)
         cpu = [run.read_table(CPU).assign(run_id=run.run_id) for run in folders]
         clocks = [run.read_table(CLOCKS).assign(run_id=run.run_id) for run in folders]
         per_repetition = finish_per_repetition(cases, runs, pd.concat(cpu, ignore_index=True),

@@ -17,6 +17,7 @@ messages whose acknowledgement was stamped (one row per (producer, seq)).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -88,6 +89,19 @@ MEASURES: tuple[Measure, ...] = (
     Measure("pub", "t_ack", "t_send", "messages", LAT_QUANTILES, PUBLISH_LATENCY_FROM),
 )
 POOLED: tuple[Measure, ...] = tuple(m for m in MEASURES if m.latency_from)
+
+
+def empty_case_aggregate() -> dict[str, object]:
+    """The case aggregate's values (keys and client counts aside) of a case without one measured row: zero
+    counts; no stamps, sums, maxima or quantiles."""
+    row: dict[str, object] = dict.fromkeys(
+        ("rows", "sent", "expected", "received_unique", "received", "failed", "failed_received", "out_of_order",
+         "unconfirmed", "held", *(f"{m.prefix}_count" for m in MEASURES)), 0)
+    row.update(dict.fromkeys(("t_send_first", "t_send_last", "t_recv_first", "t_recv_last",
+                              *(f"{m.prefix}_{v}_ns" for m in MEASURES for v in ("sum", "max"))), math.nan))
+    row.update(dict.fromkeys((f"{m.prefix}_q_ns" for m in MEASURES), None))
+    row.update(percentile_method="", percentile_rank_error=math.nan)
+    return row
 
 #: Columns beyond SUMMARY_COLUMNS: sample counts, how percentiles were computed, latency provenance.
 EXTRA_COLUMNS: tuple[str, ...] = (

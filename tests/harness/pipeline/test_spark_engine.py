@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from harness.pipeline import Summary, summarize
 from tests.harness.pipeline.reference import expected_summary, raw_rows, summary_by_case
-from tests.harness.pipeline.synthetic import build_bulk_run
+from tests.harness.pipeline.synthetic import build_bulk_run, build_run
 
 pytestmark = pytest.mark.spark
 
@@ -87,3 +90,28 @@ def test_bulk_run_equals_pandas_engine(tmp_path: Path, spark: Any) -> None:
 def test_spark_master_option_reuses_session(synthetic_run: Path, spark: Any) -> None:
     summary = summarize(synthetic_run, engine="spark", spark_master="local[2]")
     assert summary.engine == "spark" and len(summary.per_repetition) == 20
+
+
+def test_a_repetition_that_measured_nothing_is_a_row_in_both_engines(tmp_path: Path, spark: Any) -> None:
+    """A case the run completed whose raw rows are all warm-up (the run ended within its warm-up) is in the
+    summary with nothing measured, not left out, and both engines say the same."""
+    run = build_run(tmp_path, scenarios=("queue-2to1",), systems=("zmq",))
+    emptied = run / "raw" / "queue-2to1-zmq-default-64-max-r1.parquet"
+    table = pq.read_table(emptied)
+    pq.write_table(table.set_column(table.schema.get_field_index("warmup"), "warmup",
+                                    pa.array([True] * table.num_rows)), emptied)
+    manifest = json.loads((run / "manifest.json").read_text())
+    manifest["cases"] = [{"scenario": "queue-2to1", "system": "zmq", "variant": "default", "size": size,
+                          "rate": None, "repetition": rep, "complete": True} for size in (64, 1024) for rep in (0, 1)]
+    (run / "manifest.json").write_text(json.dumps(manifest))
+    by_pandas = summarize(run, engine="pandas")
+    by_spark = summarize(run, engine="spark", spark=spark)
+    for summary in (by_pandas, by_spark):
+        rows = summary_by_case(summary.per_repetition)
+        assert len(rows) == 4
+        empty = rows[("queue-2to1", "zmq", 64, "max", 1)]
+        assert (empty["sent"], empty["received"], empty["lost"], empty["lat_count"]) == (0, 0, 0, 0)
+        assert math.isnan(empty["receiver_msgs_per_s"]) and math.isnan(empty["lat_p50_us"])
+        assert empty["complete"] and empty["label"] and (empty["producers"], empty["consumers"]) == (2, 1)
+        assert rows[("queue-2to1", "zmq", 64, "max", 0)]["sent"] == 240
+    pd.testing.assert_frame_equal(by_spark.per_repetition, by_pandas.per_repetition)
