@@ -237,11 +237,17 @@ class _NatsProducer(Producer):
         self.room = threading.Condition()
 
     async def _drain(self) -> None:
-        """In the loop: publish what is queued now; later messages have scheduled the next drain."""
+        """In the loop: publish what is queued now; later messages have scheduled the next drain.
+
+        A publish that finds the client's buffer full awaits its flush, and a drain scheduled meanwhile runs
+        then and takes messages this one counted: the count is an upper bound. Order holds all the same, as a
+        publish puts its message in the client's buffer before it awaits anything."""
         self.scheduled = False  # before counting: a message appended after this schedules its own drain
         queue, publish, subject = self.queue, self.session.nc.publish, self.subject
         try:
             for _ in range(len(queue)):
+                if not queue:  # a drain that ran while this one awaited took the rest
+                    break
                 item = queue.popleft()
                 if isinstance(item, tuple):  # a keyed message: (its subject, its body)
                     await publish(*item)
