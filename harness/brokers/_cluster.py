@@ -34,7 +34,7 @@ from typing import Any, Protocol
 
 from harness.brokers._base import Provisioner
 from harness.brokers._process import BrokerProcess, _descendants
-from harness.brokers._spec import ClusterLaunch, NodeHost, NodeLaunch
+from harness.brokers._spec import ClusterLaunch, NodeHost, NodeLaunch, discard_grace
 from harness.drivers.base import BrokerEndpoint, ClusterShape, DriverError
 
 
@@ -407,7 +407,7 @@ def run_cluster(
     finally:
         if launch is not None:
             controls.pop(launch.url, None)
-        stop_nodes(started, launch.stop_grace if launch is not None else 5.0)
+        stop_nodes(started, discard_grace(launch.stop_grace if launch is not None else 5.0))  # the workdir goes next
         if logs_dir is not None and started:
             copy_logs(workdir, name, logs_dir)
         shutil.rmtree(workdir, ignore_errors=True)

@@ -25,7 +25,7 @@ from harness.brokers._cluster import ClusterControl, container_cluster, process_
 from harness.brokers._containers import BrokerNode, ContainerError, copy_out
 from harness.brokers._process import BrokerProcess, _descendants
 from harness.brokers._registry import provisioner
-from harness.brokers._spec import Command, Launch, NodeHost
+from harness.brokers._spec import Command, Launch, NodeHost, discard_grace
 from harness.drivers.base import SINGLE_NODE, BrokerEndpoint, ClusterShape, DriverError
 
 EXTERNAL_PROBE_TIMEOUT = 5.0
@@ -252,7 +252,7 @@ def _process_broker(prov: Provisioner, logs_dir: Path | None, placement: Placeme
     finally:
         if launch is not None:
             _CONTROLS.pop(launch.url, None)
-        grace = launch.stop_grace if launch is not None else 5.0
+        grace = discard_grace(launch.stop_grace if launch is not None else 5.0)  # the workdir goes next
         for proc in reversed(started):
             proc.stop(grace)
         if logs_dir is not None and started:
@@ -308,7 +308,7 @@ def _container_broker(prov: Provisioner, logs_dir: Path | None, placement: Place
         if launch is not None:
             _CONTROLS.pop(launch.url, None)
         if node is not None:
-            node.stop(launch.stop_grace if launch is not None else 5.0)
+            node.stop(discard_grace(launch.stop_grace if launch is not None else 5.0))  # the workdir goes next
             if logs_dir is not None:
                 _copy_logs(workdir, prov.system, logs_dir)
         shutil.rmtree(workdir, ignore_errors=True)
