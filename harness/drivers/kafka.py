@@ -245,6 +245,13 @@ class _KafkaProducer(RoundRobinProducer):
             max_request_size=8 * 1024 * 1024,
             reconnect_backoff_max_ms=RECONNECT_BACKOFF_MAX_MS,
         ), what="a producer ")
+        try:
+            # The topic's metadata now, before the case starts: else the first (timed) send waits for it, and
+            # with a thousand topics the broker's answers come late enough for sends to time out.
+            self.producer.partitions_for(topic)
+        except Exception as exc:  # noqa: BLE001 - kafka-python raises many kinds; one sentence says which
+            self.producer.close(timeout=0)
+            raise DriverError(f"kafka at {driver.url} gave no metadata for topic {topic}: {exc!r}") from None
         self.confirmed = ACKS[opts.acks] != 0  # with acks=0 there is no answer to hear a failure from
 
     def watch_outcomes(self, report: Callable[[int, int, bool], None]) -> bool:
