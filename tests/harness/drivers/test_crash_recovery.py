@@ -97,6 +97,9 @@ class _FakeClient:
     def close(self, *args: Any, **kwargs: Any) -> None:
         pass
 
+    def partitions_for(self, topic: str) -> set[int]:  # the producer asks for its topic's metadata when made
+        return {0}
+
 
 @pytest.mark.broker
 @pytest.mark.parametrize(("system", "options"), CASES)
