@@ -407,7 +407,7 @@ def run_cluster(
     finally:
         if launch is not None:
             controls.pop(launch.url, None)
-        stop_nodes(started, discard_grace(launch.stop_grace if launch is not None else 5.0))  # the workdir goes next
+        stop_nodes(started, discard_grace(launch))  # the workdir goes next
         if logs_dir is not None and started:
             copy_logs(workdir, name, logs_dir)
         shutil.rmtree(workdir, ignore_errors=True)

@@ -252,7 +252,7 @@ def _process_broker(prov: Provisioner, logs_dir: Path | None, placement: Placeme
     finally:
         if launch is not None:
             _CONTROLS.pop(launch.url, None)
-        grace = discard_grace(launch.stop_grace if launch is not None else 5.0)  # the workdir goes next
+        grace = discard_grace(launch)  # the workdir goes next
         for proc in reversed(started):
             proc.stop(grace)
         if logs_dir is not None and started:
@@ -308,7 +308,7 @@ def _container_broker(prov: Provisioner, logs_dir: Path | None, placement: Place
         if launch is not None:
             _CONTROLS.pop(launch.url, None)
         if node is not None:
-            node.stop(discard_grace(launch.stop_grace if launch is not None else 5.0))  # the workdir goes next
+            node.stop(discard_grace(launch))  # the workdir goes next
             if logs_dir is not None:
                 _copy_logs(workdir, prov.system, logs_dir)
         shutil.rmtree(workdir, ignore_errors=True)

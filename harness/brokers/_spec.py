@@ -53,9 +53,10 @@ class Command:
 DISCARD_GRACE_S = 2.0
 
 
-def discard_grace(stop_grace: float) -> float:
-    """The grace a broker gets on SIGTERM when its data is deleted after it stops (see DISCARD_GRACE_S)."""
-    return min(stop_grace, DISCARD_GRACE_S)
+def discard_grace(launch: Launch | ClusterLaunch | None) -> float:
+    """The grace a broker gets on SIGTERM when its data is deleted after it stops (see DISCARD_GRACE_S);
+    ``launch`` None: it was never launched whole."""
+    return DISCARD_GRACE_S if launch is None else min(launch.stop_grace, DISCARD_GRACE_S)
 
 
 @dataclass(frozen=True)

@@ -213,7 +213,7 @@ def _as_pipeline_error() -> Iterator[None]:
         raise PipelineError(str(exc)) from None
 
 
-def with_unmeasured_cases(cases: pd.DataFrame, runs: Sequence[RunInfo]) -> pd.DataFrame:
+def _with_unmeasured_cases(cases: pd.DataFrame, runs: Sequence[RunInfo]) -> pd.DataFrame:
     """``cases`` (the engines' case aggregates) with a row for each case and repetition that its run
     completed but whose raw rows were all warm-up (a run that ended within its warm-up), which no engine
     sees: zero counts and no stamps, so that the summary shows the repetition as having measured nothing
@@ -283,7 +283,7 @@ def summarize(
             engine, start_s = "pandas", math.nan
             cases, series, distribution = _pandas.compute_files(files)
         runs = [run.info() for run in folders]
-        cases = with_unmeasured_cases(cases, runs)
+        cases = _with_unmeasured_cases(cases, runs)
         cpu = [run.read_table(CPU).assign(run_id=run.run_id) for run in folders]
         clocks = [run.read_table(CLOCKS).assign(run_id=run.run_id) for run in folders]
         per_repetition = finish_per_repetition(cases, runs, pd.concat(cpu, ignore_index=True),

@@ -40,8 +40,9 @@ connection and the decoder: one ``recv_into`` of a large buffer, the codec's fra
 (``scan_messages``) slicing complete messages straight into message lists, one ``write_batch`` into
 the pipe (the socket type's ``xrecv`` still takes each message from the pipe, so ordering, envelopes,
 HWM accounting and poll readiness stay the pipe path's). A message alone in its read (a round trip's,
-which the codec's ``lone_message`` takes whole without the scan's setup) goes into the pipe without ``write_batch`` or, when the recv waits for it and the socket type takes it
-(``SocketImpl.xrecv_direct``), straight to that recv. Whatever the scan stops at (a command, a frame
+which the codec's ``lone_message`` takes whole without the scan's setup) goes into the pipe without
+``write_batch`` or, when the recv waits for it and the socket type takes it (``SocketImpl.xrecv_direct``),
+straight to that recv. Whatever the scan stops at (a command, a frame
 over MAXMSGSIZE, a partial frame) goes to the decoder with the rest of the read, and a message split
 between two reads is carried into the next one (``FrameDecoder.held_bytes``). It declines, for the
 general read, when the engine is busy, not handshaken or closing, events wait for the IO thread, a
