@@ -245,13 +245,26 @@ def _delivery(spark: SparkSession, rows: DataFrame, cases: pd.DataFrame, files: 
         .persist(StorageLevel.MEMORY_AND_DISK)
     )
     received = F.col("first_key").isNotNull()
-    # a message (producer, seq) is a group of units in one partition: no second shuffle
-    messages = units.groupBy("cid", "producer", "block", "seq").agg(
-        F.count(F.lit(1)).alias("units"), F.count("first_key").alias("received_unique"),
-        F.sum("receipts").alias("received"), F.sum("failed").alias("failed"),
-        F.count(F.when(received & (F.col("failed") > 0), F.lit(1))).alias("failed_received"),
-        *[F.count(F.when(~received & (F.col(flag) > 0), F.lit(1))).alias(name) for flag, name in _FLAGS],
-        *[F.min(s).alias(s) for s in stamps])
+    if (cases["pattern"] == "pubsub").any():
+        # a message (producer, seq) is a group of units in one partition: no second shuffle
+        messages = units.groupBy("cid", "producer", "block", "seq").agg(
+            F.count(F.lit(1)).alias("units"), F.count("first_key").alias("received_unique"),
+            F.sum("receipts").alias("received"), F.sum("failed").alias("failed"),
+            F.count(F.when(received & (F.col("failed") > 0), F.lit(1))).alias("failed_received"),
+            *[F.count(F.when(~received & (F.col(flag) > 0), F.lit(1))).alias(name) for flag, name in _FLAGS],
+            *[F.min(s).alias(s) for s in stamps])
+    else:
+        # without pub/sub every message is one delivery unit (no subscriber in its key): the same columns
+        # as the grouping above would give, without its second hash aggregation of one group per message
+        def one(condition: Column) -> Column:
+            return F.when(condition, F.lit(1)).otherwise(F.lit(0)).cast("long")
+
+        messages = units.select(
+            "cid", "producer", "block", "seq", F.lit(1).cast("long").alias("units"),
+            one(received).alias("received_unique"), F.col("receipts").alias("received"),
+            F.col("failed").cast("long").alias("failed"),
+            one(received & (F.col("failed") > 0)).alias("failed_received"),
+            *[one(~received & (F.col(flag) > 0)).alias(name) for flag, name in _FLAGS], *stamps)
     sent = F.col("t_send").isNotNull()
     counts = messages.groupBy("cid").agg(
         F.sum("units").alias("expected"),

@@ -58,8 +58,26 @@ def test_exact_path_equals_numpy(synthetic_run: Path, spark_summary: Summary) ->
         assert got["percentile_method"] == "exact" and got["percentile_rank_error"] == 0.0
 
 
-@pytest.mark.parametrize("table", ["per_repetition", "aggregate", "series", "distribution"])
+TABLES = ["per_repetition", "aggregate", "series", "distribution"]
+
+
+@pytest.mark.parametrize("table", TABLES)
 def test_engines_agree(pandas_summary: Summary, spark_summary: Summary, table: str) -> None:
+    _assert_agree(pandas_summary, spark_summary, table)
+
+
+def test_engines_agree_on_a_run_without_pubsub(tmp_path: Path, spark: Any) -> None:
+    """Without pub/sub every message is one delivery unit, which the Spark engine counts without grouping
+    units into messages: the same tables as the reference, losses, duplicates and failed sends included."""
+    run = build_run(tmp_path, scenarios=("queue-2to1", "reqrep"))
+    by_pandas = summarize([run], engine="pandas")
+    by_spark = summarize([run], engine="spark", spark=spark)
+    assert by_pandas.per_repetition[["lost", "duplicated", "send_failed", "out_of_order"]].to_numpy().sum(axis=0).min() > 0
+    for table in TABLES:
+        _assert_agree(by_pandas, by_spark, table)
+
+
+def _assert_agree(pandas_summary: Summary, spark_summary: Summary, table: str) -> None:
     a: pd.DataFrame = getattr(pandas_summary, table)
     b: pd.DataFrame = getattr(spark_summary, table)
     assert list(a.columns) == list(b.columns) and len(a) == len(b)
