@@ -25,7 +25,7 @@ JVM_SOURCES := jvm/pom.xml $(shell find jvm/src -name '*.java' 2>/dev/null)
 
 LATEST_RUN = $$(ls -1dt results/*/manifest.json 2>/dev/null | head -1 | xargs -r dirname)
 
-.PHONY: compare test report regress baseline evaluate brokers toxiproxy toolchain lint jvm crosscheck nats-cli \
+.PHONY: compare test report regress baseline evaluate brokers toxiproxy toolchain lint jvm crosscheck nats-cli mqttbench \
 	nats-server docker images
 
 # The virtual environment, rebuilt only when pyproject.toml or the C loops change.
@@ -94,7 +94,7 @@ brokers:
 	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
 	else echo "brokers: cannot install$$missing (needs root and apt-get); broker tests will be skipped"; \
 	  [ "$$CI" != "true" ]; fi
-	@$(MAKE) --no-print-directory $(JVM_BROKERS) nats-cli nats-server
+	@$(MAKE) --no-print-directory $(JVM_BROKERS) nats-cli nats-server mqttbench
 
 ## nats-server: the pinned nats-server release built with the machine's Go into .brokers/bin (rebuilt when the
 ## pin changes: the binary's --version must name it)
@@ -117,6 +117,18 @@ nats-cli:
 	  [ "$$CI" != "true" ]; exit; fi; \
 	echo "brokers: building $(NATSCLI) into $$bin"; \
 	GOBIN=$$bin go install $(NATSCLI) || { echo "brokers: go install $(NATSCLI) failed (above)"; [ "$$CI" != "true" ]; }
+
+## mqttbench: our MQTT benchmark client (tools/mqttbench, Eclipse Paho for Go, deps pinned in its go.sum) built
+## with the machine's Go into .brokers/bin (rebuilt when its sources are newer), for crosscheck's MQTT reference
+## at its best: mosquitto's own clients print every message, so their figure is a floor
+mqttbench:
+	@bin=$$(realpath -m $${MQBENCH_BROKERS_DIR:-.brokers}/bin); \
+	if [ -x $$bin/mqttbench ] && [ -z "$$(find tools/mqttbench -type f -newer $$bin/mqttbench)" ]; then \
+	  echo "brokers: mqttbench present"; exit 0; fi; \
+	if ! command -v go >/dev/null; then echo "brokers: mqttbench needs Go (apt-get install golang-go); the MQTT crosscheck's tool at its best is skipped"; \
+	  [ "$$CI" != "true" ]; exit; fi; \
+	echo "brokers: building tools/mqttbench into $$bin"; mkdir -p $$bin; \
+	(cd tools/mqttbench && go build -trimpath -o $$bin/mqttbench .) || { echo "brokers: go build of tools/mqttbench failed (above)"; [ "$$CI" != "true" ]; }
 
 # One jar folder per pom, complete only once .complete exists (a cut download is fetched again); .complete
 # holds the pom's checksum, so a jar added to a pom (a benchmark tool) is fetched into an existing folder too.

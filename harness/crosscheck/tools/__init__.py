@@ -19,6 +19,7 @@ TOOLS: dict[str, str] = {
     "rocketmq": "harness.crosscheck.tools.rocketmq:RocketBenchmark",
     "nats": "harness.crosscheck.tools.nats:NatsBench",
     "mqtt": "harness.crosscheck.tools.mqtt:MosquittoClients",
+    "mqtt/paho": "harness.crosscheck.tools.mqtt:PahoBench",
     "redis/unpipelined": "harness.crosscheck.tools.redis:RedisBenchmarkUnpipelined",
     "redis": "harness.crosscheck.tools.redis:RedisBenchmark",
     "activemq": "harness.crosscheck.tools.activemq:ActiveMQPerf",

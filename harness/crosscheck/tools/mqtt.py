@@ -1,21 +1,29 @@
-"""Mosquitto's own clients as the MQTT reference: ``mosquitto_sub`` beside ``mosquitto_pub -l``.
+"""MQTT references: Mosquitto's own clients with the row's settings, and our Paho client at its best.
 
-No Go MQTT benchmark is served by the Go module proxy here (github.com/krylovsk/mqtt-benchmark and
-github.com/inovex/mqtt-stresser both answer "not available"), so the row uses Debian's
-``mosquitto-clients``: one subscriber per consumer (``-F %U``: it prints each arrival's wall-clock stamp),
+Mosquitto ships no benchmark. ``MosquittoClients`` is ``mosquitto_sub`` beside ``mosquitto_pub -l`` (Debian's
+``mosquitto-clients``): one subscriber per consumer (``-F %U``: it prints each arrival's wall-clock stamp),
 started first and ending itself after the run (``-W``), then one publisher per producer publishing lines of
 ``size - 1`` bytes (+ newline) from ``yes`` as fast as its socket takes them (``-l``: one message per line),
 stopped after the ramp and the measured seconds. QoS is the harness variant's. Each subscriber gets every
 message (no shared subscription), so with several consumers the tool's case is fan-out, not a queue.
 Receiver rate = arrivals within the measured window over its length (per subscriber, averaged). No sender
 rate (a publisher fed by ``yes`` is stopped, not finished, and counts nothing) and no latency (the payload
-carries no send stamp). The clients have nothing to tune beyond QoS, which is the row's guarantee: the tool with the row's
-settings is also its best, one run serving both. The subscriber prints every message, so its figure is a
-floor for what the broker serves.
+carries no send stamp). The subscriber prints every message, so its figure is a floor for what the broker
+serves: it varied from 4.7k to 76k msg/s between repetitions of one run here.
+
+``PahoBench`` is ``tools/mqttbench`` (Eclipse Paho for Go, built into ``.brokers/bin`` by ``make brokers``;
+no Go MQTT benchmark is served by the module proxy here: github.com/krylovsk/mqtt-benchmark and
+github.com/inovex/mqtt-stresser answer "not available"), the design of mqtt-benchmark: publishers publishing
+as fast as the broker takes them with up to ``window`` publishes unconfirmed, subscribers that count and print
+their counts every 50 ms. It runs with the row's settings and at its best (the row's QoS and shape, 1,000
+publishes in flight), and is the MQTT row's reference at its best. Receiver rate: each subscriber's count
+growth over the measured window (averaged); sender rate: the publishers' messages over their run.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import math
 import re
 import shlex
 import subprocess
@@ -24,20 +32,40 @@ import uuid
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from harness.brokers._jars import cache_dir
 from harness.crosscheck._tool import CrossCase, Tool, ToolFailed, ToolMissing, ToolResult
 from harness.crosscheck.tools._exec import Tools, executable
-from harness.crosscheck.tools._steady import events_rate
+from harness.crosscheck.tools._steady import counts_rate, events_rate
 from harness.drivers.base import BrokerEndpoint
 
 MISSING = "mosquitto_pub/mosquitto_sub are not installed: apt-get install mosquitto-clients (or run make brokers)"
+MISSING_PAHO = "tools/mqttbench is not built: run make brokers (it needs Go: apt-get install golang-go)"
 SUBSCRIBE_SETTLE = 0.5  # seconds for the subscribers to subscribe before the publishers start
 SUBSCRIBER_GRACE_S = 3  # the subscribers end themselves this long after the publishers are stopped
 TIMED_OUT = 27  # mosquitto_sub's exit status when -W ends it (MOSQ_ERR_TIMEOUT)
 
 
+BEST_WINDOW = 1000  # publishes in flight unconfirmed per publisher, at its best
+PAHO_GRACE_S = 2.0  # the subscribers stay this long after the publishers end
+
+
 def arrival_stamps(text: str) -> list[float]:
     """The arrival stamps (seconds since the epoch) of ``mosquitto_sub -F %U`` lines, in order."""
     return [float(line) for line in text.split() if line.replace(".", "", 1).isdigit()]
+
+
+def paho_counts(text: str) -> tuple[dict[int, list[tuple[float, float]]], list[tuple[int, float]]]:
+    """From ``mqttbench``'s output: each subscriber's (time, messages so far) points, in order, and each
+    publisher's (messages, seconds)."""
+    subs: dict[int, list[tuple[float, float]]] = {}
+    pubs: list[tuple[int, float]] = []
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) == 4 and parts[0] == "sub":
+            subs.setdefault(int(parts[1]), []).append((float(parts[2]), float(parts[3])))
+        elif len(parts) == 4 and parts[0] == "pub":
+            pubs.append((int(parts[2]), float(parts[3])))
+    return subs, pubs
 
 
 class MosquittoClients(Tool):
@@ -46,7 +74,7 @@ class MosquittoClients(Tool):
     ramp = 1.0
 
     def best(self, case: CrossCase) -> CrossCase | None:
-        return case
+        return None  # it prints every message: a floor, not the broker's capacity (PahoBench is the best)
 
     def missing(self) -> str | None:
         return None if executable("mosquitto_pub") and executable("mosquitto_sub") else MISSING
@@ -108,3 +136,57 @@ class MosquittoClients(Tool):
             return ""
         found = re.search(r"version ([\d.]+)", out)
         return found.group(1) if found else ""
+
+
+def _paho() -> str | None:
+    return executable("mqttbench", cache_dir() / "bin")
+
+
+class PahoBench(Tool):
+    system = "mqtt"
+    name = "mqttbench (Paho Go)"
+    ramp = 1.0
+
+    def best(self, case: CrossCase) -> CrossCase | None:
+        # the row's QoS and shape with 1,000 publishes in flight: when the row already has that, one run serves both
+        return dataclasses.replace(case, window=BEST_WINDOW)
+
+    def missing(self) -> str | None:
+        return None if _paho() else MISSING_PAHO
+
+    def run(self, case: CrossCase, endpoint: BrokerEndpoint, workdir: Path, broker_pids: list[int]) -> ToolResult:
+        exe = _paho()
+        if exe is None:
+            raise ToolMissing(MISSING_PAHO)
+        url = urlsplit(endpoint.url)
+        qos = int(case.options.get("qos", 0))
+        publishing = self.ramp + case.seconds + 1.0
+        argv = [exe, "-broker", f"tcp://{url.hostname or '127.0.0.1'}:{url.port or 1883}",
+                "-topic", f"mqbench/crosscheck/{uuid.uuid4().hex[:8]}", "-qos", str(qos), "-size", str(case.size),
+                "-pubs", str(case.producers), "-subs", str(case.consumers), "-seconds", f"{publishing:g}",
+                "-window", str(case.window), "-grace", f"{PAHO_GRACE_S:g}"]
+        with Tools(workdir, self.name) as tools:
+            tools.measure_broker(broker_pids)
+            proc = tools.start("tool", argv)
+            tools.wait(proc, publishing + PAHO_GRACE_S + 60)  # + connecting, and a broker slow to confirm
+            cpu = tools.cpu_uses([proc])
+        subs, pubs = paho_counts(proc.output())
+        if len(subs) != case.consumers or any(points[-1][1] < 2 for points in subs.values()):
+            raise ToolFailed(f"mqttbench: a subscriber received fewer than 2 messages ({proc.output()[-300:]!r})")
+        figures = []
+        for points in subs.values():
+            first = next(t for t, n in points if n > 0)  # within 50 ms of the first arrival
+            figures.append(counts_rate(points, first + self.ramp, first + self.ramp + case.seconds))
+        if any(not steady for _, steady in figures):
+            raise ToolFailed(f"mqttbench's subscribers did not receive for {self.ramp + case.seconds:g} s")
+        return ToolResult(
+            tool=self.name, command=argv,
+            receiver_rate=sum(r for r, _ in figures) / len(figures),
+            sender_rate=sum(n / s for n, s in pubs) if pubs and all(s > 0 for _, s in pubs) else math.nan,
+            cpu=cpu,
+            settings=f"QoS {qos}, {case.producers} publisher(s), {case.consumers} subscriber(s), "
+                     f"{case.window} publishes in flight",
+            steady_s=min(s for _, s in figures),
+            note=(f"QoS {qos}; receiver rate per subscriber from its counts (every 50 ms) after a {self.ramp:g} s "
+                  "ramp, averaged; sender rate over the publishers' whole run; no latency"),
+        )
