@@ -121,10 +121,12 @@ def _mean_ci(ax: Axes, line: pd.DataFrame, x: str, col: str, style: str, color: 
     ax.errorbar(line[x], line[f"{col}_mean"], yerr=yerr, fmt=style, color=color, capsize=3, ms=4, label=label)
 
 
-def _legend(ax: Axes, entries: int) -> None:
+def _legend(ax: Axes, entries: int, of: Axes | None = None) -> None:
     """The legend beside the axes, never over them: inside, a legend of many cases hides the lines it names
-    (constrained layout makes room for it)."""
-    ax.legend(fontsize=6 if entries > 8 else 7, ncol=2 if entries > 16 else 1, loc="upper left",
+    (constrained layout makes room for it). ``of``: the axes whose lines it names, when not ``ax`` (a row of
+    panels keyed alike gets one legend, beside its last panel)."""
+    handles, labels = (of or ax).get_legend_handles_labels()
+    ax.legend(handles, labels, fontsize=6 if entries > 8 else 7, ncol=2 if entries > 16 else 1, loc="upper left",
               bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
 
 

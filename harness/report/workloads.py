@@ -21,7 +21,7 @@ from matplotlib.ticker import FuncFormatter
 from harness import units
 from harness.pipeline import Summary
 from harness.report._context import case_text
-from harness.report.figures import _colors, panel_figure
+from harness.report.figures import _colors, _legend, panel_figure
 from harness.report.tables import to_html, to_markdown
 from harness.runfolder.schema import BACKLOG, TIMELINE, TOPICS
 
@@ -71,7 +71,7 @@ def publish_figure(summary: Summary) -> Figure | None:
     ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _p: units.duration_us(v)))
     ax.set_xlabel("latency (mean of the repetitions' percentiles)")
     ax.grid(True, axis="x", alpha=0.3)
-    ax.legend(fontsize=7, loc="best")
+    _legend(ax, 4)
     return fig
 
 
@@ -128,7 +128,7 @@ def backlog_figure(summary: Summary) -> Figure | None:
         ax.set_ylabel("messages sent, not yet received")
         ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _p: units.count(v)))
         ax.grid(True, alpha=0.3)
-        ax.legend(fontsize=7)
+        _legend(ax, len(keys))
     return fig
 
 
@@ -164,7 +164,7 @@ def topics_figure(summary: Summary) -> Figure | None:
         lat.yaxis.set_major_formatter(FuncFormatter(lambda v, _p: units.duration_us(v)))
         tput.set_title(f"{sweep}: throughput", fontsize=9)
         lat.set_title(f"{sweep}: p99", fontsize=9)
-        tput.legend(fontsize=7)
+        _legend(lat, len(keys), of=tput)
     return fig
 
 
@@ -212,7 +212,7 @@ def profile_figure(summary: Summary) -> Figure | None:
         for ax in (rates, lat):
             ax.set_xlabel("seconds since the first send")
             ax.grid(True, alpha=0.3)
-        rates.legend(fontsize=7)
+        _legend(lat, len(keys) + 1, of=rates)
     return fig
 
 
