@@ -11,7 +11,7 @@ import pytest
 
 from harness.drivers import broker, driver_class
 from harness.drivers.base import BrokerEndpoint, DriverError, Guarantee, Pattern, Role, Topology
-from harness.drivers.kafka import KafkaOptions, consumer_partitions
+from harness.drivers.kafka import COMPRESSIONS, KafkaOptions, consumer_partitions
 from harness.drivers.options import NoOptions, option, parse_options
 from tests.harness.drivers.conformance import os_threads
 
@@ -193,6 +193,18 @@ def test_send_batch_ends_on_size_or_after_a_pause(monkeypatch: pytest.MonkeyPatc
             batch.done()
     assert ends == [False, False, True, False, False, True]
     assert batch.paced
+
+
+@pytest.mark.parametrize("codec", [c for c in COMPRESSIONS if c != "none"])
+def test_every_kafka_compression_the_driver_offers_can_run_here(codec: str) -> None:
+    """kafka-python needs a package per codec (python-snappy, lz4, zstandard): the install provides each one
+    the driver offers, so a compression variant does not fail at its producer's start."""
+    import kafka.codec
+
+    assert getattr(kafka.codec, f"has_{codec}")(), f"kafka-python has no {codec} codec here: install its package"
+    encode, decode = getattr(kafka.codec, f"{codec}_encode"), getattr(kafka.codec, f"{codec}_decode")
+    body = b"mqbench " * 512
+    assert decode(encode(body)) == body
 
 
 def test_acks_0_is_refused_on_tansu() -> None:
