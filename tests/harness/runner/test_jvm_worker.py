@@ -339,6 +339,9 @@ def test_workload_fields_the_jvm_cannot_run_are_refused_naming_field_and_client(
     backlog = reason("kafka", "java", backlog={"messages": 50, "drain_rate": 0.5})
     assert backlog is not None and backlog.startswith("backlog:") and "kafka (client java)" in backlog
     assert reason("kafka", None, backlog={"messages": 50, "drain_rate": 0.5}) is None  # the Python client holds back
+    assert reason("jeromq", None, backlog={"messages": 50, "drain_rate": 0.5}) == (
+        "backlog: the JVM worker does not hold its consumers back, so jeromq cannot build a backlog; "
+        "jeromq has no other client")  # measured through itself: no "(client )", no Python client to suggest
     path = tmp_path / "sweep.yaml"
     path.write_text("name: s\npattern: queue\nmessage_sizes: [100]\nmessages: 100\ntopics: [2, 40]\n"
                     "producers_per_topic: 1\nconsumers_per_topic: 1\n")
