@@ -107,7 +107,7 @@ def history_figure(table: pd.DataFrame, title: str = "History across runs") -> F
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
     commits = table.drop_duplicates("run_id").set_index("run_id")["git_revision"].reindex(runs).fillna("")
-    step = max(1, math.ceil(len(runs) / 20))
+    step = max(1, math.ceil(len(runs) / 12))  # a label each (run and commit) fits at up to 12 across
     ticks = np.arange(0, len(runs), step)
     axes[-1].set_xticks(ticks, [f"{i + 1}\n{str(commits.iloc[i])[:7]}" for i in ticks], fontsize=7)
     axes[-1].set_xlabel(f"run (in start order; {len(runs)} runs) and its git commit")
