@@ -248,3 +248,11 @@ def executable(name: str, *folders: Path) -> str | None:
         if candidate.is_file() and os.access(candidate, os.X_OK):
             return str(candidate)
     return shutil.which(name)
+
+
+def built_tool(name: str) -> str | None:
+    """A Go tool ``make brokers`` builds into ``.brokers/bin`` (natscli's ``nats``, ``mqttbench``), else on
+    PATH, else None."""
+    from harness.brokers._jars import cache_dir
+
+    return executable(name, cache_dir() / "bin")

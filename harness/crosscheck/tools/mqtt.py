@@ -32,9 +32,8 @@ import uuid
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from harness.brokers._jars import cache_dir
 from harness.crosscheck._tool import CrossCase, Tool, ToolFailed, ToolMissing, ToolResult
-from harness.crosscheck.tools._exec import Tools, executable
+from harness.crosscheck.tools._exec import Tools, built_tool, executable
 from harness.crosscheck.tools._steady import counts_rate, events_rate
 from harness.drivers.base import BrokerEndpoint
 
@@ -43,10 +42,14 @@ MISSING_PAHO = "tools/mqttbench is not built: run make brokers (it needs Go: apt
 SUBSCRIBE_SETTLE = 0.5  # seconds for the subscribers to subscribe before the publishers start
 SUBSCRIBER_GRACE_S = 3  # the subscribers end themselves this long after the publishers are stopped
 TIMED_OUT = 27  # mosquitto_sub's exit status when -W ends it (MOSQ_ERR_TIMEOUT)
-
-
 BEST_WINDOW = 1000  # publishes in flight unconfirmed per publisher, at its best
 PAHO_GRACE_S = 2.0  # the subscribers stay this long after the publishers end
+
+
+def broker_address(endpoint: BrokerEndpoint) -> tuple[str, int]:
+    """The MQTT broker's host and port, from its endpoint URL."""
+    url = urlsplit(endpoint.url)
+    return url.hostname or "127.0.0.1", url.port or 1883
 
 
 def arrival_stamps(text: str) -> list[float]:
@@ -84,8 +87,8 @@ class MosquittoClients(Tool):
         yes = executable("yes")
         if pub is None or sub is None or yes is None:
             raise ToolMissing(MISSING)
-        url = urlsplit(endpoint.url)
-        where = ["-h", url.hostname or "127.0.0.1", "-p", str(url.port or 1883)]
+        host, port = broker_address(endpoint)
+        where = ["-h", host, "-p", str(port)]
         qos = str(int(case.options.get("qos", 0)))
         topic = f"mqbench/crosscheck/{uuid.uuid4().hex[:8]}"
         publishing = self.ramp + case.seconds + 1.0
@@ -138,10 +141,6 @@ class MosquittoClients(Tool):
         return found.group(1) if found else ""
 
 
-def _paho() -> str | None:
-    return executable("mqttbench", cache_dir() / "bin")
-
-
 class PahoBench(Tool):
     system = "mqtt"
     name = "mqttbench (Paho Go)"
@@ -152,16 +151,16 @@ class PahoBench(Tool):
         return dataclasses.replace(case, window=BEST_WINDOW)
 
     def missing(self) -> str | None:
-        return None if _paho() else MISSING_PAHO
+        return None if built_tool("mqttbench") else MISSING_PAHO
 
     def run(self, case: CrossCase, endpoint: BrokerEndpoint, workdir: Path, broker_pids: list[int]) -> ToolResult:
-        exe = _paho()
+        exe = built_tool("mqttbench")
         if exe is None:
             raise ToolMissing(MISSING_PAHO)
-        url = urlsplit(endpoint.url)
+        host, port = broker_address(endpoint)
         qos = int(case.options.get("qos", 0))
         publishing = self.ramp + case.seconds + 1.0
-        argv = [exe, "-broker", f"tcp://{url.hostname or '127.0.0.1'}:{url.port or 1883}",
+        argv = [exe, "-broker", f"tcp://{host}:{port}",
                 "-topic", f"mqbench/crosscheck/{uuid.uuid4().hex[:8]}", "-qos", str(qos), "-size", str(case.size),
                 "-pubs", str(case.producers), "-subs", str(case.consumers), "-seconds", f"{publishing:g}",
                 "-window", str(case.window), "-grace", f"{PAHO_GRACE_S:g}"]

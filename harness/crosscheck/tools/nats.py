@@ -29,10 +29,9 @@ import uuid
 from pathlib import Path
 
 from harness.brokers._base import ProbeError
-from harness.brokers._jars import cache_dir
 from harness.brokers.nats import jetstream_request, node_urls
 from harness.crosscheck._tool import CrossCase, Tool, ToolFailed, ToolMissing, ToolResult
-from harness.crosscheck.tools._exec import Measured, Step, executable, run_measured
+from harness.crosscheck.tools._exec import Measured, Step, built_tool, run_measured
 from harness.drivers.base import BrokerEndpoint
 from harness.runfolder import redact
 
@@ -62,10 +61,6 @@ def sized(rate: float, seconds: float) -> int:
     return max(PROBE_MSGS, int(rate * seconds * MARGIN))
 
 
-def _nats() -> str | None:
-    return executable("nats", cache_dir() / "bin")
-
-
 class NatsBench(Tool):
     system = "nats"
     name = "nats bench"
@@ -78,10 +73,10 @@ class NatsBench(Tool):
         return case  # as is: the row's settings are all it has
 
     def missing(self) -> str | None:
-        return None if _nats() else MISSING
+        return None if built_tool("nats") else MISSING
 
     def run(self, case: CrossCase, endpoint: BrokerEndpoint, workdir: Path, broker_pids: list[int]) -> ToolResult:
-        exe = _nats()
+        exe = built_tool("nats")
         if exe is None:
             raise ToolMissing(MISSING)
         key = case.key()
