@@ -33,6 +33,7 @@ CI_METRICS: tuple[str, ...] = (
     "client_cpu_pct",
     "harness_cpu_pct",
     "cpu_total_s",
+    "clients_cpu_pct",
 )
 #: Per case, from its repetitions: the busiest worker (most often), CPU notes, and the CPU-based label judged
 #: on the mean figures (``harness.metrics.bound``), so that the label matches the means a report prints.
@@ -99,6 +100,8 @@ def _cpu_labels(group: pd.DataFrame, row: dict[str, object]) -> dict[str, str]:
     roles = roles[roles != ""]
     role = str(roles.mode().iloc[0]) if not roles.empty else ""
     notes = [str(n) for n in dict.fromkeys(group.get("cpu_note", pd.Series(dtype=str)).dropna().astype(str)) if n]
+    cores = group["cpu_cores"].max() if "cpu_cores" in group else math.nan
     label = client_bound(row["client_cpu_pct_mean"], row["broker_cpu_pct_mean"], role,  # type: ignore[arg-type]
-                         brokerless=bool(notes) and all(n.startswith(NO_BROKER) for n in notes))
+                         brokerless=bool(notes) and all(n.startswith(NO_BROKER) for n in notes),
+                         clients_pct=row["clients_cpu_pct_mean"], cores=cores)  # type: ignore[arg-type]
     return {"client_cpu_role": role, "cpu_note": "; ".join(notes), "client_bound": label or ""}

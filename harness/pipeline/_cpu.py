@@ -39,15 +39,17 @@ def _key(values: Sequence[object]) -> tuple[Hashable, ...]:
     return tuple(out)
 
 
-def _one_case(roles: list[dict[str, object]]) -> dict[str, object]:
+def _one_case(roles: list[dict[str, object]], cores: float) -> dict[str, object]:
     if not roles:
         return {"broker_cpu_pct": math.nan, "client_cpu_pct": math.nan, "client_cpu_role": "",
-                "harness_cpu_pct": math.nan, "cpu_total_s": math.nan, "cpu_note": NOT_RECORDED, "client_bound": ""}
+                "harness_cpu_pct": math.nan, "cpu_total_s": math.nan, "cpu_note": NOT_RECORDED, "client_bound": "",
+                "clients_cpu_pct": math.nan, "cpu_cores": cores}
     pct = {str(r["role"]): float(r["core_pct"]) for r in roles}  # type: ignore[arg-type]
     workers = {role: v for role, v in pct.items()
                if role not in _NOT_WORKERS and not role.startswith(NODE_ROLE) and not math.isnan(v)}
     busiest = max(workers, key=workers.__getitem__) if workers else ""
     client = workers[busiest] if busiest else math.nan
+    clients = sum(workers.values()) if workers else math.nan
     has_broker = "broker" in pct
     broker = pct.get("broker", math.nan)
     notes = [*([] if has_broker else [NO_BROKER]), *(n for r in roles if isinstance(n := r.get("note"), str) and n)]
@@ -60,7 +62,10 @@ def _one_case(roles: list[dict[str, object]]) -> dict[str, object]:
         "harness_cpu_pct": pct.get("harness", math.nan),
         "cpu_total_s": sum(seconds) if seconds else math.nan,
         "cpu_note": "; ".join(dict.fromkeys(notes)),
-        "client_bound": client_bound(client, broker, busiest, brokerless=not has_broker) or "",
+        "client_bound": client_bound(client, broker, busiest, brokerless=not has_broker, clients_pct=clients,
+                                     cores=cores) or "",
+        "clients_cpu_pct": clients,
+        "cpu_cores": cores,
     }
 
 
@@ -76,12 +81,15 @@ def clock_uncertainty_us(cases: pd.DataFrame, clocks: pd.DataFrame) -> pd.Series
     return pd.Series([per_case.get(_key(list(k)), math.nan) for k in keys], index=cases.index, dtype="float64")
 
 
-def cpu_columns(cases: pd.DataFrame, cpu: pd.DataFrame) -> pd.DataFrame:
+def cpu_columns(cases: pd.DataFrame, cpu: pd.DataFrame, cores: Sequence[object] | None = None) -> pd.DataFrame:
     """``CPU_SUMMARY_COLUMNS`` for each row of ``cases`` (which holds ``run_id scenario system variant size
-    rate repetition``), from the concatenated CPU tables ``cpu`` (``CPU_TABLE_COLUMNS``; may be empty)."""
+    rate repetition``), from the concatenated CPU tables ``cpu`` (``CPU_TABLE_COLUMNS``; may be empty) and,
+    per row, the cores of the machine that ran it (``cores``; None where not recorded)."""
+    per_row = [float(c) if isinstance(c, int | float) else math.nan for c in (cores or [None] * len(cases))]
     groups: dict[tuple[Hashable, ...], list[dict[str, object]]] = {}
     if not cpu.empty:
         for record in cpu.to_dict("records"):
             groups.setdefault(_key([record[k] for k in _KEYS]), []).append(record)  # type: ignore[arg-type]
-    rows = [_one_case(groups.get(_key(list(k)), [])) for k in cases[list(_KEYS)].itertuples(index=False)]
+    rows = [_one_case(groups.get(_key(list(k)), []), n)
+            for k, n in zip(cases[list(_KEYS)].itertuples(index=False), per_row, strict=True)]
     return pd.DataFrame(rows, columns=list(CPU_SUMMARY_COLUMNS), index=cases.index)

@@ -182,7 +182,8 @@ def finish_per_repetition(cases: pd.DataFrame, runs: Sequence[RunInfo], cpu: pd.
     out["send_delay_max_us"] = (c["delay_max_ns"].astype("float64") / 1e3).where(c["delay_count"] > 0)
     keys = c[["scenario", "system", "variant", "size", "rate", "repetition"]].to_dict("records")
     out["complete"] = [bool(i.case_complete(CaseKey.of(k))) if i else False for i, k in zip(info, keys, strict=True)]
-    out = pd.concat([out, cpu_columns(out, pd.DataFrame() if cpu is None else cpu)], axis=1)
+    cores = [i.host.get("cpus") if i else None for i in info]
+    out = pd.concat([out, cpu_columns(out, pd.DataFrame() if cpu is None else cpu, cores)], axis=1)
     out["lat_count"] = c["lat_count"].astype("int64")
     out["sender_span_s"] = (c["t_send_last"] - c["t_send_first"]).astype("float64") / 1e9
     out["receiver_span_s"] = (c["t_recv_last"] - c["t_recv_first"]).astype("float64") / 1e9

@@ -91,8 +91,8 @@ def _clock_uncertainty_us(summary: Summary, case: pd.Series) -> float:
 
 
 def cpu_table(summary: Summary) -> pd.DataFrame:
-    """Per case (means over repetitions): % of a core used by the broker, the busiest client process and
-    the harness, CPU seconds of them all, and the CPU-based label with its reason (or why there is none)."""
+    """Per case (means over repetitions): % of a core used by the broker, the busiest client process, all
+    client processes together and the harness, CPU seconds of them all, and the CPU-based label with its reason (or why there is none)."""
     agg = summary.aggregate
     if agg.empty or "client_bound" not in agg:
         return pd.DataFrame()
@@ -104,6 +104,7 @@ def cpu_table(summary: Summary) -> pd.DataFrame:
         "broker CPU": [units.percent(v) for v in agg["broker_cpu_pct_mean"]],
         "busiest client": agg["client_cpu_role"],
         "client CPU": [units.percent(v) for v in agg["client_cpu_pct_mean"]],
+        "all clients' CPU": [units.percent(v) for v in agg.get("clients_cpu_pct_mean", pd.Series(math.nan, agg.index))],
         "harness CPU": [units.percent(v) for v in agg["harness_cpu_pct_mean"]],
         "CPU s, all": [_num(v) for v in agg["cpu_total_s_mean"]],
         "bound by CPU": [b or n for b, n in zip(agg["client_bound"], agg["cpu_note"], strict=True)],

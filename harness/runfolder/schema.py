@@ -78,12 +78,13 @@ def percentile_column(p: float, prefix: str = "lat") -> str:
 
 #: The summary's CPU columns (from ``cpu.parquet``; percent of one core over the case's measured interval):
 #: the broker (all its processes; NaN when brokerless or not measured), the busiest worker and its role, the
-#: harness parent, the CPU seconds of all of them, ``cpu_note`` ("no broker", why a figure is missing) and
+#: harness parent, the CPU seconds of all of them, ``cpu_note`` ("no broker", why a figure is missing),
 #: ``client_bound``: the CPU-based label with its reason in words, empty when the rule does not apply
-#: (``harness.metrics.bound``).
+#: (``harness.metrics.bound``), every worker process together (``clients_cpu_pct``) and the machine's cores
+#: (``cpu_cores``, from the run's host; NaN when not recorded).
 CPU_SUMMARY_COLUMNS = (
     "broker_cpu_pct", "client_cpu_pct", "client_cpu_role", "harness_cpu_pct", "cpu_total_s", "cpu_note",
-    "client_bound",
+    "client_bound", "clients_cpu_pct", "cpu_cores",
 )
 
 #: Publish latency (OMB's publish latency, PerfTest's confirm latency): send to the system's acknowledgement,

@@ -69,6 +69,7 @@ class Workers:
         self.gone: list[Any] = []  # processes killed by a fault
         self.done: dict[str, tuple[int, str]] = {}
         self.errors: list[str] = []
+        self.closed_late: list[str] = []  # killed at the end after every role had saved its records
         self.subscribed: set[str] = set()  # consumers that heard every producer's probe
         self.client_pids: dict[str, int] = {}  # worker -> the process its client runs in (the JVM)
         self._meter: CpuWhileActive | None = None
@@ -200,7 +201,9 @@ class Workers:
 
     def shutdown(self, grace: float) -> list[str]:
         """Stop every worker: ask (stop event), then interrupt (SIGUSR1: the worker saves its records even
-        when blocked in a send), then terminate and kill. Returns the ones whose records are lost."""
+        when blocked in a send), then terminate and kill. Returns the ones whose records are lost; one killed
+        while its client closed, after each of its roles had saved its records and reported, is only named in
+        ``closed_late``."""
         self.stop.set()
         self.cpu_used()  # a case that failed before it was measured: stop the meter's thread
         self._join_all(grace)
@@ -218,7 +221,10 @@ class Workers:
         forced = []
         for name, p in self.procs.items():
             if p.is_alive():
-                forced.append(name)
+                if all(r in self.done for r in self._roles(name)):
+                    self.closed_late.append(name)  # every role saved its records and reported before
+                else:
+                    forced.append(name)
                 p.terminate()
                 p.join(2)
                 if p.is_alive():
@@ -236,15 +242,18 @@ class Workers:
             pass
         for name, p in self.procs.items():  # a worker that died of a signal of its own (a crash in a client)
             code = p.exitcode
-            roles = [r for r, g in self.group_of.items() if g == name] or [name]  # a group plays several
             killed_by_fault = any(g is p for g in self.gone)
             if (name not in forced and not killed_by_fault and code is not None and code < 0
-                    and not all(r in self.done for r in roles)):
+                    and not all(r in self.done for r in self._roles(name))):
                 self.errors.append(f"{name}: ended by {_signal_name(-code)} before it reported; its records "
                                    "are missing")
         self.status.close()
         self.status.join_thread()
         return forced
+
+    def _roles(self, name: str) -> list[str]:
+        """The roles worker process ``name`` plays: several for a group, else itself."""
+        return [r for r, g in self.group_of.items() if g == name] or [name]
 
 
 def launch_all(w: Workers, producers: list[WorkerSpec], consumers: list[WorkerSpec]) -> None:

@@ -198,7 +198,7 @@ def run_cases(
                 console.print(f"[yellow]![/] {desc}: {p.splitlines()[0]}")
             if result.backlog and result.backlog["note"]:
                 console.print(f"[yellow]·[/] {desc}: {result.backlog['note']}", highlight=False)
-            for note in _final_read_notes(result):
+            for note in [*result.notes, *_final_read_notes(result)]:
                 console.print(f"[yellow]·[/] {desc}: {note}", highlight=False)
             problems.extend(f"{desc}: {p}" for p in result.problems)
             complete = complete and result.complete
@@ -220,6 +220,7 @@ def run_cases(
                 "raw": f"raw/{name}", "complete": result.complete, **key.manifest_entry(),
                 **({"stalls": {str(c): round(v, 3) for c, v in result.stalls.items()}} if result.stalls else {}),
                 **({"backlog": result.backlog} if result.backlog else {}),
+                **({"notes": result.notes} if result.notes else {}),
             })
             run.write_manifest()
             bar.remove_task(task)
@@ -294,6 +295,7 @@ class CaseResult:
     drained: pd.DataFrame | None = None  # the final read's receipts: producer, seq, consumer, t_ns (held, not lost)
     stalls: dict[int, float] = field(default_factory=dict)  # consumer -> seconds without a receipt at the end
     backlog: dict[str, Any] | None = None  # a backlog case: target, built, release_ns, start_ns, note
+    notes: list[str] = field(default_factory=list)  # what a reader should know that did not make it incomplete
 
 
 def run_case(case: Case, driver: Driver, work_dir: Path, on_progress: OnProgress | None = None) -> CaseResult:
@@ -393,6 +395,8 @@ def _run(
     if forced:
         complete = False
         problems.append(f"workers that had to be killed (their records are missing): {', '.join(forced)}")
+    notes = [f"{', '.join(w.closed_late)}: their clients did not close within the runner's grace time; stopped "
+             "after their records were saved (nothing is missing)"] if w.closed_late else []
     problems.extend(w.errors)
     problems.extend(f"{name}: {err}" for name, (_, err) in sorted(w.done.items()) if err)
     if w.errors:
@@ -424,7 +428,7 @@ def _run(
     return CaseResult(
         rows=rows, complete=complete, problems=problems, start_ns=int(w.start_ns.value), faults=fault_records,
         timeseries=pd.DataFrame(samples) if evaluating else None, send_errors=send_errors, cpu=cpu,
-        acks_tracked=acks_tracked, drained=drained, stalls=stalled, backlog=backlog_record,
+        acks_tracked=acks_tracked, drained=drained, stalls=stalled, backlog=backlog_record, notes=notes,
     )
 
 

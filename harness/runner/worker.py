@@ -301,10 +301,14 @@ def _send_and_report(
     # The step's ``finish`` (in send_messages) flushed: a producer told of outcomes waits for them there.
     record.save(n, schedule.intended(n), outcomes.stamps(n) if outcomes is not None and outcomes.watched else None)
     ctx.status.put(("done", spec.name, n, error))
-    ctx.hold_until_stop()
-    step.close()
-    if outcomes is not None:
-        outcomes.close()
+    try:
+        ctx.hold_until_stop()
+        step.close()
+    except Interrupted:  # a client that hangs in its close: what it did is saved and reported already
+        pass
+    finally:
+        if outcomes is not None:
+            outcomes.close()
 
 
 def _consumer(spec: WorkerSpec, ctx: WorkerContext, driver: Driver) -> None:

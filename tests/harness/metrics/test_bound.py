@@ -81,3 +81,23 @@ def test_notes_of_a_case_with_faults_keep_a_brokerless_row_labelled() -> None:
     out = cpu_columns(cases, pd.DataFrame(rows, columns=list(CPU_TABLE_COLUMNS))).iloc[0]
     assert out["cpu_note"] == f"{NO_BROKER}; {note}"  # once, however many roles carry it
     assert out["client_bound"].startswith("sender-bound")
+
+
+def test_clients_that_together_fill_the_machine_bound_the_row() -> None:
+    """A hundred topics' clients played in sixteen processes, none of them busy, that together left the
+    broker (1 % of a core) nothing to work with on a two-core machine: client-bound, by the second rule; not
+    on a machine with cores to spare, nor when the cores are not recorded, nor for a brokerless row."""
+    roles = {"harness": 1.0, "broker": 1.4, **{f"consumers-{i}": 8.2 for i in range(8)},
+             **{f"producers-{i}": 16.4 for i in range(8)}}
+    rows = [*_cpu("kafka", 0, roles), *_cpu("zmq", 0, {k: v for k, v in roles.items() if k != "broker"})]
+    cpu = pd.DataFrame(rows, columns=list(CPU_TABLE_COLUMNS))
+    cases = pd.DataFrame({"run_id": "r", "scenario": "s", "system": ["kafka", "kafka", "kafka", "zmq"],
+                          "variant": "default", "size": 100, "rate": math.nan, "repetition": 0})
+    out = cpu_columns(cases, cpu, cores=[2, 8, None, 2])
+    two, eight, unknown, brokerless = (out.iloc[i] for i in range(4))
+    assert two["clients_cpu_pct"] == pytest.approx(8 * 8.2 + 8 * 16.4) and two["cpu_cores"] == 2.0
+    assert two["client_bound"] == ("client-bound: the client processes together used 197% of a core, the broker "
+                                   "1%, of the machine's 2 cores")
+    assert eight["client_bound"] == "" and unknown["client_bound"] == "" and math.isnan(unknown["cpu_cores"])
+    assert brokerless["client_bound"] == ""
+    assert client_bound(50.0, BROKER_IDLE_PCT, clients_pct=200.0, cores=2) is None  # a busy broker: no claim

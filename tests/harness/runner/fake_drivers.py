@@ -129,3 +129,23 @@ class _Late(_Wrapping):
     def send(self, payload: Any) -> None:
         if time.monotonic_ns() >= self._from:
             self._inner.send(payload)
+
+
+class HangingCloseDriver(ZmqDriver):
+    """pyzmq, except that each producer's close never returns: a client that hangs in its close after the
+    case (kafka-python's producers at a hundred topics on two cores did)."""
+
+    name: ClassVar[str] = "hanging-close"
+
+    def create_producer(self, plan: Mapping[str, Any], role: Role) -> Producer:
+        return _HangingClose(super().create_producer(plan, role))
+
+
+class _HangingClose(_Wrapping):
+    def send(self, payload: bytearray) -> None:
+        self._inner.send(payload)
+
+    def close(self) -> None:
+        self._inner.close()
+        while True:  # only the runner's interrupt or kill ends this
+            time.sleep(3600)

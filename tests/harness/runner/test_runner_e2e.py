@@ -22,7 +22,7 @@ from harness.drivers import SYSTEMS, register
 from harness.pipeline import PER_REPETITION_COLUMNS, run_folders
 from harness.report import write_report
 from harness.runfolder.schema import RAW_SCHEMA
-from harness.runner import worker
+from harness.runner import _workers, worker
 from harness.scenario import load_scenarios, parse_scenario
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -252,3 +252,28 @@ def test_unavailable_systems_are_skipped_unless_asked_for(tmp_path: Path, monkey
     assert manifest["not_available"] == {"nats": "nats-server is not installed"}
     with pytest.raises(compare_module.CompareError, match="nats cannot run here"):
         run(tmp_path, spec, ["zmq", "nats"])  # asked for with --systems: an error
+
+
+@pytest.mark.parametrize("grouped", [False, True], ids=["own-process", "grouped"])
+def test_a_client_that_hangs_in_its_close_loses_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                         grouped: bool) -> None:
+    """A producer whose close never returns, after it saved its records and reported: alone in its process
+    (interrupted) or among other roles in a group (killed), the case is complete, nothing counts as lost,
+    and the run says which worker was stopped and why."""
+    if grouped:
+        monkeypatch.setattr(_workers, "ONE_PROCESS_EACH", 2)  # 2 topics: 4 roles in 2 group processes
+        monkeypatch.setattr(_workers, "ROLE_PROCESSES", 1)
+    register("hanging-close", "tests.harness.runner.fake_drivers:HangingCloseDriver")
+    try:
+        out = run(tmp_path, {"name": "hang", "pattern": "queue", "message_sizes": [100], "messages": 500,
+                             "warmup": 0, "topics": 2, "producers_per_topic": 1,
+                             "consumers_per_topic": 1, "timeout": 5}, ["hanging-close"])
+    finally:
+        SYSTEMS.pop("hanging-close", None)
+    assert out.complete, out.problems
+    assert list(out.summary["received"]) == [1000] and list(out.summary["lost"]) == [0]
+    notes = json.loads((out.run_dir / "manifest.json").read_text())["cases"][0].get("notes", [])
+    if grouped:  # the group ignores the interrupt: killed, and named in the case's notes
+        assert any(n.startswith("producers-0: their clients did not close") for n in notes), notes
+    else:  # interrupted in its close: nothing to say
+        assert not notes, notes
