@@ -150,7 +150,7 @@ class ConfluentProducer(RoundRobinProducer):
         left = self.producer.flush(timeout)  # waits for every delivery report, serving callbacks
         if self.error is not None:
             raise DriverError(f"kafka failed to deliver a message: {self.error!r}")
-        if left:
+        if left and self.report is None:  # watched, each unanswered send is counted as unconfirmed instead
             raise DriverError(f"kafka did not confirm {left} messages within {timeout:.0f} s")
 
     def close(self) -> None:

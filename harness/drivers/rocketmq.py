@@ -66,6 +66,7 @@ from harness.drivers.rocketmq_admin import (
     create_topic,
     group_masters,
     remoting_call,
+    unrouted,
 )
 from harness.drivers.rocketmq_consumer import FAILED, FRAME, LENGTH_PROPERTY, READY
 
@@ -74,6 +75,7 @@ CONSUMER_START_TIMEOUT = 60.0  # seconds for a consumer's process to start Pytho
 CONSUMER_STOP_GRACE = 10.0  # seconds the process may take to save its offsets and exit before it is killed
 CONSUMER_PROCESS = ("-m", "harness.drivers.rocketmq_consumer")  # run by this interpreter; its arguments follow
 SERVED_CHECK_EVERY = 1.0  # seconds between a consumer's checks that its brokers still serve it (ServedCheck)
+ROUTE_WAIT = 60.0  # seconds the NameServer may take to route every topic of the run after they were created
 NOT_LISTED_CHECKS = 2  # a consumer its group's master does not list this many checks running is made again
 # librocketmq can abort the process when a client is shut down while one of its timer threads waits for an
 # answer, and two CI runs died so in PushConsumer.shutdown (SIGABRT), each within 100 ms of another client's
@@ -143,9 +145,15 @@ class RocketMQDriver(BrokerDriver):
             brokers = [addr for group in groups.values() for _, addr in sorted(group.items())]
             if not brokers:
                 raise DriverError(f"no rocketmq broker is registered with the NameServer at {self.namesrv}")
-            for topic in (topology.topic_name(i) for i in range(topology.topics)):
+            topics = [topology.topic_name(i) for i in range(topology.topics)]
+            for topic in topics:
                 for addr in brokers:
                     create_topic(addr, topic, self.opts.queues, timeout=10.0)
+            missing = unrouted(self.namesrv, topics, timeout=10.0, wait=ROUTE_WAIT)
+            if missing:
+                raise DriverError(f"the rocketmq NameServer at {self.namesrv} had no route for {len(missing)} of "
+                                  f"the run's {len(topics)} topics {ROUTE_WAIT:.0f} s after they were created "
+                                  f"(first: {missing[0]}); the broker did not register them")
         except OSError as exc:
             raise DriverError(f"rocketmq could not create the run's topics via {self.namesrv}: {exc}") from None
         plan["brokers"] = brokers

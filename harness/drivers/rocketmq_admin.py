@@ -13,12 +13,14 @@ import json
 import re
 import socket
 import struct
+import time
 from collections.abc import Iterator, Mapping
 from typing import Any
 
 # Remoting request codes (RocketMQ's RequestCode).
 UPDATE_AND_CREATE_TOPIC = 17
 GET_BROKER_RUNTIME_INFO = 28
+GET_ROUTEINFO_BY_TOPIC = 105
 GET_BROKER_CLUSTER_INFO = 106
 GET_CONSUMER_CONNECTION_LIST = 203
 DELETE_TOPIC_IN_BROKER = 215
@@ -162,3 +164,26 @@ def create_topic(addr: str, topic: str, queues: int, timeout: float) -> None:
         "order": "false",
     }
     remoting_call(addr, UPDATE_AND_CREATE_TOPIC, fields, timeout=timeout)
+
+
+def unrouted(namesrv: str, topics: list[str], timeout: float, wait: float) -> list[str]:
+    """Of ``topics`` (just created on the brokers), those for which a NameServer of ``namesrv`` still had no
+    route after ``wait`` s (asked again every half second). A broker registers a new topic with the NameServers
+    by itself, but not at once when a thousand are created together, and a producer that asks for a route
+    before then fails its send ("No route info of this topic")."""
+    addrs = [a for a in namesrv.split(";") if a]
+    left = list(topics)
+    deadline = time.monotonic() + wait
+    while True:
+        still = []
+        for topic in left:
+            for addr in addrs:
+                try:
+                    remoting_call(addr, GET_ROUTEINFO_BY_TOPIC, {"topic": topic}, timeout=timeout)
+                except RemotingRefusal:  # TOPIC_NOT_EXIST: not registered there yet
+                    still.append(topic)
+                    break
+        left = still
+        if not left or time.monotonic() >= deadline:
+            return left
+        time.sleep(0.5)

@@ -6,10 +6,10 @@ a reader can check a label from the two figures the report prints beside it:
 * a row with a broker is **client-bound** when its busiest client process (a producer, consumer, requester
   or replier, with its JVM when the client runs there) used at least ``CLIENT_BUSY_PCT`` (90 %) of a core
   while the broker, all its processes together, used less than ``BROKER_IDLE_PCT`` (70 %) of one core;
-* a row with a broker is also **client-bound** when its client processes *together* (many roles played in
-  several processes: a hundred topics' producers and consumers) and the broker used at least 90 % of the
-  machine's cores while the broker used less than 70 % of one: no client process is busy, but they left the
-  broker nothing to work with;
+* a row with a broker is also **client-bound** when the machine was full — every process measured (the
+  client processes, the broker, the harness) used at least 90 % of the machine's cores together — while the
+  broker used less than 70 % of one: many roles played in several processes (a hundred topics' producers and
+  consumers), none of them busy, left the broker nothing to work with;
 * a brokerless row (mqcore, zmq, jeromq) has no broker to compare with: it is **sender-bound** or
   **receiver-bound** (requester-/replier-bound for request/reply) when its busiest process used at least
   90 % of a core.
@@ -35,8 +35,8 @@ _SIDE = {"producer": "sender", "consumer": "receiver", "requester": "requester",
 
 #: The rule in one sentence, for legends and captions.
 RULE = (
-    f"{MARK} client-bound: the busiest client process used ≥ {CLIENT_BUSY_PCT:.0f}% of a core, or the clients "
-    f"together with the broker ≥ {CLIENT_BUSY_PCT:.0f}% of the machine's cores, while the broker used < "
+    f"{MARK} client-bound: the busiest client process used ≥ {CLIENT_BUSY_PCT:.0f}% of a core, or all processes "
+    f"together ≥ {CLIENT_BUSY_PCT:.0f}% of the machine's cores, while the broker used < "
     f"{BROKER_IDLE_PCT:.0f}% of one (brokerless: sender/receiver-bound, its busiest process ≥ "
     f"{CLIENT_BUSY_PCT:.0f}%)"
 )
@@ -51,17 +51,19 @@ def _missing(value: float | None) -> bool:
 
 
 def client_bound(client_pct: float | None, broker_pct: float | None, client_role: str = "",
-                 *, brokerless: bool = False, clients_pct: float | None = None, cores: float | None = None) -> str | None:
+                 *, brokerless: bool = False, clients_pct: float | None = None, total_pct: float | None = None,
+                 cores: float | None = None) -> str | None:
     """The label and its reason in words (``"client-bound: consumer-0 used 97% of a core, the broker
-    41%"``), or None when the row is not bound by its client by the rules above. ``clients_pct``: every
-    client process together; ``cores``: the machine's (both needed for the second rule)."""
+    41%"``), or None when the row is not bound by its client by the rules above. For the second rule:
+    ``clients_pct``, every client process together; ``total_pct``, every process measured; ``cores``, the
+    machine's."""
     if _missing(client_pct) or client_pct < CLIENT_BUSY_PCT:  # type: ignore[operator]
-        if brokerless or _missing(clients_pct) or _missing(cores) or _missing(broker_pct):
+        if brokerless or any(_missing(v) for v in (clients_pct, total_pct, cores, broker_pct)):
             return None
-        if broker_pct >= BROKER_IDLE_PCT or clients_pct + broker_pct < CLIENT_BUSY_PCT * cores:  # type: ignore[operator]
+        if broker_pct >= BROKER_IDLE_PCT or total_pct < CLIENT_BUSY_PCT * cores:  # type: ignore[operator]
             return None
         return (f"client-bound: the client processes together used {clients_pct:.0f}% of a core, the broker "
-                f"{broker_pct:.0f}%, of the machine's {cores:.0f} cores")
+                f"{broker_pct:.0f}%, all processes {total_pct:.0f}% of the machine's {cores:.0f} cores")
     who = client_role or "the busiest client process"
     if brokerless:
         side = _SIDE.get(client_role.split("-")[0], "client")

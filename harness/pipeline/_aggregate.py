@@ -103,5 +103,6 @@ def _cpu_labels(group: pd.DataFrame, row: dict[str, object]) -> dict[str, str]:
     cores = group["cpu_cores"].max() if "cpu_cores" in group else math.nan
     label = client_bound(row["client_cpu_pct_mean"], row["broker_cpu_pct_mean"], role,  # type: ignore[arg-type]
                          brokerless=bool(notes) and all(n.startswith(NO_BROKER) for n in notes),
-                         clients_pct=row["clients_cpu_pct_mean"], cores=cores)  # type: ignore[arg-type]
+                         clients_pct=row["clients_cpu_pct_mean"], cores=cores,  # type: ignore[arg-type]
+                         total_pct=np.nansum([row[f"{m}_cpu_pct_mean"] for m in ("clients", "broker", "harness")]))
     return {"client_cpu_role": role, "cpu_note": "; ".join(notes), "client_bound": label or ""}

@@ -63,7 +63,8 @@ def _one_case(roles: list[dict[str, object]], cores: float) -> dict[str, object]
         "cpu_total_s": sum(seconds) if seconds else math.nan,
         "cpu_note": "; ".join(dict.fromkeys(notes)),
         "client_bound": client_bound(client, broker, busiest, brokerless=not has_broker, clients_pct=clients,
-                                     cores=cores) or "",
+                                     total_pct=sum(v for r, v in pct.items() if not r.startswith(NODE_ROLE)
+                                                   and not math.isnan(v)), cores=cores) or "",
         "clients_cpu_pct": clients,
         "cpu_cores": cores,
     }

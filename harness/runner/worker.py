@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import gc
 import signal
+import threading
 import time
 import traceback
 from collections.abc import Callable
@@ -55,6 +56,32 @@ __all__ = ["HOT_LOOPS", "Interrupted", "WorkerContext", "WorkerSpec", "worker_ma
 #: it raises when none came.
 Pull = tuple[Callable[[], bytes], type[BaseException]]
 POLL_TIMEOUT = 0.05  # seconds a receive or poll blocks before the loop looks at the stop event
+#: In a worker process that plays many roles (``group_main``), how many of them set up their clients at once:
+#: a thousand clients that connect and ask for metadata all together overwhelm a broker on a small machine
+#: (at 1,000 topics on two cores, confluent-kafka's offset look-ups and RocketMQ's consumer starts timed out);
+#: a few at a time per process, they do not.
+SETUP_AT_ONCE = 4
+
+
+class _SetupGate:
+    """At most ``n`` threads of this process between ``enter`` and ``leave`` (a role's setup, up to ready)."""
+
+    def __init__(self, n: int) -> None:
+        self._slots = threading.Semaphore(n)
+        self._held = threading.local()
+
+    def enter(self) -> None:
+        self._slots.acquire()
+        self._held.on = True
+
+    def leave(self) -> None:
+        """End this thread's setup (again: nothing)."""
+        if getattr(self._held, "on", False):
+            self._held.on = False
+            self._slots.release()
+
+
+_gate: _SetupGate | None = None  # set by group_main; a process of one role needs none
 
 
 def pacer(rate: float | None) -> Callable[[int], None] | None:
@@ -195,6 +222,8 @@ def _ready(spec: WorkerSpec, ctx: WorkerContext, client_pid: int | None = None) 
     gc.collect()
     gc.freeze()
     ctx.status.put(("ready", spec.name, client_pid) if client_pid else ("ready", spec.name))
+    if _gate is not None:
+        _gate.leave()
 
 
 def _interrupt(signum: int, frame: Any) -> None:
@@ -222,12 +251,13 @@ def group_main(specs: list[WorkerSpec], ctx: WorkerContext) -> None:
     producers and consumers in one JVM): every role runs the same loops and reports to the parent under
     its own name. The roles share the process's interpreter, so they take turns at the GIL; a role blocked
     in its client cannot be interrupted (SIGUSR1 is ignored here): the runner then kills the process and
-    names the roles whose records are lost. Not used with faults, network hosts or the JVM worker."""
-    import threading
-
+    names the roles whose records are lost. The roles set up their clients ``SETUP_AT_ONCE`` at a time. Not
+    used with faults, network hosts or the JVM worker."""
+    global _gate
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGUSR1, signal.SIG_IGN)
     threading.stack_size(1 << 20)  # a thousand roles' stacks: 1 MiB each is plenty for the loops
+    _gate = _SetupGate(SETUP_AT_ONCE)  # the roles set up their clients a few at a time
     threads = [threading.Thread(target=run_role, args=(spec, ctx), name=spec.name, daemon=True) for spec in specs]
     for thread in threads:
         thread.start()
@@ -237,6 +267,8 @@ def group_main(specs: list[WorkerSpec], ctx: WorkerContext) -> None:
 
 def run_role(spec: WorkerSpec, ctx: WorkerContext) -> None:
     """One producer, consumer, requester or replier, from its driver to its report to the parent."""
+    if _gate is not None:
+        _gate.enter()
     try:
         driver = load_class(spec.driver)(spec.options, spec.broker)
         if driver.runs_in_jvm:  # Java clients: this process relays to the JVM worker
@@ -258,6 +290,9 @@ def run_role(spec: WorkerSpec, ctx: WorkerContext) -> None:
     except BaseException as exc:  # noqa: BLE001 - report anything to the parent, then exit
         detail = traceback.format_exc(limit=6)
         ctx.status.put(("error", spec.name, f"{type(exc).__name__}: {exc}\n{detail}"))
+    finally:
+        if _gate is not None:
+            _gate.leave()  # a role that failed before it was ready
 
 
 def _producer(spec: WorkerSpec, ctx: WorkerContext, driver: Driver) -> None:

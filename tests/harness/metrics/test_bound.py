@@ -97,7 +97,8 @@ def test_clients_that_together_fill_the_machine_bound_the_row() -> None:
     two, eight, unknown, brokerless = (out.iloc[i] for i in range(4))
     assert two["clients_cpu_pct"] == pytest.approx(8 * 8.2 + 8 * 16.4) and two["cpu_cores"] == 2.0
     assert two["client_bound"] == ("client-bound: the client processes together used 197% of a core, the broker "
-                                   "1%, of the machine's 2 cores")
+                                   "1%, all processes 199% of the machine's 2 cores")
     assert eight["client_bound"] == "" and unknown["client_bound"] == "" and math.isnan(unknown["cpu_cores"])
     assert brokerless["client_bound"] == ""
-    assert client_bound(50.0, BROKER_IDLE_PCT, clients_pct=200.0, cores=2) is None  # a busy broker: no claim
+    assert client_bound(50.0, BROKER_IDLE_PCT, clients_pct=120.0, total_pct=200.0, cores=2) is None  # busy broker
+    assert client_bound(50.0, 10.0, clients_pct=160.0, total_pct=175.0, cores=2) is None  # the machine had room
