@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import threading
 import time
 from collections.abc import Mapping
 from typing import Any, ClassVar
@@ -149,3 +150,37 @@ class _HangingClose(_Wrapping):
         self._inner.close()
         while True:  # only the runner's interrupt or kill ends this
             time.sleep(3600)
+
+
+class SlowSetupDriver(ZmqDriver):
+    """pyzmq, except that making a producer or consumer takes ``setup_ms`` and each worker process writes,
+    to ``<record>.<pid>``, the most of its roles that were setting up their clients at the same time."""
+
+    name: ClassVar[str] = "slow-setup"
+    _lock = threading.Lock()
+    _now = 0
+    _most = 0
+
+    @classmethod
+    def option_names(cls) -> frozenset[str]:
+        return super().option_names() | {"setup_ms", "record"}
+
+    def _setting_up(self, make: Any) -> Any:
+        cls = type(self)
+        with cls._lock:
+            cls._now += 1
+            cls._most = max(cls._most, cls._now)
+            with open(f"{self.options['record']}.{os.getpid()}", "w") as out:
+                out.write(str(cls._most))
+        try:
+            time.sleep(int(self.options.get("setup_ms", 50)) / 1000)
+            return make()
+        finally:
+            with cls._lock:
+                cls._now -= 1
+
+    def create_producer(self, plan: Mapping[str, Any], role: Role) -> Producer:
+        return self._setting_up(lambda: super(SlowSetupDriver, self).create_producer(plan, role))
+
+    def create_consumer(self, plan: Mapping[str, Any], role: Role) -> Any:
+        return self._setting_up(lambda: super(SlowSetupDriver, self).create_consumer(plan, role))

@@ -277,3 +277,22 @@ def test_a_client_that_hangs_in_its_close_loses_nothing(tmp_path: Path, monkeypa
         assert any(n.startswith("producers-0: their clients did not close") for n in notes), notes
     else:  # interrupted in its close: nothing to say
         assert not notes, notes
+
+
+def test_grouped_roles_set_up_their_clients_a_few_at_a_time(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Twelve producers in one process and twelve consumers in another, each taking 50 ms to make its client:
+    at most ``SETUP_AT_ONCE`` of a process set up at once (a thousand clients connecting together overwhelm a
+    broker), more than one all the same, and the case completes."""
+    monkeypatch.setattr(_workers, "ONE_PROCESS_EACH", 2)
+    monkeypatch.setattr(_workers, "ROLE_PROCESSES", 1)
+    record = tmp_path / "most"
+    register("slow-setup", "tests.harness.runner.fake_drivers:SlowSetupDriver")
+    try:
+        out = run(tmp_path, {"name": "setup", "pattern": "queue", "message_sizes": [100], "messages": 50,
+                             "warmup": 0, "topics": 12, "producers_per_topic": 1, "consumers_per_topic": 1,
+                             "variants": {"slow-setup": {"record": str(record)}}}, ["slow-setup"])
+    finally:
+        SYSTEMS.pop("slow-setup", None)
+    assert out.complete, out.problems
+    most = [int(p.read_text()) for p in tmp_path.glob("most.*")]
+    assert len(most) == 2 and max(most) <= worker.SETUP_AT_ONCE and min(most) > 1, most
