@@ -6,10 +6,22 @@ from __future__ import annotations
 import os
 import signal
 import time
+from collections.abc import Iterator
 
 import pytest
 
 from harness.cluster._stage import interruptible
+
+
+@pytest.fixture(autouse=True)
+def ctrl_c_raises() -> Iterator[None]:
+    """SIGINT raises KeyboardInterrupt here, as in `mqbench` (harness/cli.py): Python leaves it ignored when
+    the suite was started with it ignored (a job started with `&` by a non-interactive shell)."""
+    saved = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, saved)
 
 
 def test_a_ctrl_c_as_the_call_begins_waits_for_it_and_cleans_up() -> None:
