@@ -54,7 +54,6 @@ CONFLUENT_POLL_EVERY = 1000  # confluent-kafka producer: serve librdkafka's even
 # getting FENCED_LEADER_EPOCH until its next metadata refresh, up to ~36 s after the broker is back. The Java
 # client's default cap (reconnect.backoff.max.ms) is 1 s.
 RECONNECT_BACKOFF_MAX_MS = 1000
-POLL_MS = 500  # kafka-python consumer: the shortest wait of a poll (_KafkaConsumer.fetch)
 # How long a message may take, retries included, before its send fails: the Java client's default, set for
 # every client (librdkafka's own is 300 s). A leader's failover (~10-20 s here) fits well within it.
 DELIVERY_TIMEOUT_MS = 120_000
@@ -353,11 +352,7 @@ class _KafkaConsumer(AssignedConsumer):
                 self.consumer.seek(tp, offset)
 
     def fetch(self, on_message: Callable[[bytes], None], timeout: float) -> None:
-        # At least POLL_MS: poll returns as soon as a fetch brings records, so a longer wait delays no message,
-        # and every poll costs kafka-python a round of its IO thread in Python: 13 idle consumers of one
-        # process used 24 % of a core polled every 50 ms (the runner's receive timeout), 6 % every 500 ms,
-        # which at a hundred topics is what lets the clients start at all on two cores.
-        batches = self.consumer.poll(timeout_ms=max(POLL_MS, int(timeout * 1000)))
+        batches = self.consumer.poll(timeout_ms=max(1, int(timeout * 1000)))
         for records in batches.values():
             for record in records:
                 on_message(record.value)
