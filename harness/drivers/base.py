@@ -273,7 +273,10 @@ class Driver(ABC):
         """What a reader needs to see to know whether two rows are like for like, beside the broker's shape:
         ``acks``, what a send waits for before it counts as accepted (``acks=all``, ``publisher confirms``,
         ``none``), and ``fsync``, when the messages are forced to disk (``every write``, ``never (OS page
-        cache)``, ``none (memory only)``). Default: a library's, nothing to wait for and nothing on disk."""
+        cache)``, ``none (memory only)``). Default: a library's, nothing to wait for and nothing on disk; a
+        driver with a broker that does not state its own says so rather than pass for a library."""
+        if self.needs_broker:
+            return {"acks": "not stated by the driver", "fsync": "not stated by the driver"}
         return {"acks": "none (brokerless)", "fsync": "none (in memory)"}
 
     def leader_resource(self, plan: Mapping[str, Any]) -> str:

@@ -91,11 +91,6 @@ class BrokerDriver(Driver):
     capabilities: ClassVar[Capabilities] = Capabilities(flush=True)  # producers batch or window their sends
     options_type: ClassVar[type[Any] | None] = NoOptions
 
-    def parity(self) -> dict[str, str]:
-        """A broker driver states its own (``Driver.parity``); one that does not says so rather than pass
-        for a library."""
-        return {"acks": "not stated by the driver", "fsync": "not stated by the driver"}
-
     @property
     def url(self) -> str:
         assert self.broker is not None  # Driver.__init__ refused a missing broker

@@ -26,6 +26,7 @@ from typing import Any, ClassVar
 from harness.drivers.base import Driver, DriverError, Guarantee, Pattern, Topology
 from harness.drivers.kafka import KafkaDriver, KafkaOptions
 from harness.drivers.rabbitmq import RabbitMQDriver, RabbitMQOptions
+from harness.drivers.rocketmq import send_parity
 from harness.drivers.zmq_driver import ZmqDriver
 
 JVM_DIR = Path(__file__).resolve().parents[2] / "jvm"
@@ -223,6 +224,9 @@ class RocketMQJavaDriver(JavaClient, Driver):
 
     def guarantee(self) -> Guarantee:
         return Guarantee.AT_LEAST_ONCE  # a send returns only once the broker stored the message (SEND_OK)
+
+    def parity(self) -> dict[str, str]:
+        return send_parity("sync", self.broker)  # the Java client's sends are always synchronous
 
     def plan(self, topology: Topology) -> dict[str, Any]:
         plan = super().plan(topology)

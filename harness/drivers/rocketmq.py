@@ -99,6 +99,23 @@ class RocketMQOptions:
             raise DriverError("rocketmq option 'queues' must be positive")
 
 
+def send_parity(send: str, broker: Any) -> dict[str, str]:
+    """What a RocketMQ send waits for, through either client: a sync send returns once the master stored
+    the message and, in a replicated group, once every broker of its SyncStateSet has it too
+    (``allAckInSyncStateSet``); the provisioned brokers flush asynchronously (``ASYNC_FLUSH``, RocketMQ's
+    default), and a broker-wide setting cannot differ per variant."""
+    fsync = "never per message (ASYNC_FLUSH: the OS page cache, flushed in the background)"
+    if send == "oneway":
+        return {"acks": "none (one-way send)", "fsync": fsync}
+    shape = broker.shape if broker is not None else None
+    if shape is not None and shape.replicas > 1:
+        acks = (f"sync send: the master and every slave in its SyncStateSet, at least {shape.min_insync} of "
+                f"{shape.replicas} replicas (allAckInSyncStateSet, minInSyncReplicas={shape.min_insync})")
+    else:
+        acks = "sync send: the broker's write"
+    return {"acks": acks, "fsync": fsync}
+
+
 class RocketMQDriver(BrokerDriver):
     """Topics are made and removed over the remoting protocol (``plan``/``teardown`` below), not through an
     admin client."""
@@ -119,20 +136,7 @@ class RocketMQDriver(BrokerDriver):
         return Guarantee.AT_LEAST_ONCE if self.opts.send == "sync" else Guarantee.AT_MOST_ONCE
 
     def parity(self) -> dict[str, str]:
-        """A sync send returns once the master stored the message and, in a replicated group, once every
-        broker of its SyncStateSet has it too (``allAckInSyncStateSet``); the provisioned brokers flush
-        asynchronously (``ASYNC_FLUSH``, RocketMQ's default), and a broker-wide setting cannot differ per
-        variant."""
-        fsync = "never per message (ASYNC_FLUSH: the OS page cache, flushed in the background)"
-        if self.opts.send == "oneway":
-            return {"acks": "none (one-way send)", "fsync": fsync}
-        shape = self.broker.shape if self.broker is not None else None
-        if shape is not None and shape.replicas > 1:
-            acks = (f"sync send: the master and every slave in its SyncStateSet, at least {shape.min_insync} of "
-                    f"{shape.replicas} replicas (allAckInSyncStateSet, minInSyncReplicas={shape.min_insync})")
-        else:
-            acks = "sync send: the broker's write"
-        return {"acks": acks, "fsync": fsync}
+        return send_parity(self.opts.send, self.broker)
 
     # -- parent ----------------------------------------------------------------------------------
 

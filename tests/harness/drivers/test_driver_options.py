@@ -392,3 +392,21 @@ def test_a_confluent_producer_that_cannot_connect_destroys_its_handle(monkeypatc
         assert not _librdkafka_threads() - before
     finally:
         gc.enable()
+
+
+def test_every_broker_row_states_what_its_sends_wait_for() -> None:
+    """Each system with a broker, through each of its clients, says what a send waits for and when the
+    messages reach disk, for its default variant; none passes for a library (the Java RocketMQ client once
+    read "acks: none (brokerless)")."""
+    from harness.drivers import CLIENTS, SYSTEMS
+
+    for system in SYSTEMS:
+        for client in [None, *CLIENTS.get(system, {})]:
+            cls = driver_class(system, client)
+            if not cls.needs_broker:
+                assert cls({}).parity()["acks"] == "none (brokerless)", system
+                continue
+            endpoint = BrokerEndpoint(system, BROKER[system], "external")
+            parity = cls({"client": client} if client else {}, endpoint).parity()
+            for field in ("acks", "fsync"):
+                assert "brokerless" not in parity[field] and "not stated" not in parity[field], (system, client, parity)
