@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 
-recv_stamped: Callable[..., int] | None = None
+recv_headers: Callable[..., int] | None = None
 send_stamped: Callable[..., int] | None = None
 _PYTHON_LOOPS_FORCED = os.environ.get("MQBENCH_PYTHON_LOOPS", "") not in ("", "0")
 if not _PYTHON_LOOPS_FORCED:
@@ -17,7 +17,7 @@ if not _PYTHON_LOOPS_FORCED:
     except ImportError:  # pragma: no cover - the tests force the Python loops by patching these names
         pass
     else:
-        recv_stamped, send_stamped = _hotloop.recv_stamped, _hotloop.send_stamped
+        recv_headers, send_stamped = _hotloop.recv_headers, _hotloop.send_stamped
 
 #: Which per-message loops this process runs: recorded in every run's manifest.
 HOT_LOOPS = (

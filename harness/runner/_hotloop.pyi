@@ -6,6 +6,7 @@ from typing import Any
 def send_stamped(
     send: Callable[[Any], object], slots: list[Any], block: Any, size: int, offset: int, n: int, deadline: int, /
 ) -> int: ...
-def recv_stamped(
-    recv: Callable[[], Any], timed_out: type[BaseException], batch: list[Any], stamps: Any, n: int, /
+def recv_headers(
+    recv: Callable[[], Any], timed_out: type[BaseException], headers: Any, lengths: Any, stamps: Any, n: int,
+    hsize: int, /
 ) -> int: ...

@@ -283,6 +283,26 @@ class Receipts:
             if payload[:2] != PROBE_PREFIX:
                 self._store(payload, t)  # headers first: an interruption between the two leaves a spare one
 
+    def add_headers(self, headers: Any, lengths: Any, stamps: Any) -> None:
+        """Append the receipts of a batch received by ``_hotloop.recv_headers``: message i's first header
+        bytes at ``headers[i * 6:]``, its length ``lengths[i]``, its stamp ``stamps[i]`` (arrays of as many
+        messages as were recorded). As ``add_batch``: messages shorter than a header are foreign, probes are
+        left out."""
+        n = len(stamps)
+        if not n:
+            return
+        hsize = SHORT_HEADER.size
+        rows = np.frombuffer(headers, np.uint8, n * hsize).reshape(n, hsize)
+        whole = lengths >= hsize
+        keep = whole & ((rows[:, 0] != 0xFF) | (rows[:, 1] != 0xFF))  # not PROBE_ID (little-endian)
+        self.foreign += n - int(np.count_nonzero(whole))
+        if keep.all():
+            self.headers += rows.tobytes()
+            self.t_recv += stamps.tolist()
+        else:
+            self.headers += rows[keep].tobytes()
+            self.t_recv += stamps[keep].tolist()
+
     def note(self) -> str:
         """What the worker reports beside its count."""
         if not self.foreign:

@@ -13,7 +13,7 @@ The receive loop: receive -> stamp -> record the header, for every consuming wor
 
 Two ways in, chosen by what the driver declares: pull-style consumers (``Capabilities.pull_receive``) hand
 the worker a blocking receive, and the loop runs it in batches (``_pull_batches``, the per-message steps in
-C where the extension is built: ``_hotloop.recv_stamped``); callback-style consumers get
+C where the extension is built: ``_hotloop.recv_headers``); callback-style consumers get
 ``Receipts.callback`` and the loop calls ``poll``. Strategies of the loop, not copies of it: a slow consumer
 (``pacer``, callback way), the fault-tolerant consumer (``ReconnectingConsumer``: ``poll`` makes it again
 when it raises; mapped receipts), the slow-joiner handshake before the start (``await_probes``).
@@ -174,40 +174,43 @@ def await_probes(pull: Pull, spec: WorkerSpec, ctx: WorkerContext, receipts: Rec
 
 
 def _pull_batches(pull: Pull, spec: WorkerSpec, ctx: WorkerContext, receipts: Receipts) -> None:
-    """What ``Receipts.callback`` does, in batches: per message only the receive, the clock read and two
-    stores into lists reused from batch to batch; ``Receipts.add_batch`` cuts the headers of a batch out at
-    once. A batch ends after ``k`` messages or a receive timeout. Interrupted by the runner, the batch is
-    recorded up to the message being received (one that was received and stamped just before the
+    """What ``Receipts.callback`` does, in batches: per message only the receive, the clock read and the
+    header kept. In C (``_hotloop.recv_headers``) each message is let go as soon as its header is copied, as a
+    plain receive loop lets it go; the Python loop holds a batch and ``Receipts.add_batch`` cuts the headers
+    out at once. A batch ends after ``k`` messages or a receive timeout. Interrupted by the runner, the batch
+    is recorded up to the message being received (one that was received and stamped just before the
     interruption may be left out)."""
     recv, timed_out = pull
     size, stop, progress, slot = spec.size, ctx.stop, ctx.progress, spec.slot
     k = max(1, min(1024, BLOCK_BYTES // max(size, 1)))
+    hot, hsize = _hot.recv_headers, SHORT_HEADER.size
+    if hot is not None:
+        headers, lengths, stamps = bytearray(k * hsize), np.zeros(k, np.int64), np.zeros(k, np.int64)
+        while not stop.is_set():
+            n = 0
+            try:
+                stamps[:] = 0
+                n = hot(recv, timed_out, headers, lengths, stamps, k, hsize)
+            finally:
+                if not n:  # interrupted inside the C loop: every message it recorded has its stamp
+                    n = leading_stamps(stamps)
+                receipts.add_headers(headers, lengths[:n], stamps[:n])
+            progress[slot] = receipts.count()
+        return
     mono = time.monotonic_ns
     batch: list[Any] = [None] * k
-    stamps = [0] * k
-    hot = _hot.recv_stamped
-    hot_stamps = np.zeros(k, np.int64)
+    got: list[int] = [0] * k
     while not stop.is_set():
         n = 0
         try:
-            if hot is not None:  # the C loop: it ends the batch itself when a receive times out
-                hot_stamps[:] = 0
-                n = hot(recv, timed_out, batch, hot_stamps, k)
-            else:
-                for n in range(k):  # n: messages of this batch so far, also when a receive times out
-                    batch[n] = recv()
-                    stamps[n] = mono()
-                n = k
+            for n in range(k):  # n: messages of this batch so far, also when a receive times out
+                batch[n] = recv()
+                got[n] = mono()
+            n = k
         except timed_out:
             pass
         finally:
-            if hot is not None:
-                if not n:  # interrupted inside the C loop: every message it stored has its stamp
-                    n = leading_stamps(hot_stamps)
-                got = hot_stamps[:n].tolist()
-            else:
-                got = stamps[:n]
-            receipts.add_batch(batch[:n], got, size)
+            receipts.add_batch(batch[:n], got[:n], size)
         progress[slot] = receipts.count()
 
 
