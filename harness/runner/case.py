@@ -107,12 +107,9 @@ def workload_reason(cls: type[Driver], scenario: Scenario) -> str | None:
 
 def _jvm_workload_reason(cls: type[Driver], scenario: Scenario) -> str | None:
     """The workload fields the JVM worker cannot run (it runs keys, rate profiles, file and compressible
-    bodies), named with the client."""
+    bodies and backlogs), named with the client."""
     client = getattr(cls, "client", "java")
     who = f"{cls.name} (client {client})" if client else cls.name  # JeroMQ is measured through itself
-    if scenario.backlog is not None:
-        return (f"backlog: the JVM worker does not hold its consumers back, so {who} cannot build a backlog; "
-                + ("run it with a Python client" if client else f"{cls.name} has no other client"))
     roles = scenario.producers + scenario.consumers
     if scenario.series and roles > ONE_PROCESS_EACH:
         return (f"topics: {roles} producers and consumers would be a JVM each for {who} (roles share processes "

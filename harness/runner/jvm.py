@@ -98,6 +98,7 @@ def spec_json(spec: Any, client: str, watch_outcomes: bool = False) -> dict[str,
         "size": spec.size, "payload": spec.payload, "total": spec.total, "duration_ns": spec.duration_ns,
         "rate": spec.rate, "capacity": spec.capacity, "out": spec.out, "request_timeout": spec.request_timeout,
         "probe": spec.probe, "probe_from": list(spec.probe_from),
+        "backlog": bool(spec.backlog) and spec.kind in ("producer", "consumer"), "drain_rate": spec.drain_rate,
     }
 
 
@@ -229,10 +230,14 @@ def _drive(
     else:
         ctx.status.put(("ready", spec.name, proc.pid))  # the JVM's pid: its CPU is this worker's
     started = stopping = False
+    held = bool(spec.backlog) and spec.kind in ("producer", "consumer")  # until the parent's release
     while True:
         if not started and ctx.start.is_set():
             _send(proc, f"start {int(ctx.start_ns.value)}")
             started = True
+        if held and started and ctx.released():
+            _send(proc, "release")
+            held = False
         if not stopping and ctx.stop.is_set():
             _send(proc, "stop")
             stopping = True

@@ -8,7 +8,8 @@ import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 
 /** The line protocol with the relay (harness/runner/jvm.py), one line per event.
- *  relay -> JVM (stdin): {@code clock} | {@code start <t0 ns>} | {@code stop}; end of input means stop.
+ *  relay -> JVM (stdin): {@code clock} | {@code start <t0 ns>} | {@code release} (a backlog case's consumers
+ *  may receive: harness/runner/_backlog.py) | {@code stop}; end of input means stop.
  *  JVM -> relay (stdout): {@code hello} | {@code clock <ns>} | {@code outcomes on|off} (a producer asked to
  *  watch outcomes, before {@code ready}) | {@code ready} | {@code subscribed} | {@code progress <n>} |
  *  {@code outcome <first> <count> 1|0} (sends acknowledged / refused) | {@code done <n> <error>} |
@@ -17,6 +18,7 @@ import java.util.concurrent.TimeUnit;
 final class Control {
     private final PrintStream out;
     private final CountDownLatch started = new CountDownLatch(1);
+    private final CountDownLatch released = new CountDownLatch(1);
     private volatile boolean stopped;
     private volatile long t0;
 
@@ -37,9 +39,12 @@ final class Control {
                 } else if (line.startsWith("start ")) {
                     t0 = Long.parseLong(line.substring(6).trim());
                     started.countDown();
+                } else if (line.equals("release")) {
+                    released.countDown();
                 } else if (line.equals("stop")) {
                     stopped = true;
                     started.countDown();
+                    released.countDown();
                 }
             }
         } catch (Exception e) {
@@ -50,6 +55,7 @@ final class Control {
         // for good (a JeroMQ context with unsent messages waits in term()).
         stopped = true;
         started.countDown();
+        released.countDown();
         try {
             Thread.sleep(5000);
         } catch (InterruptedException e) {
@@ -78,6 +84,16 @@ final class Control {
     /** Wait for the start; false when stopped first. */
     boolean awaitStart() throws InterruptedException {
         started.await();
+        return !stopped;
+    }
+
+    boolean releasedSet() {
+        return released.getCount() == 0;
+    }
+
+    /** A backlog case's consumer: wait until the relay releases the consumers; false when stopped first. */
+    boolean awaitRelease() throws InterruptedException {
+        released.await();
         return !stopped;
     }
 

@@ -25,6 +25,8 @@ final class Spec {
     final String out;
     final double requestTimeout;
     final boolean probe;
+    final boolean backlog; // a backlog case: consumers receive nothing until the relay releases them
+    final double drainRate; // a backlog case's producers: their rate after the release, x rate (0: they stop)
     final boolean watchOutcomes; // the relay wants each send's outcome (Client#watchOutcomes)
     final List<Integer> probeFrom = new ArrayList<>();
     // Workloads (harness/runner/jvm.py spec_json): a key per message, a rate profile, a pool of bodies.
@@ -52,6 +54,8 @@ final class Spec {
         out = (String) m.get("out");
         requestTimeout = ((Number) m.get("request_timeout")).doubleValue();
         probe = Boolean.TRUE.equals(m.get("probe"));
+        backlog = Boolean.TRUE.equals(m.get("backlog"));
+        drainRate = m.get("drain_rate") == null ? 1.0 : ((Number) m.get("drain_rate")).doubleValue();
         watchOutcomes = Boolean.TRUE.equals(m.get("watch_outcomes"));
         for (Object p : (List<Object>) m.get("probe_from")) {
             probeFrom.add(((Number) p).intValue());

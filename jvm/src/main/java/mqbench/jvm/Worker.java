@@ -238,6 +238,13 @@ final class Worker {
         boolean fresh = client.keepsBuffers();
         long[] tSend = rec.get("t_send");
         long[] tIntended = rec.get("t_intended");
+        // A backlog case (harness/runner/_send.py Schedule): the rate until the consumers' release, then
+        // period / drain_rate from the first message after it (from its intended time, or now when that
+        // passed); drain_rate 0 stops the producer. The parent counts the backlog: progress every 64.
+        boolean held = spec.backlog;
+        int every = spec.backlog ? 63 : 1023;
+        int switchSeq = 0;
+        long switchAt = 0;
         int seq = 0;
         while (seq < spec.total) {
             if (seq >= tSend.length) {
@@ -245,8 +252,17 @@ final class Worker {
                 tSend = rec.get("t_send");
                 tIntended = rec.get("t_intended");
             }
+            if (held && ctl.releasedSet()) {
+                held = false;
+                if (spec.drainRate <= 0) break;
+                switchSeq = seq;
+                switchAt = Math.max(System.nanoTime(), t0 + (long) (seq * period));
+                period = period / spec.drainRate;
+            }
             if (paced) {
-                long intended = t0 + (profile != null ? profile.at(seq) : (long) (seq * period));
+                long intended = profile != null ? t0 + profile.at(seq)
+                        : spec.backlog && !held ? switchAt + (long) ((seq - switchSeq) * period)
+                        : t0 + (long) (seq * period);
                 sleepUntil(intended);
                 tIntended[seq] = intended;
             }
@@ -259,7 +275,7 @@ final class Worker {
             tSend[seq] = t;
             seq++;
             rec.setCount(seq);
-            if ((seq & 1023) == 0) {
+            if ((seq & every) == 0) {
                 progress = seq;
                 if (ctl.stopped()) break;
             }
@@ -330,8 +346,21 @@ final class Worker {
         long[] producers = rec.get("producer");
         long[] seqs = rec.get("seq");
 
+        /** A backlog case holds the client's delivering thread (a push client's) here until the release, as
+         *  the Python worker's {@code gated} does: the client stops reading and the broker keeps the rest. */
         @Override
-        public synchronized void accept(byte[] body) {
+        public void accept(byte[] body) {
+            if (spec.backlog && ctl.startSet() && !ctl.releasedSet()) {
+                try {
+                    ctl.awaitRelease();
+                } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
+                }
+            }
+            record(body);
+        }
+
+        private synchronized void record(byte[] body) {
             long t = System.nanoTime();
             if (body.length < SHORT_HEADER) {
                 foreign++;
@@ -377,6 +406,9 @@ final class Worker {
         }
         String error = "";
         try {
+            if (spec.backlog) {
+                ctl.awaitRelease();  // a pull client (Kafka, RocketMQ) fetches nothing meanwhile
+            }
             while (!ctl.stopped()) {
                 client.poll(POLL_MS);
             }
