@@ -53,6 +53,11 @@ BLOCK_MAX_SIZE = 4096  # larger messages: per-message Python work is small next 
 BLOCK_BYTES = 1 << 18  # a block (or batch) of messages that stays in the L2 cache
 
 
+def _not_probes(rows: Any) -> Any:
+    """Which rows of headers (a uint8 array, a header per row) are not probes: producer id not PROBE_ID."""
+    return (rows[:, 0] != PROBE_PREFIX[0]) | (rows[:, 1] != PROBE_PREFIX[1])
+
+
 def leading_stamps(stamps: Any) -> int:
     """How many stamps were written: they are positive and written in order into a zeroed buffer."""
     arr = np.frombuffer(stamps, dtype=np.int64)
@@ -271,7 +276,7 @@ class Receipts:
         if hsize <= size <= BLOCK_MAX_SIZE and set(map(len, batch)) == {size}:
             rows = np.frombuffer(b"".join(batch), np.uint8).reshape(len(batch), size)
             if size == hsize:  # probes are 6 bytes long: only here can one be in a batch of the run's size
-                keep = (rows[:, 0] != 0xFF) | (rows[:, 1] != 0xFF)  # not PROBE_ID (little-endian)
+                keep = _not_probes(rows)
                 if not keep.all():
                     self.headers += rows[keep, :hsize].tobytes()
                     self.t_recv += [t for t, k in zip(stamps, keep.tolist(), strict=True) if k]
@@ -294,7 +299,7 @@ class Receipts:
         hsize = SHORT_HEADER.size
         rows = np.frombuffer(headers, np.uint8, n * hsize).reshape(n, hsize)
         whole = lengths >= hsize
-        keep = whole & ((rows[:, 0] != 0xFF) | (rows[:, 1] != 0xFF))  # not PROBE_ID (little-endian)
+        keep = whole & _not_probes(rows)
         self.foreign += n - int(np.count_nonzero(whole))
         if keep.all():
             self.headers += rows.tobytes()

@@ -98,8 +98,13 @@ def spec_json(spec: Any, client: str, watch_outcomes: bool = False) -> dict[str,
         "size": spec.size, "payload": spec.payload, "total": spec.total, "duration_ns": spec.duration_ns,
         "rate": spec.rate, "capacity": spec.capacity, "out": spec.out, "request_timeout": spec.request_timeout,
         "probe": spec.probe, "probe_from": list(spec.probe_from),
-        "backlog": bool(spec.backlog) and spec.kind in ("producer", "consumer"), "drain_rate": spec.drain_rate,
+        "backlog": _held(spec), "drain_rate": spec.drain_rate,
     }
+
+
+def _held(spec: Any) -> bool:
+    """A producer or consumer of a backlog case: the JVM holds it until the parent's release."""
+    return bool(spec.backlog) and spec.kind in ("producer", "consumer")
 
 
 class _Lines:
@@ -230,7 +235,7 @@ def _drive(
     else:
         ctx.status.put(("ready", spec.name, proc.pid))  # the JVM's pid: its CPU is this worker's
     started = stopping = False
-    held = bool(spec.backlog) and spec.kind in ("producer", "consumer")  # until the parent's release
+    held = _held(spec)
     while True:
         if not started and ctx.start.is_set():
             _send(proc, f"start {int(ctx.start_ns.value)}")
