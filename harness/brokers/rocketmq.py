@@ -288,10 +288,12 @@ def replica_settings(address: str, controllers: str, min_insync: int) -> dict[st
 
 def jvm_commands(java: str, home: Path, namesrv_conf: Path, broker_conf: Path, namesrv_heap: tuple[str, ...],
                  broker_heap: tuple[str, ...], jars: str | None = None) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """The argv of a NameServer and of a broker whose ``ROCKETMQ_HOME`` and ``user.home`` are ``home`` (RocketMQ
-    logs under ${user.home}/logs/rocketmqlogs, copied into the run folder); ``jars``: the ``-cp`` (default: the
-    jars here; an image's own folder when the launch is for an image)."""
-    common = (*JVM_COMMON, f"-Duser.home={home}", f"-Drocketmq.home.dir={home}", "-cp",
+    """The argv of a NameServer and of a broker whose ``ROCKETMQ_HOME``, ``user.home`` and ``java.io.tmpdir``
+    are ``home`` (RocketMQ logs under ${user.home}/logs/rocketmqlogs, copied into the run folder; each start
+    also writes a self-signed certificate and RocksDB's native library to the temporary folder, which go with
+    the node's folder instead of piling up in /tmp); ``jars``: the ``-cp`` (default: the jars here; an image's
+    own folder when the launch is for an image)."""
+    common = (*JVM_COMMON, f"-Duser.home={home}", f"-Drocketmq.home.dir={home}", f"-Djava.io.tmpdir={home}", "-cp",
               jars or _jars.classpath("rocketmq"))
     return ((java, *namesrv_heap, *common, "org.apache.rocketmq.namesrv.NamesrvStartup", "-c", str(namesrv_conf)),
             (java, *broker_heap, *common, "org.apache.rocketmq.broker.BrokerStartup", "-c", str(broker_conf)))

@@ -77,11 +77,20 @@ CONSUMER_PROCESS = ("-m", "harness.drivers.rocketmq_consumer")  # run by this in
 SERVED_CHECK_EVERY = 1.0  # seconds between a consumer's checks that its brokers still serve it (ServedCheck)
 ROUTE_WAIT = 60.0  # seconds the NameServer may take to route every topic of the run after they were created
 NOT_LISTED_CHECKS = 2  # a consumer its group's master does not list this many checks running is made again
-# librocketmq can abort the process when a client is shut down while one of its timer threads waits for an
-# answer, and two CI runs died so in PushConsumer.shutdown (SIGABRT), each within 100 ms of another client's
-# shutdown or rebalance in the same process. Consumers now run in processes of their own
-# (harness.drivers.rocketmq_consumer); the producers a process has are still shut down one at a time, this
-# far apart.
+# librocketmq aborts the process that shuts a client down while one of the client's timer threads waits for
+# an answer: the shutdown interrupts that thread and boost::thread_interrupted reaches std::terminate (SIGABRT).
+# Consumers therefore run in processes of their own (harness.drivers.rocketmq_consumer), never shut down. A
+# producer is shut down in the process that measures, so only at a quiet moment: each client's timers fire at
+# fixed times after its start (a heartbeat to its brokers at TIMERS[0] s, a route update from the NameServer at
+# TIMERS[1] s, each again every TIMER_PERIOD s, without drift), and a shutdown right then aborted 2 of 6 tries
+# here (none of 42 at other moments, brokers answering). A timer's request is in flight for TIMER_BUSY s at most
+# while the brokers answer, for up to its 3 s timeout when one is gone (after a failed send). Two shutdowns in
+# one process are also kept SHUTDOWN_GAP apart.
+TIMERS = (0.01, 3.0)
+TIMER_PERIOD = 30.0
+TIMER_EARLY = 0.1  # seconds before a timer's time a shutdown already waits (the clocks of start() and ours)
+TIMER_BUSY = 0.5
+TIMER_BUSY_FAILING = 3.5
 SHUTDOWN_GAP = 1.0
 _shutdowns_lock = threading.Lock()
 _last_shutdown = [-SHUTDOWN_GAP]  # time.monotonic() of this process's last client shutdown
@@ -225,9 +234,12 @@ class _RocketMQProducer(Producer):
                 self.producer = ClientProducer(group)
                 dll.SetProducerInstanceName(self.producer._handle, f"{group}-{os.getpid()}-{id(self):x}".encode())
                 self.producer.set_namesrv_addr(driver.namesrv)
+                begun = time.monotonic()
                 self.producer.start()
+                self.started = (begun, time.monotonic())  # the client's timers count from within start()
         except Exception as exc:
             raise DriverError(f"cannot start a rocketmq producer against {driver.namesrv}: {exc}") from None
+        self.failing = False  # a send raised: a timer's request may wait out its timeout
 
     def send(self, payload: bytearray) -> None:
         from rocketmq.client import Message, SendStatus
@@ -242,12 +254,13 @@ class _RocketMQProducer(Producer):
                 return
             result = self.producer.send_sync(msg)
         except Exception as exc:
+            self.failing = True
             raise DriverError(f"rocketmq failed to send a message: {exc}") from None
         if result.status != SendStatus.OK:
             raise DriverError(f"rocketmq stored a message with status {result.status.name}")
 
     def close(self) -> None:
-        _shut_down(self.producer)
+        _shut_down(self.producer, self.started, TIMER_BUSY_FAILING if self.failing else TIMER_BUSY)
 
 
 class _RocketMQConsumer(Consumer):
@@ -428,12 +441,31 @@ class ServedCheck:
                               "(its connection was reset); the consumer is made again")
 
 
-def _shut_down(client: Any) -> None:
-    """``client.shutdown()``, at least ``SHUTDOWN_GAP`` after the process's previous client shutdown."""
+def quiet_delay(started: tuple[float, float], now: float, busy: float) -> float:
+    """Seconds from ``now`` until none of the timers of a client whose ``start()`` ran from ``started[0]`` to
+    ``started[1]`` can be waiting for an answer, if each waits at most ``busy`` s (0: now is such a moment)."""
+    at = now
+    moved = True
+    while moved:
+        moved = False
+        periods = max(0, int((at - started[1]) // TIMER_PERIOD))
+        for k in (periods - 1, periods, periods + 1):
+            for timer in TIMERS:
+                low = started[0] + timer + k * TIMER_PERIOD - TIMER_EARLY
+                high = started[1] + timer + k * TIMER_PERIOD + busy
+                if k >= 0 and low <= at < high:
+                    at, moved = high, True
+    return at - now
+
+
+def _shut_down(client: Any, started: tuple[float, float], busy: float) -> None:
+    """``client.shutdown()`` at a moment none of its timers waits for an answer (``quiet_delay``) and at least
+    ``SHUTDOWN_GAP`` after the process's previous client shutdown."""
     with _shutdowns_lock:
         pause = _last_shutdown[0] + SHUTDOWN_GAP - time.monotonic()
         if pause > 0:
             time.sleep(pause)
+        time.sleep(quiet_delay(started, time.monotonic(), busy))
         with contextlib.suppress(Exception):
             client.shutdown()
         _last_shutdown[0] = time.monotonic()

@@ -25,6 +25,7 @@ import contextlib
 import functools
 import random
 import selectors
+import shutil
 import socket
 import subprocess
 import tempfile
@@ -220,6 +221,7 @@ class Network:
                 _ip("link", "del", link, check=False)  # gone already when its namespace went
             self.created_ns.clear()
             self.created_links.clear()
+            shutil.rmtree(self.log_dir, ignore_errors=True)  # the proxies' logs: a failed start quoted its own
         with _LIVE_LOCK:
             _LIVE.discard(self)
 

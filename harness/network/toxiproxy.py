@@ -68,8 +68,10 @@ class Toxiproxy:
             except ToxiproxyError:
                 if self.popen.poll() is not None or time.monotonic() > deadline:
                     self.stop()
+                    said = log.read_text(errors="replace").strip().splitlines()[-1:] if log.exists() else []
                     raise ToxiproxyError(
-                        f"{BINARY} did not answer on {self.api} within {START_TIMEOUT:.0f} s (log: {log})"
+                        f"{BINARY} did not answer on {self.api} within {START_TIMEOUT:.0f} s"
+                        + (f"; it said: {said[0]}" if said else "")
                     ) from None
                 time.sleep(0.05)
 

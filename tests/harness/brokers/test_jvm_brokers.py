@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import socket
+import tempfile
 from collections import namedtuple
 from pathlib import Path
 
@@ -25,6 +26,7 @@ from tests.harness.brokers.test_interrupt import _name, interrupt_mid_run, left_
 from tests.harness.drivers.conformance import check_pubsub, require_backend, run_flow
 
 JVM_SYSTEMS = ("kafka", "rocketmq")
+KEPT_IN_TMP = {"hsperfdata_root", "mqbench-rocketmq-client"}  # the JVMs' perf data; librocketmq's log (the driver)
 
 # -- configuration (no broker) -------------------------------------------------------------------------
 
@@ -120,6 +122,7 @@ def _java_left(pids: set[int], wait: float = 30.0) -> dict[int, str]:
 def test_broker_starts_moves_messages_and_leaves_no_java(system: str, tmp_path: Path) -> None:
     require_backend(system, "process")
     before = _our_java()  # e.g. a broker the conformance suite keeps for its session
+    temp_before = set(os.listdir(tempfile.gettempdir()))
     with provision(system, backend="process", logs_dir=tmp_path / "logs") as endpoint:
         assert endpoint.version == _jars.pinned_version(system)
         assert endpoint.extra["startup_s"] > 0
@@ -129,6 +132,9 @@ def test_broker_starts_moves_messages_and_leaves_no_java(system: str, tmp_path: 
         check_pubsub(delivery, ordered=True)
     assert not _java_left(started), "java processes left after the broker was stopped"
     assert list((tmp_path / "logs" / system).rglob("*.out")), "the broker's console log is not in logs_dir"
+    # RocketMQ's servers write a self-signed certificate and RocksDB's library to java.io.tmpdir at each start
+    left = set(os.listdir(tempfile.gettempdir())) - temp_before - KEPT_IN_TMP
+    assert not left, f"the broker left files in {tempfile.gettempdir()}: {sorted(left)[:5]}"
 
 
 @pytest.mark.broker

@@ -7,6 +7,7 @@ Nothing is left running.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -91,7 +92,8 @@ class _FakeNode:
         self.name, self.answer = name, answer
         self.sock = socket.create_server(("127.0.0.1", 0))
         self.url = f"nats://127.0.0.1:{self.sock.getsockname()[1]}"
-        threading.Thread(target=self._serve, daemon=True).start()
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
 
     def _serve(self) -> None:
         while True:
@@ -120,7 +122,11 @@ class _FakeNode:
                     conn.sendall(b"HMSG %s 1 %d %d\r\n%s\r\n" % (inbox.group(1), len(status), len(status), status))
 
     def close(self) -> None:
+        with contextlib.suppress(OSError):  # wakes the accept: a close alone does not, on Linux
+            self.sock.shutdown(socket.SHUT_RDWR)
         self.sock.close()
+        self.thread.join(timeout=10)
+        assert not self.thread.is_alive(), f"the fake {self.name} still serves after its close"
 
 
 @pytest.fixture

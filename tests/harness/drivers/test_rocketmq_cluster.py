@@ -386,3 +386,33 @@ def test_a_consumer_that_cannot_start_says_why_in_one_sentence(fake_process: Any
     with pytest.raises(DriverError, match=r"cannot start a rocketmq consumer against ns:1: the NameServer at ns:1 is unreachable"):
         consumer.start(lambda payload: None)
     assert consumer.process is None
+
+
+@pytest.mark.parametrize(("at", "busy", "waits"), [
+    (1.5, driver.TIMER_BUSY, 0.0),  # between the heartbeat and the route update
+    (2.95, driver.TIMER_BUSY, 3.0 + driver.TIMER_BUSY - 2.95),  # just before the route update: past it
+    (3.2, driver.TIMER_BUSY, 3.0 + driver.TIMER_BUSY - 3.2),
+    (3.2, driver.TIMER_BUSY_FAILING, 3.0 + driver.TIMER_BUSY_FAILING - 3.2),
+    (0.0, driver.TIMER_BUSY, 0.01 + driver.TIMER_BUSY),  # the first heartbeat
+    (63.05, driver.TIMER_BUSY, 63.0 + driver.TIMER_BUSY - 63.05),  # the route update two periods later
+    (33.0 + driver.TIMER_BUSY, driver.TIMER_BUSY, 0.0),
+    (29.95, driver.TIMER_BUSY, 30.01 + driver.TIMER_BUSY - 29.95),  # the heartbeat one period later
+])
+def test_a_producer_is_shut_down_only_when_none_of_its_timers_waits_for_an_answer(
+        at: float, busy: float, waits: float) -> None:
+    """librocketmq aborts the process when a shutdown interrupts a timer's request (2 of 6 shutdowns at the
+    route update's time did here); the heartbeat at 0.01 s and the route update at 3 s after the start come
+    again every 30 s."""
+    assert driver.quiet_delay((0.0, 0.0), at, busy) == pytest.approx(waits)
+
+
+def test_a_slow_start_widens_the_window_by_its_length() -> None:
+    started = (10.0, 10.4)  # the timers were scheduled at some moment within start()
+    assert driver.quiet_delay(started, 12.95, driver.TIMER_BUSY) == pytest.approx(13.4 + driver.TIMER_BUSY - 12.95)
+    assert driver.quiet_delay(started, 12.85, driver.TIMER_BUSY) == 0.0
+
+
+def test_windows_that_overlap_are_waited_out_together() -> None:
+    """With a broker gone a heartbeat may still wait when the route update fires: both are waited out."""
+    waits = driver.quiet_delay((0.0, 0.0), 0.2, driver.TIMER_BUSY_FAILING)
+    assert waits == pytest.approx(3.0 + driver.TIMER_BUSY_FAILING - 0.2)

@@ -111,6 +111,7 @@ def test_a_client_host_reaches_the_root_through_the_proxy_and_the_delay_shows() 
                      "t=time.monotonic(); s.sendall(b'x'); s.recv(1); print(time.monotonic()-t)")
             quick = float(_in_namespace(str(net.namespace("c")), sys.executable, "-c", probe).stdout)
             proxy = net.toxiproxy(None)
+            logs = net.log_dir
             (name,) = routes.proxies_of("c", {port_box[0]})
             proxy.add_toxic(name, "d", "latency", {"latency": 50, "jitter": 0}, "downstream")
             slow = float(_in_namespace(str(net.namespace("c")), sys.executable, "-c", probe).stdout)
@@ -120,6 +121,7 @@ def test_a_client_host_reaches_the_root_through_the_proxy_and_the_delay_shows() 
         stop.set()
         server.join(5)
     assert_nothing_left(before)
+    assert not logs.exists(), f"the proxies' log folder {logs} outlived its hosts"
 
 
 def test_enter_moves_a_process_into_a_host() -> None:

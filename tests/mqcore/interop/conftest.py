@@ -4,6 +4,7 @@ helper that makes a connected pair with either library on either side and either
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 import uuid
 from collections.abc import Iterator
@@ -16,6 +17,14 @@ import zmq
 import mqcore
 
 TIMEOUT_MS = 5000
+_IPC_DIR = tempfile.mkdtemp(prefix="mqbench-interop-")  # the ipc endpoints' files, removed after the session
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _ipc_files() -> Iterator[None]:
+    """Socket files some interop tests leave (21 in /tmp after one CI run) go with the session."""
+    yield
+    shutil.rmtree(_IPC_DIR, ignore_errors=True)
 
 
 @dataclass
@@ -42,7 +51,7 @@ def libs() -> Iterator[Libs]:
 def endpoint_for(transport: str) -> str:
     if transport == "tcp":
         return "tcp://127.0.0.1:*"
-    return "ipc://" + os.path.join(tempfile.gettempdir(), f"mqi-{uuid.uuid4().hex[:10]}.ipc")
+    return "ipc://" + os.path.join(_IPC_DIR, f"mqi-{uuid.uuid4().hex[:10]}.ipc")
 
 
 def make_socket(libs: Libs, lib: str, type_name: str, **opts: Any) -> Any:
