@@ -60,18 +60,34 @@ def median_rows(rows: Sequence[Mapping[Any, Any]]) -> list[dict[str, Any]]:
 def capacity_sentences(medians: Sequence[Mapping[str, Any]], name: Callable[[Any, Any], str]) -> list[str]:
     """One sentence per row variant and size that has a figure against its tool at its best: the fraction of
     the broker's capacity it reached, and R against the tool with the row's own settings (``median_rows``).
-    ``name(label, variant)`` names a row (the report's ``row_name``)."""
+    What the broker carries here is the most the tool moved, at its best or with the row's settings (both ran
+    on that broker in the same minutes). A row that moved more than either says so instead of a fraction
+    above 1: the tool's settings did not reach the broker's capacity. ``name(label, variant)`` names a row
+    (the report's ``row_name``)."""
     out = []
     for m in medians:
         if m["reference"] != "best" or m["status"] != "ok" or not finite(m["R"]):
             continue
         row = name(m["label"] or m["system"], m["variant"])
         vs = "sender" if m["rate_kind"] == "sender" else "receiver"
-        text = (f"{row}, {units.size(int(m['size']))}: {m['R']:.2f} of what the broker carries here — {m['tool']} at its "
-                f"best ({m['tool_settings'] or 'its settings'}) moved {units.count(m['tool_rate'])} msg/s ({vs}), "
-                f"the row {units.count(m['harness_rate'])}")
         matched = [x for x in medians if x["reference"] == "matched" and x["status"] == "ok" and finite(x["R"])
                    and (x["system"], x["variant"], x["size"]) == (m["system"], m["variant"], m["size"])]
+        same_tool = [x["tool_rate"] for x in matched if x["tool"] == m["tool"] and finite(x["tool_rate"])]
+        capacity = max([m["tool_rate"], *same_tool])
+        best = (f"{m['tool']} at its best ({m['tool_settings'] or 'its settings'}) moved "
+                f"{units.count(m['tool_rate'])} msg/s ({vs})")
+        if m["harness_rate"] > capacity:
+            text = (f"{row}, {units.size(int(m['size']))}: moved {units.count(m['harness_rate'])} msg/s, more than "
+                    f"the broker's own tool did here — {best}"
+                    + (f", with the row's settings {units.count(max(same_tool))}" if same_tool else "")
+                    + "; those settings are not the broker's capacity here, so the row's fraction of it is not "
+                      "known")
+        else:
+            where = (best if capacity == m["tool_rate"] else
+                     f"{m['tool']} with the row's settings moved {units.count(capacity)} msg/s ({vs}), more than "
+                     f"at its best ({m['tool_settings'] or 'its settings'}: {units.count(m['tool_rate'])})")
+            text = (f"{row}, {units.size(int(m['size']))}: {m['harness_rate'] / capacity:.2f} of what the broker "
+                    f"carries here — {where}, the row {units.count(m['harness_rate'])}")
         if matched:
             text += "; against the tool with the row's settings R = " + ", ".join(
                 f"{x['R']:.2f} ({x['tool']})" for x in matched)

@@ -132,3 +132,39 @@ def test_a_tool_whose_output_holds_no_figure_gives_a_failed_row_not_a_traceback(
                         SimpleNamespace(work_dir=tmp_path), [], Console(file=io.StringIO()), problems, "redis")
     assert pending.status == "failed" and "no closing line" in pending.note
     assert problems and "cut-short" in problems[0]
+
+
+def _rows(matched_rate: float, best_rate: float, harness_rate: float) -> list[dict[str, Any]]:
+    matched = ToolResult("PerfTest 2.22.1", [], receiver_rate=matched_rate, settings="-x 1 -y 1 -s 100 -a")
+    best = ToolResult("PerfTest 2.22.1", [], receiver_rate=best_rate, settings="-x 2 -y 2 -s 100 -a")
+    side = HarnessSide("java", "java", "rabbitmq (java)", "at-most-once", 0, harness_rate)
+    case = CrossCase("rabbitmq", 100)
+    return [row(case, side, "PerfTest", matched), row(case, side, "PerfTest", best, reference="best")]
+
+
+def _sentence(matched_rate: float, best_rate: float, harness_rate: float) -> str:
+    from harness.metrics.crosscheck import capacity_sentences
+    from harness.report._context import row_name
+
+    (said,) = capacity_sentences(median_rows(_rows(matched_rate, best_rate, harness_rate)), row_name)
+    return said
+
+
+def test_a_row_above_the_tool_at_its_best_gets_no_fraction_of_capacity() -> None:
+    """A crosscheck here: RabbitMQ's Java row 86,200 msg/s, PerfTest at its best 66,900: not 1.26 of capacity."""
+    said = _sentence(70_000.0, 66_900.0, 86_200.0)
+    assert "of what the broker carries" not in said and "1.29" not in said
+    assert said.startswith("rabbitmq (java), 100 B: moved 86.2k msg/s, more than the broker's own tool did here")
+    assert "with the row's settings 70k" in said and "not known" in said
+    import pandas as pd
+
+    from harness.report.crosscheck import view
+
+    table = view(pd.DataFrame(_rows(70_000.0, 66_900.0, 86_200.0)))
+    assert list(table["label"]) == ["", "above the tool's best"]
+
+
+def test_the_tool_with_the_rows_settings_counts_when_it_moved_more_than_at_its_best() -> None:
+    said = _sentence(70_000.0, 66_900.0, 63_000.0)
+    assert said.startswith("rabbitmq (java), 100 B: 0.90 of what the broker carries here — PerfTest with the row's "
+                           "settings moved 70k msg/s (receiver), more than at its best (-x 2 -y 2 -s 100 -a: 66.9k)")
