@@ -70,10 +70,10 @@ def java_version() -> str:
     return first.split('"')[1] if first.count('"') >= 2 else first
 
 
-def command(main: str, *args: str) -> list[str]:
+def command(main: str, *args: str, options: tuple[str, ...] = ()) -> list[str]:
     """The java command line running ``main`` of the worker's jar (its dependencies are on the jar's
-    manifest class path)."""
-    return ["java", *JVM_OPTIONS, "-cp", str(JAR), main, *args]
+    manifest class path); ``options`` come after ``JVM_OPTIONS``, so that they win (``-Xmx``)."""
+    return ["java", *JVM_OPTIONS, *options, "-cp", str(JAR), main, *args]
 
 
 def prepare_in_jvm(driver: Any, plan: Mapping[str, Any]) -> None:

@@ -150,7 +150,7 @@ class Workers:
             self._unmeasured.append(("broker", f"not measured: {why}"))
         for name, p in self.procs.items():
             if p.pid is not None:
-                roles[name] = [p.pid, *([self.client_pids[name]] if name in self.client_pids else [])]
+                roles[name] = [p.pid, *self._client_pids(name)]
         self._meter = CpuWhileActive(CpuMeter(roles), lambda: sum(self.progress)).start()
 
     def cpu_used(self) -> list[CpuUse]:
@@ -230,9 +230,8 @@ class Workers:
                 if p.is_alive():
                     p.kill()
                     p.join(2)
-                client = self.client_pids.get(name)
-                if client is not None:  # a JVM in its own process group, whose relay could not kill it
-                    try:
+                for client in self._client_pids(name):  # a JVM in its own process group, whose relay
+                    try:  # could not kill it
                         os.killpg(client, signal.SIGKILL)
                     except (ProcessLookupError, PermissionError):
                         pass
@@ -251,6 +250,10 @@ class Workers:
         self.status.join_thread()
         return forced
 
+    def _client_pids(self, name: str) -> list[int]:
+        """The processes the clients of worker process ``name`` run in (its JVM: one for a whole group)."""
+        return sorted({self.client_pids[r] for r in self._roles(name) if r in self.client_pids})
+
     def _roles(self, name: str) -> list[str]:
         """The roles worker process ``name`` plays: several for a group, else itself."""
         return [r for r, g in self.group_of.items() if g == name] or [name]
@@ -258,27 +261,30 @@ class Workers:
 
 def launch_all(w: Workers, producers: list[WorkerSpec], consumers: list[WorkerSpec]) -> None:
     """Start the case's workers, consumers first: one process per role, or for more than
-    ``ONE_PROCESS_EACH`` roles (and none of them resilient, relayed to the JVM or on a host of its own)
-    ``ROLE_PROCESSES`` processes per kind, each playing an equal share of that kind's roles."""
+    ``ONE_PROCESS_EACH`` roles (and none of them resilient or on a host of its own) ``ROLE_PROCESSES``
+    processes per kind, each playing an equal share of that kind's roles (roles whose clients run in the
+    JVM: through one JVM per process, ``jvm.relay_group``)."""
+    for name, specs in groups(producers, consumers):
+        if name is None:
+            w.launch(specs[0])
+        else:
+            w.launch_group(name, specs)
+
+
+def groups(producers: list[WorkerSpec], consumers: list[WorkerSpec]) -> list[tuple[str | None, list[WorkerSpec]]]:
+    """The worker processes of ``launch_all``, consumers first: ``(None, [spec])`` for a role in a process of
+    its own, ``(name, specs)`` for a process that plays several."""
     roles = [*consumers, *producers]
-    grouped = (len(roles) > ONE_PROCESS_EACH and not any(s.resilient or s.namespace for s in roles)
-               and not _runs_in_jvm(roles[0]))
-    if not grouped:
-        for spec in roles:
-            w.launch(spec)
-        return
+    if len(roles) <= ONE_PROCESS_EACH or any(s.resilient or s.namespace for s in roles):
+        return [(None, [spec]) for spec in roles]
+    out: list[tuple[str | None, list[WorkerSpec]]] = []
     for kind in (consumers, producers):
         n = min(ROLE_PROCESSES, len(kind))
         for i in range(n):
             share = kind[i::n]
             if share:
-                w.launch_group(f"{share[0].kind}s-{i}", share)
-
-
-def _runs_in_jvm(spec: WorkerSpec) -> bool:
-    from harness.drivers import load_class
-
-    return bool(load_class(spec.driver).runs_in_jvm)
+                out.append((f"{share[0].kind}s-{i}", share))
+    return out
 
 
 def _signal_name(number: int) -> str:

@@ -40,7 +40,6 @@ from harness.runner._netfaults import NetworkFaults
 from harness.runner._placement import place
 from harness.runner._records import assemble_rows, finalize, read_errors, tracked
 from harness.runner._workers import (
-    ONE_PROCESS_EACH,
     SETTLE,
     SUBSCRIBE_TIMEOUT,
     CaseFailed,
@@ -100,20 +99,6 @@ def workload_reason(cls: type[Driver], scenario: Scenario) -> str | None:
         return f"{cls.name} has no message keys to route by"
     if scenario.keys != "none" and scenario.faults:
         return "keys are not sent by the fault-tolerant producer of runs with faults"
-    if cls.runs_in_jvm:
-        return _jvm_workload_reason(cls, scenario)
-    return None
-
-
-def _jvm_workload_reason(cls: type[Driver], scenario: Scenario) -> str | None:
-    """The workload fields the JVM worker cannot run (it runs keys, rate profiles, file and compressible
-    bodies and backlogs), named with the client."""
-    client = getattr(cls, "client", "java")
-    who = f"{cls.name} (client {client})" if client else cls.name  # JeroMQ is measured through itself
-    roles = scenario.producers + scenario.consumers
-    if scenario.series and roles > ONE_PROCESS_EACH:
-        return (f"topics: {roles} producers and consumers would be a JVM each for {who} (roles share processes "
-                f"only in Python workers); the JVM worker runs sweeps of up to {ONE_PROCESS_EACH}")
     return None
 
 

@@ -10,6 +10,13 @@ save, so that ``case.assemble_rows`` builds the same raw rows. The JVM is killed
 stop, error, SIGUSR1/SIGTERM from the runner and Ctrl-C; if this process is killed outright, the JVM sees
 its stdin close (before or after `stop`) and halts itself within seconds.
 
+A JVM that plays many roles (:func:`relay_group`, for a group process of harness.runner.worker.group_main):
+the spec file is a JSON list of the roles' specs, and the JVM plays each in a thread of its own with its own
+client and records. Each line a role writes carries its place in the list (``@3 progress 1200``, see
+:func:`parse`); the JVM's own lines (``hello``, ``clock``) carry none, and the relay's commands (``clock``,
+``start``, ``release``, ``stop``) are for every role. The relay reports each role under its own name, as
+:func:`relay` reports its one.
+
 A producer's outcomes (``Producer.watch_outcomes`` of the Python drivers): given the worker's ``Outcomes``,
 the relay asks the JVM to watch them (``watch_outcomes`` in the spec); the JVM answers ``outcomes on|off``
 before ``ready`` and then reports runs of sends as ``outcome <first> <count> 1|0`` lines (every 5 ms when
@@ -27,6 +34,7 @@ import signal
 import subprocess
 import threading
 import time
+import traceback
 from collections import deque
 from collections.abc import Callable
 from pathlib import Path
@@ -107,58 +115,85 @@ def _held(spec: Any) -> bool:
     return bool(spec.backlog) and spec.kind in ("producer", "consumer")
 
 
-class _Lines:
-    """The JVM's stdout, line by line, read on a thread (None at end of output). ``outcomes on`` and
-    ``outcome`` lines go to ``outcomes`` there and then, in order, whatever the relay is waiting for: so
-    every outcome the JVM told before ``done`` is in ``outcomes`` when ``done`` is handled."""
+def parse(line: str, grouped: bool) -> tuple[int | None, str]:
+    """A line of the JVM's output as (role, text): in a JVM of many roles a role's lines carry its place in
+    the spec list (``@3 progress 1200`` -> ``(3, "progress 1200")``) and the JVM's own lines (``hello``,
+    ``clock``, an ``error`` before any role ran) none (role None); a JVM of one role tags nothing: role 0."""
+    if not grouped:
+        return 0, line
+    if line.startswith("@"):
+        tag, _, text = line.partition(" ")
+        if tag[1:].isdigit():
+            return int(tag[1:]), text
+    return None, line
 
-    def __init__(self, proc: subprocess.Popen[str], outcomes: Outcomes | None = None) -> None:
-        self.lines: queue.Queue[str | None] = queue.Queue()
-        self.held: deque[str | None] = deque()  # lines read ahead while waiting for a particular one
-        self.done = False  # the JVM's records have been converted and reported
+
+class _Role:
+    """One role a JVM plays, as its relay sees it: the spec, the producer's ``Outcomes``, and how far it got.
+    Stands for the role's client towards ``Outcomes.watch`` (the JVM said ``outcomes on``)."""
+
+    def __init__(self, spec: WorkerSpec, outcomes: Outcomes | None = None) -> None:
+        self.spec = spec
         self.outcomes = outcomes
-        self.report: Report | None = None  # set once the JVM said ``outcomes on``
-        assert proc.stdout is not None
-        threading.Thread(target=self._read, args=(proc.stdout,), daemon=True).start()
-
-    def _read(self, stream: Any) -> None:
-        for line in stream:
-            line = line.rstrip("\n")
-            if line.startswith("outcome "):
-                first, count, accepted = line.split()[1:4]
-                if self.report is not None:
-                    self.report(int(first), int(count), accepted == "1")
-            elif line == "outcomes on" and self.outcomes is not None:
-                self.outcomes.watch(self, 0)  # -> watch_outcomes below
-            elif not line.startswith("outcomes "):
-                self.lines.put(line)
-        self.lines.put(None)
+        self.report: Report | None = None  # set once the JVM said ``outcomes on`` for this role
+        self.ready = False
+        self.done = False  # its records have been converted and reported, or its error reported
 
     def watch_outcomes(self, report: Report) -> bool:
         """What ``Outcomes.watch`` asks of a producer: here, the JVM's client, which said it reports them."""
         self.report = report
         return True
 
-    def get(self, timeout: float) -> str | None:
+
+class _Lines:
+    """The JVM's stdout, line by line, read on a thread, as ``(role, text)`` (:func:`parse`; None at end of
+    output). A role's ``outcomes on`` and ``outcome`` lines go to its ``Outcomes`` there and then, in order,
+    whatever the relay is waiting for: so every outcome the JVM told before a role's ``done`` is in its
+    ``Outcomes`` when that ``done`` is handled."""
+
+    def __init__(self, proc: subprocess.Popen[str], roles: list[_Role], grouped: bool = False) -> None:
+        self.lines: queue.Queue[tuple[int | None, str] | None] = queue.Queue()
+        self.held: deque[tuple[int | None, str] | None] = deque()  # read ahead while waiting for a line
+        self.roles = roles
+        self.grouped = grouped
+        assert proc.stdout is not None
+        threading.Thread(target=self._read, args=(proc.stdout,), daemon=True).start()
+
+    def _read(self, stream: Any) -> None:
+        for raw in stream:
+            index, line = parse(raw.rstrip("\n"), self.grouped)
+            role = self.roles[index] if index is not None and index < len(self.roles) else None
+            if role is not None and line.startswith("outcome "):
+                first, count, accepted = line.split()[1:4]
+                if role.report is not None:
+                    role.report(int(first), int(count), accepted == "1")
+            elif role is not None and line == "outcomes on" and role.outcomes is not None:
+                role.outcomes.watch(role, 0)  # -> _Role.watch_outcomes
+            elif not line.startswith("outcomes "):
+                self.lines.put((index, line))
+        self.lines.put(None)
+
+    def get(self, timeout: float) -> tuple[int | None, str] | None:
         """The next line; raises queue.Empty after ``timeout`` seconds without one."""
         if self.held:
             return self.held.popleft()
         return self.lines.get(timeout=timeout)
 
     def wait_for(self, prefix: str, timeout: float) -> str:
-        """The first line starting with ``prefix``; other lines are kept for later, an error line raises."""
+        """The first line of the JVM's own (``hello``, ``clock``) starting with ``prefix``; other lines are
+        kept for later; the end of output, or an error that ends the JVM, raises ``_Ended``."""
         deadline = time.monotonic() + timeout
         while True:
             try:
-                line = self.lines.get(timeout=max(0.0, deadline - time.monotonic()))
+                item = self.lines.get(timeout=max(0.0, deadline - time.monotonic()))
             except queue.Empty:
                 raise DriverError(f"the JVM worker did not answer {prefix!r} within {timeout:.0f} s") from None
-            if line is None or line.startswith("error "):
-                self.held.append(line)
+            self.held.append(item)
+            if item is None or (item[1].startswith("error ") and (item[0] is None or not self.grouped)):
                 raise _Ended
-            if line.startswith(prefix):
-                return line
-            self.held.append(line)
+            if item[1].startswith(prefix):
+                self.held.pop()
+                return item[1]
 
 
 class _Ended(Exception):
@@ -183,8 +218,46 @@ def relay(spec: WorkerSpec, ctx: WorkerContext, driver: Any, outcomes: Outcomes 
     """Play ``spec``'s worker through the JVM (the contract of harness.runner.worker.worker_main). With
     ``outcomes`` (a producer's), the client is asked to report each send's outcome there (see the module
     docstring); ``outcomes.watched`` then says whether it did."""
-    if spec.kills or spec.consumer_rate is not None:  # the case loop leaves such cases out; a guard
-        raise DriverError(f"{driver.label()}: {JVM_LIMITS}")
+    _relay([_Role(spec, outcomes)], ctx, driver, grouped=False)
+
+
+def relay_group(specs: list[WorkerSpec], ctx: WorkerContext) -> None:
+    """Play every role of ``specs`` through ONE JVM (a group process of harness.runner.worker.group_main):
+    each role in a thread of the JVM with its own client and records, reported to the runner under its own
+    name as :func:`relay` reports one. A role that fails is reported under its name; a failure of the JVM
+    itself under the name of each role it had not finished."""
+    from harness.drivers import load_class
+
+    roles = [_Role(spec, Outcomes(spec.out, mapped_files=False) if spec.kind == "producer" else None) for spec in specs]
+    try:
+        _relay(roles, ctx, load_class(specs[0].driver)(specs[0].options, specs[0].broker), grouped=True)
+    except DriverError as exc:
+        _fail(roles, ctx, str(exc))
+    except BaseException as exc:  # noqa: BLE001 - report anything to the parent, then exit
+        _fail(roles, ctx, f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=6)}")
+    finally:
+        for role in roles:
+            if role.outcomes is not None:
+                role.outcomes.close()
+
+
+def _fail(roles: list[_Role], ctx: WorkerContext, message: str) -> None:
+    for role in roles:
+        if not role.done:
+            role.done = True
+            ctx.status.put(("error", role.spec.name, message))
+
+
+def heap_options(roles: int) -> tuple[str, ...]:
+    """The heap of a JVM playing ``roles`` roles: the single role's 512 MiB and 16 MiB more per role, at
+    most 2 GiB (a ceiling, not a reservation: the serial collector grows the heap only as it fills)."""
+    return (f"-Xmx{min(2048, 512 + 16 * roles)}m",)
+
+
+def _relay(roles: list[_Role], ctx: WorkerContext, driver: Any, grouped: bool) -> None:
+    first = roles[0].spec
+    if any(r.spec.kills or r.spec.consumer_rate is not None for r in roles):  # the case loop leaves such
+        raise DriverError(f"{driver.label()}: {JVM_LIMITS}")  # cases out; a guard
     reason = unavailable_reason()
     if reason:
         raise DriverError(f"{driver.label()}: {reason}")
@@ -192,21 +265,33 @@ def relay(spec: WorkerSpec, ctx: WorkerContext, driver: Any, outcomes: Outcomes 
         raise Interrupted
 
     signal.signal(signal.SIGTERM, interrupted)  # terminate() from the runner: kill the JVM on the way out
-    spec_path = Path(f"{spec.out}.jvm-spec.json")
-    spec_path.write_text(json.dumps(spec_json(spec, driver.jvm_client, outcomes is not None)))
-    log_path = Path(f"{spec.out}.jvm.log")
+    if grouped:
+        from harness.runner.worker import SETUP_AT_ONCE
+
+        spec_path = Path(f"{first.out}.jvm-group-spec.json")
+        specs: Any = [{**spec_json(r.spec, driver.jvm_client, r.outcomes is not None),
+                       "setup_at_once": SETUP_AT_ONCE} for r in roles]
+        options = heap_options(len(roles))
+    else:
+        spec_path = Path(f"{first.out}.jvm-spec.json")
+        specs = spec_json(first, driver.jvm_client, roles[0].outcomes is not None)
+        options = ()
+    spec_path.write_text(json.dumps(specs))
+    log_path = Path(f"{first.out}.jvm.log")
     with open(log_path, "w") as log:
         proc = subprocess.Popen(
-            command(MAIN, str(spec_path)), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log,
-            text=True, bufsize=1, start_new_session=True,
+            command(MAIN, str(spec_path), options=options), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stderr=log, text=True, bufsize=1, start_new_session=True,
         )
-    lines = _Lines(proc, outcomes)
+    lines = _Lines(proc, roles, grouped)
     try:
-        _drive(spec, proc, lines, ctx, log_path)
+        _drive(roles, proc, lines, ctx, log_path)
     except Interrupted:
         _send(proc, "stop")
-        if not lines.done and not _finish(spec, lines, ctx.status):
-            ctx.status.put(("error", spec.name, "stopped by the runner before the JVM worker saved its records"))
+        for role in _finish(roles, lines, ctx.status):
+            role.done = True
+            ctx.status.put(("error", role.spec.name,
+                            "stopped by the runner before the JVM worker saved its records"))
     finally:
         # A late SIGUSR1 or SIGTERM from the runner must not cut the kill short and leave the JVM running.
         signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR1, signal.SIGTERM})
@@ -223,19 +308,23 @@ def _send(proc: subprocess.Popen[str], line: str) -> None:
         pass  # the JVM is gone; its exit is reported where its output ends
 
 
-def _drive(
-    spec: WorkerSpec, proc: subprocess.Popen[str], lines: _Lines, ctx: WorkerContext, log_path: Path,
-) -> None:
+READY_TIMEOUT = 60.0  # seconds for a JVM's roles to be ready after its clock check (a group: 1 s more per role)
+
+
+def _drive(roles: list[_Role], proc: subprocess.Popen[str], lines: _Lines, ctx: WorkerContext,
+           log_path: Path) -> None:
+    """The case's commands to the JVM (``start``, ``release``, ``stop``: once, for all its roles) and each
+    role's lines to the runner, under the role's name, until the JVM's output ends."""
+    grouped = lines.grouped
+    system = roles[0].spec.system
     try:
         lines.wait_for("hello", HELLO_TIMEOUT)
         check_clock(lambda text: _send(proc, text), lines)
-        lines.wait_for("ready", 60.0)
     except _Ended:
         pass  # the error line (or the end) is handled below, in order
-    else:
-        ctx.status.put(("ready", spec.name, proc.pid))  # the JVM's pid: its CPU is this worker's
+    ready_by = time.monotonic() + READY_TIMEOUT + (len(roles) if grouped else 0)
     started = stopping = False
-    held = _held(spec)
+    held = any(_held(r.spec) for r in roles)
     while True:
         if not started and ctx.start.is_set():
             _send(proc, f"start {int(ctx.start_ns.value)}")
@@ -247,47 +336,66 @@ def _drive(
             _send(proc, "stop")
             stopping = True
         try:
-            line = lines.get(0.02)
+            item = lines.get(0.02)
         except queue.Empty:
+            late = [r for r in roles if not r.ready and not r.done]
+            if late and time.monotonic() > ready_by and not stopping:
+                raise DriverError(f"the JVM worker did not answer 'ready' within {READY_TIMEOUT:.0f} s") from None
             continue
-        if line is None:
+        if item is None:
             code = proc.wait()
             if code != 0:
                 raise DriverError(f"the JVM worker exited with code {code}: {_tail(log_path)}")
             return
+        index, line = item
         word, _, rest = line.partition(" ")
-        if word == "progress":
+        if index is None or index >= len(roles):  # a line of the JVM itself, in a group
+            if word == "error":
+                raise DriverError(f"{system} (java): {rest}")
+            continue
+        role = roles[index]
+        spec = role.spec
+        if word == "ready":
+            role.ready = True
+            ctx.status.put(("ready", spec.name, proc.pid))  # the JVM's pid: its CPU is this worker's
+        elif word == "progress":
             ctx.progress[spec.slot] = int(rest)
         elif word == "subscribed":
             ctx.status.put(("subscribed", spec.name))
         elif word == "done":
-            _convert(spec, lines.outcomes)
-            lines.done = True
+            _convert(spec, role.outcomes)
+            role.done = True
             count, _, error = rest.partition(" ")
             ctx.status.put(("done", spec.name, int(count), error))
         elif word == "error":
-            raise DriverError(f"{spec.system} (java): {rest}")
+            if not grouped:
+                raise DriverError(f"{system} (java): {rest}")
+            role.done = True  # this role only: the JVM's others go on (the runner stops the case)
+            ctx.status.put(("error", spec.name, f"{system} (java): {rest}"))
 
 
-def _finish(spec: Any, lines: _Lines, status: Any) -> bool:
-    """After an interruption: wait up to ``STOP_GRACE`` seconds for the JVM's records; True when they came."""
+def _finish(roles: list[_Role], lines: Any, status: Any) -> list[_Role]:
+    """After an interruption: wait up to ``STOP_GRACE`` seconds for the records of the roles not done yet,
+    reporting each as it comes; returns those whose records did not come."""
     deadline = time.monotonic() + STOP_GRACE
-    while time.monotonic() < deadline:
+    while time.monotonic() < deadline and not all(r.done for r in roles):
         try:
-            line = lines.get(0.05)
+            item = lines.get(0.05)
         except queue.Empty:
             continue
-        if line is None:
+        if item is None:
             break
-        if line.startswith("done "):
-            _convert(spec, lines.outcomes)
+        index, line = item
+        if index is not None and index < len(roles) and line.startswith("done "):
+            role = roles[index]
+            _convert(role.spec, role.outcomes)
+            role.done = True
             # The JVM stopped on ``stop`` and saved whole records, only later than the runner's grace (a
             # RocketMQ consumer takes seconds to close): no problem of its own unless it says one; what did
             # not arrive shows in the delivery accounting.
             count, _, error = line[5:].partition(" ")
-            status.put(("done", spec.name, int(count), error))
-            return True
-    return False
+            status.put(("done", role.spec.name, int(count), error))
+    return [r for r in roles if not r.done]
 
 
 def _tail(log_path: Path) -> str:

@@ -255,9 +255,17 @@ def group_main(specs: list[WorkerSpec], ctx: WorkerContext) -> None:
     its own name. The roles share the process's interpreter, so they take turns at the GIL; a role blocked
     in its client cannot be interrupted (SIGUSR1 is ignored here): the runner then kills the process and
     names the roles whose records are lost. The roles set up their clients ``SETUP_AT_ONCE`` at a time. Not
-    used with faults, network hosts or the JVM worker."""
+    used with faults or network hosts. Roles whose clients run in the JVM are played by one JVM instead, a
+    thread each there (``jvm.relay_group``), and this process relays to it as for one role: SIGUSR1
+    interrupts the relay, which stops the JVM and waits for its records."""
     global _gate
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if load_class(specs[0].driver).runs_in_jvm:
+        from harness.runner.jvm import relay_group
+
+        signal.signal(signal.SIGUSR1, _interrupt)
+        relay_group(specs, ctx)
+        return
     signal.signal(signal.SIGUSR1, signal.SIG_IGN)
     threading.stack_size(1 << 20)  # a thousand roles' stacks: 1 MiB each is plenty for the loops
     _gate = _SetupGate(SETUP_AT_ONCE)  # the roles set up their clients a few at a time

@@ -37,6 +37,7 @@ final class RabbitClient implements Client {
     private final boolean stream;
     private final Map<String, Object> queueArguments;
     private Connection conn;
+    private java.util.concurrent.ExecutorService dispatch;  // a grouped role's delivery thread
     private Channel channel;
     private AMQP.BasicProperties props;
     private Semaphore window;
@@ -74,6 +75,15 @@ final class RabbitClient implements Client {
         for (String url : urls) {
             URI u = new URI(url);
             nodes.add(new Address(u.getHost(), u.getPort() == -1 ? 5672 : u.getPort()));
+        }
+        if (spec.grouped()) {
+            // Deliveries on one thread of the connection's own (by default twice the cores, per connection).
+            dispatch = java.util.concurrent.Executors.newSingleThreadExecutor(r -> {
+                Thread t = new Thread(r, "mqbench-dispatch-" + spec.name);
+                t.setDaemon(true);
+                return t;
+            });
+            f.setSharedExecutor(dispatch);
         }
         conn = f.newConnection(nodes, "mqbench-" + spec.name);
         channel = conn.createChannel();
@@ -253,6 +263,10 @@ final class RabbitClient implements Client {
         if (conn != null) {
             conn.abort(5000);
             conn = null;
+        }
+        if (dispatch != null) {
+            dispatch.shutdownNow();
+            dispatch = null;
         }
     }
 }

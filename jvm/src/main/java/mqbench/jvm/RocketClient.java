@@ -62,6 +62,7 @@ final class RocketClient implements Client {
                 consumer = new DefaultLitePullConsumer(group("c"));
                 consumer.setNamesrvAddr(spec.brokerAddress());
                 consumer.setAutoCommit(false);
+                if (spec.grouped()) consumer.setPullThreadNums(1);  // 20 by default: per consumer, in one JVM of many
                 consumer.start();
                 break;
             default:

@@ -34,6 +34,8 @@ final class Spec {
     final int[] keyPicks;  // random keys: the key index of seq by seq % length (harness/runner/_keys.py); null: in turn
     final double[][] rateProfile; // this producer's (msgs/s, seconds) steps in turn; null: none
     final String bodies;   // a file of bodies of spec.size bytes each, sent in turn; null: zero or random bodies
+    // A JVM that plays many roles (Main.group): how many set up their clients at once; 0: this role alone.
+    final int setupAtOnce;
 
     @SuppressWarnings("unchecked")
     Spec(Map<String, Object> m) {
@@ -68,6 +70,12 @@ final class Spec {
             .map(s -> ((List<Object>) s).stream().mapToDouble(v -> ((Number) v).doubleValue()).toArray())
             .toArray(double[][]::new);
         bodies = (String) m.get("bodies");
+        setupAtOnce = m.get("setup_at_once") == null ? 0 : ((Number) m.get("setup_at_once")).intValue();
+    }
+
+    /** This JVM plays many roles: a client keeps its own threads few (one core's worth of roles each). */
+    boolean grouped() {
+        return setupAtOnce > 0;
     }
 
     /** The name of the key sent with message {@code seq} (harness/runner/_keys.py: in turn from this

@@ -5,6 +5,7 @@ import java.util.HashSet;
 import java.util.List;
 import java.util.Random;
 import java.util.Set;
+import java.util.concurrent.Semaphore;
 import java.util.concurrent.locks.LockSupport;
 
 /** The four roles of a worker, under the contract of the Python workers (harness/runner/worker.py): wait for
@@ -24,27 +25,62 @@ final class Worker {
     private final Spec spec;
     private final Client client;
     private final Control ctl;
+    private final String tag;  // "@<i> " before each line of role i of a group, else nothing
+    private final Semaphore setup;  // a group's roles set up their clients a few at a time; null: alone
+    private boolean settingUp;
     private volatile long progress;
     private final int requestTimeoutMs;
     private final OutcomeLines outcomes = new OutcomeLines();
 
     Worker(Spec spec, Client client, Control ctl) {
+        this(spec, client, ctl, "", null);
+    }
+
+    /** Role {@code tag} of a JVM that plays many ({@link Main}): its lines carry the tag, and its setup (up
+     *  to ready) holds one of {@code setup}'s permits. */
+    Worker(Spec spec, Client client, Control ctl, String tag, Semaphore setup) {
         this.spec = spec;
         this.client = client;
         this.ctl = ctl;
+        this.tag = tag;
+        this.setup = setup;
         this.requestTimeoutMs = (int) Math.round(spec.requestTimeout * 1000);
     }
 
     void run() throws Exception {
-        Thread reporter = new Thread(this::report, "mqbench-progress");
+        Thread reporter = new Thread(this::report, "mqbench-progress-" + spec.name);
         reporter.setDaemon(true);
         reporter.start();
-        switch (spec.kind) {
-            case "producer": producer(); break;
-            case "consumer": consumer(); break;
-            case "requester": requester(); break;
-            case "replier": replier(); break;
-            default: throw new IllegalArgumentException("unknown worker kind " + spec.kind);
+        if (setup != null) {
+            setup.acquire();
+            settingUp = true;
+        }
+        try {
+            switch (spec.kind) {
+                case "producer": producer(); break;
+                case "consumer": consumer(); break;
+                case "requester": requester(); break;
+                case "replier": replier(); break;
+                default: throw new IllegalArgumentException("unknown worker kind " + spec.kind);
+            }
+        } finally {
+            endSetup();  // a role that failed before it was ready
+        }
+    }
+
+    private void say(String line) {
+        ctl.say(tag + line);
+    }
+
+    private void ready() {
+        say("ready");
+        endSetup();
+    }
+
+    private void endSetup() {
+        if (settingUp) {
+            settingUp = false;
+            setup.release();
         }
     }
 
@@ -53,7 +89,7 @@ final class Worker {
         while (true) {
             long now = progress;
             if (now != last) {
-                ctl.say("progress " + now);
+                say("progress " + now);
                 last = now;
             }
             LockSupport.parkNanos(100_000_000L);
@@ -95,7 +131,7 @@ final class Worker {
                 out = new ArrayList<>(runs);
                 runs.clear();
             }
-            for (long[] run : out) ctl.say("outcome " + run[0] + " " + run[1] + " " + run[2]);
+            for (long[] run : out) say("outcome " + run[0] + " " + run[1] + " " + run[2]);
         }
     }
 
@@ -195,14 +231,14 @@ final class Worker {
         client.open("producer");
         if (spec.watchOutcomes) {
             boolean watched = client.watchOutcomes(outcomes);
-            ctl.say("outcomes " + (watched ? "on" : "off"));
+            say("outcomes " + (watched ? "on" : "off"));
             if (watched) {
-                Thread teller = new Thread(this::tellOutcomes, "mqbench-outcomes");
+                Thread teller = new Thread(this::tellOutcomes, "mqbench-outcomes-" + spec.name);
                 teller.setDaemon(true);
                 teller.start();
             }
         }
-        ctl.say("ready");
+        ready();
         boolean go = spec.probe ? probeUntilStart() : ctl.awaitStart();
         if (!go) {
             client.close();
@@ -225,7 +261,7 @@ final class Worker {
         progress = seq;
         rec.write(spec.out, error);
         outcomes.flush();
-        ctl.say("done " + seq + " " + error);
+        say("done " + seq + " " + error);
         ctl.awaitStop();  // closing now could drop queued messages
         client.close();
         outcomes.flush();  // what closing failed
@@ -289,7 +325,7 @@ final class Worker {
 
     private void requester() throws Exception {
         client.open("requester");
-        ctl.say("ready");
+        ready();
         if (!ctl.awaitStart()) {
             client.close();
             return;
@@ -333,7 +369,7 @@ final class Worker {
         }
         progress = seq;
         rec.write(spec.out, error);
-        ctl.say("done " + seq + " " + error);
+        say("done " + seq + " " + error);
         ctl.awaitStop();
         client.close();
     }
@@ -399,12 +435,12 @@ final class Worker {
         client.open("consumer");
         Recorder recorder = new Recorder();
         client.consume(recorder);
-        ctl.say("ready");
+        ready();
         boolean reported = spec.probeFrom.isEmpty();
         while (!ctl.startSet()) {
             client.poll(POLL_MS);
             if (!reported && recorder.heardAll()) {
-                ctl.say("subscribed");
+                say("subscribed");
                 reported = true;
             }
         }
@@ -429,13 +465,13 @@ final class Worker {
             recorder.rec.write(spec.out, error);
         }
         progress = n;
-        ctl.say("done " + n + " " + error);
+        say("done " + n + " " + error);
     }
 
     private void replier() throws Exception {
         client.open("replier");
         client.reply();
-        ctl.say("ready");
+        ready();
         long served = 0;
         if (ctl.awaitStart()) {
             while (!ctl.stopped()) {
@@ -448,6 +484,6 @@ final class Worker {
         rec.get("served")[0] = served;
         rec.setCount(1);
         rec.write(spec.out, "");
-        ctl.say("done " + served + " ");
+        say("done " + served + " ");
     }
 }

@@ -1,0 +1,151 @@
+"""Many roles in one JVM (harness/runner/jvm.py ``relay_group``, jvm/.../Main.group): the tagged lines of a JVM
+that plays many roles, the grouping of JVM roles above ``ONE_PROCESS_EACH``, and whole cases of 72 roles
+(36 topics, a producer and a consumer each) through JeroMQ and through Kafka's Java client, in which every
+role's records are complete, only one JVM per group process ran, and none is left afterwards. Without java
+or the built jar, or without a Kafka broker, the tests that need them skip with the reason (in CI they fail)."""
+
+from __future__ import annotations
+
+import io
+import os
+import subprocess
+import threading
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+from rich.console import Console
+
+from harness.compare import compare
+from harness.drivers.base import Role
+from harness.runner import _workers, jvm
+from harness.runner._outcomes import Outcomes
+from harness.runner.worker import WorkerSpec
+from harness.scenario import parse_scenario
+from tests.harness.drivers.conformance import require_backend
+from tests.harness.runner.test_jvm_worker import java_left, need_jvm
+
+TOPICS, MESSAGES = 36, 300  # 72 roles: above ONE_PROCESS_EACH (64)
+
+
+def test_a_grouped_jvms_lines_carry_their_roles_place() -> None:
+    assert jvm.parse("@3 progress 1200", grouped=True) == (3, "progress 1200")
+    assert jvm.parse("@0 done 5 stopped by the runner", grouped=True) == (0, "done 5 stopped by the runner")
+    assert jvm.parse("hello", grouped=True) == (None, "hello")  # the JVM's own lines carry no place
+    assert jvm.parse("clock 123", grouped=True) == (None, "clock 123")
+    assert jvm.parse("error no such client", grouped=True) == (None, "error no such client")
+    assert jvm.parse("@3 progress 1200", grouped=False) == (0, "@3 progress 1200")  # one role: nothing tagged
+    assert jvm.parse("progress 7", grouped=False) == (0, "progress 7")
+
+
+def spec(kind: str, i: int, out: Path, **fields: Any) -> WorkerSpec:
+    return WorkerSpec(kind=kind, name=f"{kind}-{i}", slot=i, system="kafka", driver="harness.drivers.java:KafkaJavaDriver",
+                      options={}, broker=None, plan={}, role=Role(i, i), size=100, payload="fixed", total=3,
+                      duration_ns=None, rate=None, capacity=1024, out=str(out / f"{kind}-{i}"), **fields)
+
+
+def test_lines_go_to_their_roles_and_outcomes_to_each_producers_own(tmp_path: Path) -> None:
+    """Through ``_Lines``: role lines in order with their place, outcome lines straight into the role's
+    ``Outcomes`` (only after that role said ``outcomes on``), the JVM's own lines with no place."""
+    roles = [jvm._Role(spec("producer", i, tmp_path), Outcomes(str(tmp_path / f"p{i}"), mapped_files=False)) for i in range(2)]
+    output = "hello\n@1 outcomes on\n@0 outcomes off\n@1 ready\n@0 ready\n@1 outcome 0 3 1\n@0 progress 3\n" \
+             "@0 outcome 0 3 1\n@1 done 3 \n"
+    fake: Any = type("Proc", (), {"stdout": io.StringIO(output)})()
+    lines = jvm._Lines(fake, roles, grouped=True)
+    got = []
+    while (item := lines.get(5)) is not None:
+        got.append(item)
+    assert got == [(None, "hello"), (1, "ready"), (0, "ready"), (0, "progress 3"), (1, "done 3 ")]
+    assert roles[1].outcomes is not None and roles[1].outcomes.watched
+    assert roles[1].outcomes.stamps(3).min() > 0  # the three acknowledgements, stamped
+    assert roles[0].outcomes is not None and not roles[0].outcomes.watched  # said off: its outcome line ignored
+    for role in roles:
+        assert role.outcomes is not None
+        role.outcomes.close()
+
+
+def test_jvm_roles_above_one_process_each_are_grouped_as_python_roles(tmp_path: Path) -> None:
+    producers = [spec("producer", i, tmp_path) for i in range(TOPICS)]
+    consumers = [spec("consumer", i, tmp_path) for i in range(TOPICS)]
+    groups = _workers.groups(producers, consumers)
+    names = [name for name, _ in groups]
+    per = _workers.ROLE_PROCESSES
+    assert names == [f"consumers-{i}" for i in range(per)] + [f"producers-{i}" for i in range(per)]
+    played = sorted(s.name for _, specs in groups for s in specs)
+    assert played == sorted(s.name for s in [*producers, *consumers])  # each role once
+    few = _workers.groups(producers[:10], consumers[:10])
+    assert all(name is None and len(specs) == 1 for name, specs in few)  # 20 roles: a process each
+    resilient = [spec("producer", i, tmp_path, resilient=True) for i in range(TOPICS)]
+    assert all(name is None for name, _ in _workers.groups(resilient, consumers))
+
+
+class JavaWatch:
+    """The JVMs of a test (java processes whose command line names a path under ``root``), seen every 50 ms
+    while it runs."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.seen: dict[int, str] = {}  # pid -> its spec file
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, daemon=True)
+
+    def __enter__(self) -> JavaWatch:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _watch(self) -> None:
+        while not self._stop.wait(0.05):
+            for pid in java_left(self.root):
+                try:
+                    argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+                except OSError:
+                    continue
+                self.seen.setdefault(int(pid), next((a.decode() for a in argv if a.endswith(b".json")), ""))
+
+
+def run_topics(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, system: str, variant: dict[str, Any],
+               per_kind: int) -> tuple[Any, JavaWatch]:
+    monkeypatch.setattr(_workers, "ROLE_PROCESSES", per_kind)  # fewer JVMs than the default 8 per kind: a
+    # lighter test on a small machine; the grouping is the same
+    scenario = parse_scenario({"name": "topics", "pattern": "queue", "message_sizes": [100],
+                               "messages": MESSAGES, "warmup": 0, "rate": 100 * TOPICS, "topics": TOPICS,
+                               "producers_per_topic": 1, "consumers_per_topic": 1, "timeout": 60,
+                               "variants": {system: [variant]}}, "test.yaml")
+    with JavaWatch(tmp_path) as watch:
+        out = compare([scenario], systems=[system], out_root=tmp_path,
+                      console=Console(file=open(os.devnull, "w")), write_report=False)  # noqa: SIM115
+    return out, watch
+
+
+def check_complete(out: Any, watch: JavaWatch, tmp_path: Path, per_kind: int) -> None:
+    assert out.complete, out.problems
+    raw = pd.concat([pd.read_parquet(f) for f in sorted((out.run_dir / "raw").glob("*.parquet"))])
+    assert sorted(raw["producer"].unique()) == list(range(TOPICS))
+    for producer, rows in raw.groupby("producer"):  # every role's records: each message sent, received
+        assert sorted(rows["seq"]) == list(range(MESSAGES)), f"producer {producer}"
+        assert rows["t_recv"].notna().all(), f"producer {producer}: {rows['t_recv'].isna().sum()} not received"
+        assert set(rows["consumer"]) == {producer}, f"producer {producer}"  # topic t: producer t, consumer t
+    assert (out.summary["lost"] == 0).all() and int(out.summary["received"].sum()) == TOPICS * MESSAGES
+    assert len(watch.seen) == 2 * per_kind, watch.seen  # one JVM per group process, a group per kind
+    assert all(path.endswith(".jvm-group-spec.json") for path in watch.seen.values()), watch.seen
+    assert not java_left(tmp_path), f"JVMs left: {java_left(tmp_path)}"
+    assert not subprocess.run(["pgrep", "-f", str(tmp_path)], capture_output=True).stdout  # nor anything else
+
+
+def test_72_jeromq_roles_run_in_one_jvm_per_group(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    need_jvm()
+    out, watch = run_topics(tmp_path, monkeypatch, "jeromq", {"name": "default"}, per_kind=2)
+    check_complete(out, watch, tmp_path, per_kind=2)
+
+
+@pytest.mark.broker
+def test_72_kafka_java_roles_run_in_one_jvm_per_group(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    require_backend("kafka")
+    need_jvm()
+    out, watch = run_topics(tmp_path, monkeypatch, "kafka", {"name": "java", "client": "java"}, per_kind=2)
+    check_complete(out, watch, tmp_path, per_kind=2)
