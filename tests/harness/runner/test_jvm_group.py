@@ -122,7 +122,7 @@ def run_topics(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, system: str, var
     return out, watch
 
 
-def check_complete(out: Any, watch: JavaWatch, tmp_path: Path, per_kind: int) -> None:
+def check_complete(out: Any, watch: JavaWatch, tmp_path: Path, per_kind: int, acked: bool = False) -> None:
     assert out.complete, out.problems
     raw = pd.concat([pd.read_parquet(f) for f in sorted((out.run_dir / "raw").glob("*.parquet"))])
     assert sorted(raw["producer"].unique()) == list(range(TOPICS))
@@ -130,6 +130,8 @@ def check_complete(out: Any, watch: JavaWatch, tmp_path: Path, per_kind: int) ->
         assert sorted(rows["seq"]) == list(range(MESSAGES)), f"producer {producer}"
         assert rows["t_recv"].notna().all(), f"producer {producer}: {rows['t_recv'].isna().sum()} not received"
         assert set(rows["consumer"]) == {producer}, f"producer {producer}"  # topic t: producer t, consumer t
+        if acked:  # each producer's outcomes reached its own records
+            assert rows["t_ack"].notna().all() and (rows["t_ack"] >= rows["t_send"]).all(), f"producer {producer}"
     assert (out.summary["lost"] == 0).all() and int(out.summary["received"].sum()) == TOPICS * MESSAGES
     assert len(watch.seen) == 2 * per_kind, watch.seen  # one JVM per group process, a group per kind
     assert all(path.endswith(".jvm-group-spec.json") for path in watch.seen.values()), watch.seen
@@ -148,7 +150,7 @@ def test_72_kafka_java_roles_run_in_one_jvm_per_group(tmp_path: Path, monkeypatc
     require_backend("kafka")
     need_jvm()
     out, watch = run_topics(tmp_path, monkeypatch, "kafka", {"name": "java", "client": "java"}, per_kind=2)
-    check_complete(out, watch, tmp_path, per_kind=2)
+    check_complete(out, watch, tmp_path, per_kind=2, acked=True)
 
 
 def test_a_role_failing_in_a_group_is_named_and_leaves_no_jvm(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
