@@ -110,6 +110,10 @@ final class Worker {
     private final class OutcomeLines implements Client.Outcomes {
         private final List<long[]> runs = new ArrayList<>();  // {first, count, accepted}
         private long[] open;
+        // Held from taking the runs to writing their lines: a flush returns only once every run taken
+        // before it is written (the producer's flush before done must not pass the teller's lines in
+        // flight, or the relay converts the records before their last acknowledgements).
+        private final Object telling = new Object();
 
         @Override
         public synchronized void report(long first, int count, boolean accepted) {
@@ -123,15 +127,17 @@ final class Worker {
         }
 
         void flush() {
-            List<long[]> out;
-            synchronized (this) {
-                if (open == null) return;
-                runs.add(open);
-                open = null;
-                out = new ArrayList<>(runs);
-                runs.clear();
+            synchronized (telling) {
+                List<long[]> out;
+                synchronized (this) {
+                    if (open == null) return;
+                    runs.add(open);
+                    open = null;
+                    out = new ArrayList<>(runs);
+                    runs.clear();
+                }
+                for (long[] run : out) say("outcome " + run[0] + " " + run[1] + " " + run[2]);
             }
-            for (long[] run : out) say("outcome " + run[0] + " " + run[1] + " " + run[2]);
         }
     }
 
