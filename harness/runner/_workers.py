@@ -180,6 +180,7 @@ class Workers:
                 raise CaseFailed(self.errors[0].splitlines()[0])
             dead = [n for n in pending if not self.process(n).is_alive()]
             if dead:
+                self._said_before_exit()
                 raise CaseFailed(f"{dead[0]} exited (code {self.process(dead[0]).exitcode}) before it was ready")
             if time.monotonic() > deadline:
                 raise CaseFailed(f"{sorted(pending)[0]} was not ready after {READY_TIMEOUT:.0f} s")
@@ -197,7 +198,16 @@ class Workers:
                 raise CaseFailed(self.errors[0].splitlines()[0])
             dead = [n for n in self.procs if not self.procs[n].is_alive()]
             if dead:
+                self._said_before_exit()
                 raise CaseFailed(f"{dead[0]} exited (code {self.procs[dead[0]].exitcode}) before the start")
+
+    def _said_before_exit(self) -> None:
+        """Read what is left on the status queue and raise the first error a worker reported there before it
+        exited (a group process reports its roles' errors, then ends): that error, not the exit, says why."""
+        while self.drain(0.05) is not None:
+            pass
+        if self.errors:
+            raise CaseFailed(self.errors[0].splitlines()[0])
 
     def shutdown(self, grace: float) -> list[str]:
         """Stop every worker: ask (stop event), then interrupt (SIGUSR1: the worker saves its records even

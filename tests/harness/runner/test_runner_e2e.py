@@ -296,3 +296,28 @@ def test_grouped_roles_set_up_their_clients_a_few_at_a_time(tmp_path: Path, monk
     assert out.complete, out.problems
     most = [int(p.read_text()) for p in tmp_path.glob("most.*")]
     assert len(most) == 2 and max(most) <= worker.SETUP_AT_ONCE and min(most) > 1, most
+
+
+def _report_then_exit(status: Any, names: list[str]) -> None:
+    """A group process whose roles failed: news of others first, then each role's error, then its exit."""
+    for i in range(300):
+        status.put(("subscribed", f"other-{i}"))
+    for name in names:
+        status.put(("error", name, "rocketmq (java): the role could not start its client"))
+
+
+def test_a_group_that_reports_errors_and_exits_is_failed_by_its_errors_not_its_exit() -> None:
+    """A 1,000-topic run here said only "consumer-584 exited (code 0) before it was ready": the group process
+    had reported each role's error and ended, and the runner saw it gone before it read the errors."""
+    w = _workers.Workers(2)
+    names = ["consumer-0", "consumer-1"]
+    p = _workers._CTX.Process(target=_report_then_exit, args=(w.status, names), daemon=True)
+    p.start()
+    p.join(30)
+    w.procs["consumers-0"] = p
+    w.group_of.update({name: "consumers-0" for name in names})
+    with pytest.raises(_workers.CaseFailed) as failed:
+        w.wait_ready(names)
+    assert str(failed.value) == "consumer-0: rocketmq (java): the role could not start its client"
+    w.status.close()
+    w.status.join_thread()
