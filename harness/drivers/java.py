@@ -26,7 +26,7 @@ from typing import Any, ClassVar
 from harness.drivers.base import Driver, DriverError, Guarantee, Pattern, Topology
 from harness.drivers.kafka import KafkaDriver, KafkaOptions
 from harness.drivers.rabbitmq import RabbitMQDriver, RabbitMQOptions
-from harness.drivers.rocketmq import send_parity
+from harness.drivers.rocketmq import send_parity, wait_for_routes
 from harness.drivers.zmq_driver import ZmqDriver
 
 JVM_DIR = Path(__file__).resolve().parents[2] / "jvm"
@@ -232,4 +232,10 @@ class RocketMQJavaDriver(JavaClient, Driver):
         plan = super().plan(topology)
         plan["queues"] = self.opts.queues
         prepare_in_jvm(self, plan)  # the topics: there is no Python client to create them
+        namesrv = self.broker.url.split("://", 1)[-1].rstrip("/")  # host:port, or several separated by ';'
+        try:  # as the Python driver does: a thousand new topics take the NameServer seconds to route
+            wait_for_routes(namesrv, [topology.topic_name(i) for i in range(topology.topics)])
+        except OSError as exc:
+            raise DriverError(f"{self.label()}: could not ask the NameServer at {namesrv} for the run's "
+                              f"topics: {exc}") from None
         return plan

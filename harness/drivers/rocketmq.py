@@ -125,6 +125,17 @@ def send_parity(send: str, broker: Any) -> dict[str, str]:
     return {"acks": acks, "fsync": fsync}
 
 
+def wait_for_routes(namesrv: str, topics: list[str]) -> None:
+    """Return once the NameServers ``namesrv`` route every one of ``topics`` (just created on the brokers), at
+    most ``ROUTE_WAIT`` s later; a producer asking before then fails its send ("No route info of this
+    topic"). Raises DriverError saying how many were not routed."""
+    missing = unrouted(namesrv, topics, timeout=10.0, wait=ROUTE_WAIT)
+    if missing:
+        raise DriverError(f"the rocketmq NameServer at {namesrv} had no route for {len(missing)} of the run's "
+                          f"{len(topics)} topics {ROUTE_WAIT:.0f} s after they were created (first: {missing[0]}); "
+                          "the broker did not register them")
+
+
 class RocketMQDriver(BrokerDriver):
     """Topics are made and removed over the remoting protocol (``plan``/``teardown`` below), not through an
     admin client."""
@@ -162,11 +173,7 @@ class RocketMQDriver(BrokerDriver):
             for topic in topics:
                 for addr in brokers:
                     create_topic(addr, topic, self.opts.queues, timeout=10.0)
-            missing = unrouted(self.namesrv, topics, timeout=10.0, wait=ROUTE_WAIT)
-            if missing:
-                raise DriverError(f"the rocketmq NameServer at {self.namesrv} had no route for {len(missing)} of "
-                                  f"the run's {len(topics)} topics {ROUTE_WAIT:.0f} s after they were created "
-                                  f"(first: {missing[0]}); the broker did not register them")
+            wait_for_routes(self.namesrv, topics)
         except OSError as exc:
             raise DriverError(f"rocketmq could not create the run's topics via {self.namesrv}: {exc}") from None
         plan["brokers"] = brokers

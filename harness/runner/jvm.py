@@ -293,8 +293,12 @@ def _relay(roles: list[_Role], ctx: WorkerContext, driver: Any, grouped: bool) -
             ctx.status.put(("error", role.spec.name,
                             "stopped by the runner before the JVM worker saved its records"))
     finally:
-        # A late SIGUSR1 or SIGTERM from the runner must not cut the kill short and leave the JVM running.
-        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR1, signal.SIGTERM})
+        # A late SIGUSR1 or SIGTERM from the runner must not cut the kill short and leave the JVM running, nor
+        # end the process's exit in a traceback: ignored from here on (blocking them in this thread is not
+        # enough: another thread of the process, the status queue's feeder, may take the signal, and Python
+        # runs its handler here all the same).
+        signal.signal(signal.SIGUSR1, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
         kill_group(proc)
         spec_path.unlink(missing_ok=True)
 

@@ -264,7 +264,10 @@ def group_main(specs: list[WorkerSpec], ctx: WorkerContext) -> None:
         from harness.runner.jvm import relay_group
 
         signal.signal(signal.SIGUSR1, _interrupt)
-        relay_group(specs, ctx)
+        try:
+            relay_group(specs, ctx)
+        finally:
+            signal.signal(signal.SIGUSR1, signal.SIG_IGN)  # a late one must not end the exit in a traceback
         return
     signal.signal(signal.SIGUSR1, signal.SIG_IGN)
     threading.stack_size(1 << 20)  # a thousand roles' stacks: 1 MiB each is plenty for the loops
