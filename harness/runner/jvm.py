@@ -27,6 +27,7 @@ producer's do.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import queue
@@ -36,7 +37,7 @@ import threading
 import time
 import traceback
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -427,5 +428,25 @@ def _convert(spec: Any, outcomes: Outcomes | None = None) -> None:
     if outcomes is not None and outcomes.watched:
         arrays["t_ack"] = outcomes.stamps(count)
         arrays["tracked"] = np.array([True])
-    save(spec.out, **arrays)
+    with _whole():
+        save(spec.out, **arrays)
     index_path.unlink()
+
+
+@contextlib.contextmanager
+def _whole() -> Iterator[None]:
+    """Records being saved: the runner's SIGUSR1 meanwhile interrupts only once they are whole (a group's
+    relay saves each role's as its ``done`` comes, and an interrupt inside ``np.savez`` broke the file and
+    lost every role of the group)."""
+    handler = signal.getsignal(signal.SIGUSR1)
+    if not callable(handler) or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    came: list[int] = []
+    signal.signal(signal.SIGUSR1, lambda signum, frame: came.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGUSR1, handler)
+        if came:
+            handler(signal.SIGUSR1, None)  # as it would have, now that the records are whole

@@ -180,3 +180,29 @@ def test_a_role_failing_in_a_group_is_named_and_leaves_no_jvm(tmp_path: Path, mo
     assert "\n" not in message
     assert len(watch.seen) == 2  # the producers' JVM and the consumer's
     assert not java_left(tmp_path)
+
+
+def test_an_interrupt_while_records_are_saved_waits_until_they_are_whole(tmp_path: Path) -> None:
+    """A 1,000-topic run here: the runner's SIGUSR1 came inside ``np.savez`` of a group's relay, broke the
+    file and lost every role of the group. It now interrupts once the records are saved."""
+    import signal
+    import time
+
+    import numpy as np
+
+    from harness.runner._context import Interrupted
+    from harness.runner._records import save
+
+    def interrupt(signum: int, frame: Any) -> None:
+        raise Interrupted
+
+    previous = signal.signal(signal.SIGUSR1, interrupt)
+    try:
+        with pytest.raises(Interrupted):
+            with jvm._whole():
+                os.kill(os.getpid(), signal.SIGUSR1)
+                time.sleep(0.05)  # the handler would have run here
+                save(str(tmp_path / "consumer-0"), t_recv=np.arange(1000, dtype="<i8"))
+        assert np.load(tmp_path / "consumer-0.npz")["t_recv"].sum() == sum(range(1000))  # whole
+    finally:
+        signal.signal(signal.SIGUSR1, previous)

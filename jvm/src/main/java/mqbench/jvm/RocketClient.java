@@ -34,6 +34,7 @@ final class RocketClient implements Client {
     // The roles of a JVM that plays many (Main.group) share one client instance, its connections and its
     // threads: the client's default gives each client its own (a name of the pid and the time), and 125
     // roles in a JVM then ran some 900 threads each in 16 JVMs, the machine's load above 2,000.
+    private static final long ROUTE_WAIT_NS = 60_000_000_000L;  // as harness/drivers/rocketmq.py's ROUTE_WAIT
     private static final String SHARED_INSTANCE = "mqbench-" + ProcessHandle.current().pid();
 
     private String group(String role) {
@@ -63,6 +64,7 @@ final class RocketClient implements Client {
                 if (spec.grouped()) producer.setInstanceName(SHARED_INSTANCE);
                 producer.setSendMsgTimeout((int) Math.max(3000, spec.requestTimeout * 1000));
                 producer.start();
+                awaitRoute();
                 break;
             case "consumer":
                 consumer = new DefaultLitePullConsumer(group("c"));
@@ -74,6 +76,30 @@ final class RocketClient implements Client {
                 break;
             default:
                 throw new IllegalArgumentException("rocketmq has no " + kind + " here");
+        }
+    }
+
+    /** The producer has its topic's route before it says ready (as the Kafka producers fetch their metadata):
+     *  its first send otherwise asks the NameServer for it under the client's lock, which a send gives up
+     *  after 3 s ("No route info of this topic"); 800 of 1,000 producers here failed so at the start. */
+    private void awaitRoute() throws InterruptedException {
+        long deadline = System.nanoTime() + ROUTE_WAIT_NS;
+        var factory = producer.getDefaultMQProducerImpl().getMqClientFactory();
+        String last = "no route";
+        while (true) {
+            try {  // a NameServer busy with a thousand clients' requests answers some after the 3 s timeout
+                if (factory.updateTopicRouteInfoFromNameServer(topic)) {
+                    var info = producer.getDefaultMQProducerImpl().getTopicPublishInfoTable().get(topic);
+                    if (info != null && info.ok()) return;
+                }
+            } catch (Exception e) {
+                last = String.valueOf(e.getMessage());
+            }
+            if (System.nanoTime() > deadline) {
+                throw new IllegalStateException("the rocketmq NameServer gave no route for topic " + topic + " within "
+                    + ROUTE_WAIT_NS / 1_000_000_000L + " s (" + last + ")");
+            }
+            Thread.sleep(200);
         }
     }
 
