@@ -265,6 +265,7 @@ def _relay(roles: list[_Role], ctx: WorkerContext, driver: Any, grouped: bool) -
     def interrupted(signum: int, frame: Any) -> None:
         raise Interrupted
 
+    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGUSR1, signal.SIGTERM)}
     signal.signal(signal.SIGTERM, interrupted)  # terminate() from the runner: kill the JVM on the way out
     if grouped:
         from harness.runner.worker import SETUP_AT_ONCE
@@ -294,13 +295,18 @@ def _relay(roles: list[_Role], ctx: WorkerContext, driver: Any, grouped: bool) -
             ctx.status.put(("error", role.spec.name,
                             "stopped by the runner before the JVM worker saved its records"))
     finally:
-        # A late SIGUSR1 or SIGTERM from the runner must not cut the kill short and leave the JVM running, nor
-        # end the process's exit in a traceback: ignored from here on (blocking them in this thread is not
-        # enough: another thread of the process, the status queue's feeder, may take the signal, and Python
-        # runs its handler here all the same).
+        # A late SIGUSR1 or SIGTERM from the runner must not cut the kill short and leave the JVM running:
+        # ignored meanwhile (blocking them in this thread is not enough: another thread of the process, the
+        # status queue's feeder, may take the signal, and Python runs its handler here all the same).
         signal.signal(signal.SIGUSR1, signal.SIG_IGN)
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         kill_group(proc)
+        # Then SIGTERM as it was (an ignored SIGTERM is inherited: a process started later, a Spark daemon
+        # in a test, would not stop on it), and SIGUSR1 too unless it had a handler: it interrupts a relay,
+        # and there is none left to interrupt (one after the worker's relay ended its exit in a traceback).
+        signal.signal(signal.SIGTERM, previous[signal.SIGTERM])
+        usr1 = previous[signal.SIGUSR1]
+        signal.signal(signal.SIGUSR1, signal.SIG_IGN if callable(usr1) else usr1)
         spec_path.unlink(missing_ok=True)
 
 

@@ -206,3 +206,42 @@ def test_an_interrupt_while_records_are_saved_waits_until_they_are_whole(tmp_pat
         assert np.load(tmp_path / "consumer-0.npz")["t_recv"].sum() == sum(range(1000))  # whole
     finally:
         signal.signal(signal.SIGUSR1, previous)
+
+
+def test_ctrl_c_during_a_grouped_jvm_case_leaves_no_jvm(tmp_path: Path) -> None:
+    """``mqbench compare`` of 72 JeroMQ roles (16 JVMs of a group each) stopped by Ctrl-C mid-run: it says
+    so without a traceback, marks the run incomplete, and no JVM outlives it."""
+    import json
+    import signal
+    import sys
+    import time
+
+    from harness.pipeline import run_folders
+
+    need_jvm()
+    scenario = tmp_path / "topics.yaml"
+    scenario.write_text(f"name: topics\npattern: queue\nmessage_sizes: [100]\nduration: 120s\nrate: {100 * TOPICS}\n"
+                        f"topics: {TOPICS}\nproducers_per_topic: 1\nconsumers_per_topic: 1\nsystems: [jeromq]\n")
+    root = Path(__file__).resolve().parents[3]
+    proc = subprocess.Popen([sys.executable, "-m", "harness.cli", "compare", str(scenario), "--out",
+                             str(tmp_path / "res")], cwd=root, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and len(java_left(tmp_path)) < 2 * _workers.ROLE_PROCESSES:
+            time.sleep(0.5)
+        assert len(java_left(tmp_path)) == 2 * _workers.ROLE_PROCESSES, "the groups' JVMs never all started"
+        time.sleep(3.0)  # the case under way
+        proc.send_signal(signal.SIGINT)
+        output, _ = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, output
+    assert "interrupted" in output and "Traceback" not in output, output
+    (run_dir,) = run_folders(tmp_path / "res")
+    assert json.loads((run_dir / "manifest.json").read_text())["complete"] is False
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline and java_left(tmp_path):
+        time.sleep(0.2)
+    assert not java_left(tmp_path), f"JVMs left: {java_left(tmp_path)}"

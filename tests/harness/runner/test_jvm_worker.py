@@ -5,11 +5,15 @@ need it skip with the reason (in CI, ``CI=true``, they fail)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import queue
 import subprocess
+import threading
 import zlib
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -357,3 +361,24 @@ def test_workload_fields_the_jvm_cannot_run_are_refused_naming_field_and_client(
                     "producers_per_topic: 1\nconsumers_per_topic: 1\n")
     few, many = load_scenarios(path)  # a sweep's case of more than 64 roles: the JVM plays them in groups
     assert scenario_reason("rabbitmq", few, "java") is None and scenario_reason("rabbitmq", many, "java") is None
+
+
+def test_a_relay_leaves_the_processs_signals_as_it_found_them(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A relay run in this process (as a test does) left SIGTERM ignored, and the ignoring is inherited: the
+    Spark daemons a later test started did not stop on SIGTERM (CI: "had to SIGKILL" two clusters)."""
+    import signal
+
+    from harness.runner._context import WorkerContext
+
+    monkeypatch.setattr(jvm, "unavailable_reason", lambda: None)
+    monkeypatch.setattr(jvm, "command", lambda *args, **kwargs: ["true"])  # a "JVM" that ends at once
+    ctx = WorkerContext(status=queue.Queue(), start=threading.Event(), stop=threading.Event(),
+                        start_ns=SimpleNamespace(value=0), progress=[0])
+    before = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGUSR1)}
+    with contextlib.suppress(Exception):
+        jvm.relay(spec_for("consumer", tmp_path / "c"), ctx, JeromqDriver({}))
+    assert signal.getsignal(signal.SIGTERM) == before[signal.SIGTERM]
+    assert signal.getsignal(signal.SIGUSR1) == before[signal.SIGUSR1]
+    child = subprocess.Popen(["sleep", "30"])
+    child.terminate()
+    assert child.wait(timeout=10) == -signal.SIGTERM  # a process started now stops on SIGTERM
