@@ -156,23 +156,12 @@ def test_72_kafka_java_roles_run_in_one_jvm_per_group(tmp_path: Path, monkeypatc
 def test_a_role_failing_in_a_group_is_named_and_leaves_no_jvm(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Two producers in one JVM told to bind the same endpoint: one cannot, and the case fails naming it."""
     need_jvm()
-    from harness.drivers.java import JeromqDriver
-    from harness.runner.case import Case, CaseFailed, run_case
-    from harness.scenario import Variant
+    from harness.runner.case import CaseFailed, run_case
+    from tests.harness.runner.test_jvm_worker import clashing_producers
 
     monkeypatch.setattr(_workers, "ONE_PROCESS_EACH", 2)  # 3 roles: a consumer group and a producer group
     monkeypatch.setattr(_workers, "ROLE_PROCESSES", 1)
-    scenario = parse_scenario({"name": "f", "pattern": "queue", "message_sizes": [100], "messages": 10,
-                               "producers": 2, "consumers": 1, "timeout": 10}, "t.yaml")
-    driver = JeromqDriver({})
-
-    def same_endpoint(topology: Any) -> dict[str, Any]:
-        plan = JeromqDriver.plan(driver, topology)
-        plan["endpoints"] = [plan["endpoints"][0]] * len(plan["endpoints"])
-        return plan
-
-    driver.plan = same_endpoint  # type: ignore[method-assign]
-    case = Case(scenario, Variant("jeromq", "default", {}), 100, None, 0, "run", None)
+    case, driver = clashing_producers()
     with JavaWatch(tmp_path) as watch, pytest.raises(CaseFailed) as failed:
         run_case(case, driver, tmp_path / "work")
     message = str(failed.value)

@@ -98,9 +98,8 @@ def test_reqrep_round_trips(tmp_path: Path) -> None:
     assert (rows["t_recv"] > rows["t_send"]).all()
 
 
-def test_a_failing_jvm_fails_the_case_in_one_sentence(tmp_path: Path) -> None:
-    need_jvm()
-    # Two producers told to bind the same endpoint: the second JVM cannot bind and reports why.
+def clashing_producers() -> tuple[Case, JeromqDriver]:
+    """A JeroMQ queue case whose two producers are told to bind the same endpoint: one cannot."""
     scenario = parse_scenario({"name": "f", "pattern": "queue", "message_sizes": [100], "messages": 10,
                                "producers": 2, "consumers": 1, "timeout": 10}, "t.yaml")
     driver = JeromqDriver({})
@@ -111,7 +110,13 @@ def test_a_failing_jvm_fails_the_case_in_one_sentence(tmp_path: Path) -> None:
         return plan
 
     driver.plan = same_endpoint  # type: ignore[method-assign]
-    case = Case(scenario, Variant("jeromq", "default", {}), 100, None, 0, "run", None)
+    return Case(scenario, Variant("jeromq", "default", {}), 100, None, 0, "run", None), driver
+
+
+def test_a_failing_jvm_fails_the_case_in_one_sentence(tmp_path: Path) -> None:
+    need_jvm()
+    # Two producers told to bind the same endpoint: the second JVM cannot bind and reports why.
+    case, driver = clashing_producers()
     with pytest.raises(CaseFailed) as failed:
         run_case(case, driver, tmp_path / "work")
     assert "jeromq" in str(failed.value) and "\n" not in str(failed.value)
