@@ -163,6 +163,63 @@ def test_a_jvm_replier_answers_the_clock_and_stops_when_told(tmp_path: Path) -> 
         jvm.kill_group(proc)
 
 
+def test_a_consumer_is_ready_only_once_its_connection_has_shaken_hands(tmp_path: Path) -> None:
+    """A JeroMQ consumer whose first connection never completes its ZMTP handshake (a listener that accepts and
+    stays silent: what JeroMQ 0.6.0's poller leaves when it loses a new connection's registration, a topic then
+    unread for the whole case) dials again, and says ``ready`` only once connected to the real producer, whose
+    messages it then records."""
+    need_jvm()
+    import socket
+    import time
+
+    import zmq
+
+    from harness.brokers import free_port
+    from harness.drivers.base import Pattern, Topology
+    from harness.runner._records import HEADER
+
+    port = free_port()
+    endpoint = f"tcp://127.0.0.1:{port}"
+    silent = socket.create_server(("127.0.0.1", port))
+    topology = Topology(Pattern.QUEUE, 1, 1, 1, 100, "shake")
+    plan = {"topology": {"pattern": "queue", "topics": 1, "producers": 1, "consumers": 1, "message_size": 100,
+                         "run_tag": topology.run_tag}, "endpoints": [endpoint]}
+    spec = spec_for("consumer", tmp_path / "consumer", plan)
+    spec_path = tmp_path / "spec.json"
+    spec_path.write_text(json.dumps(jvm.spec_json(spec, "jeromq")))
+    proc = subprocess.Popen(jvm.command(jvm.MAIN, str(spec_path)), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, text=True, bufsize=1, start_new_session=True)
+    ctx = zmq.Context()
+    push = ctx.socket(zmq.PUSH)
+    push.linger = 1000
+    held = None
+    try:
+        lines = jvm._Lines(proc, [jvm._Role(spec)])
+        lines.wait_for("hello", jvm.HELLO_TIMEOUT)
+        jvm.check_clock(lambda text: jvm._send(proc, text), lines)
+        silent.settimeout(jvm.HELLO_TIMEOUT)
+        held, _ = silent.accept()  # the consumer's first connection: accepted, never answered
+        silent.close()
+        with pytest.raises(DriverError, match="'ready'"):  # not ready on a connection without a handshake
+            lines.wait_for("ready", 1.0)
+        push.bind(endpoint)  # the producer, on the same port: the consumer's next dial reaches it
+        lines.wait_for("ready", jvm.HELLO_TIMEOUT)
+        jvm._send(proc, f"start {time.monotonic_ns()}")
+        for seq in range(10):
+            push.send(HEADER.pack(0, seq, time.monotonic_ns()).ljust(100, b"\0"))
+        lines.wait_for("progress 10", 30)  # all ten recorded
+        jvm._send(proc, "stop")
+        assert lines.wait_for("done", jvm.HELLO_TIMEOUT).startswith("done 10 ")
+        assert proc.wait(30) == 0
+    finally:
+        if held is not None:
+            held.close()
+        silent.close()
+        push.close()
+        ctx.term()
+        jvm.kill_group(proc)
+
+
 def spec_for(kind: str, out: Path, plan: dict[str, Any] | None = None) -> WorkerSpec:
     from harness.drivers.base import Role
 
