@@ -31,6 +31,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from harness import _watchdog
 from harness.brokers._images import Image, client
 from harness.brokers._process import _descendants
 from harness.brokers._spec import Command
@@ -141,12 +142,14 @@ class BrokerContainer:
             working_dir=str(workdir), init=True, labels=owner_labels(image.system), **rights)
         self._container = container
         self._started = False
+        self._watched = 0  # the watchdog's token (harness/_watchdog.py) while started
 
     def start(self) -> None:
         """Create and start the container (pulling the image first if the engine lacks it). ContainerError
         saying why when it cannot; call ``stop`` either way."""
         with _LIVE_LOCK:
             _LIVE.add(self)
+        self._watched = _watchdog.watch_command(["docker", "rm", "-f", "-v", self.name])  # if this process is killed
         try:
             self._container.start()
         except Exception as exc:  # noqa: BLE001 - the engine's refusal, in one line
@@ -220,6 +223,7 @@ class BrokerContainer:
                     wrapped.remove(force=True, v=True)
                 self._container._container = None
         finally:
+            _watchdog.forget(self._watched)
             with _LIVE_LOCK:
                 _LIVE.discard(self)
 

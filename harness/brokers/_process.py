@@ -4,8 +4,9 @@ Invariants: every started process is the leader of a new session/process group (
 listed in ``_LIVE`` until stopped, and is stopped by signalling its group (SIGTERM, then SIGKILL after the
 grace period). Daemons some brokers spawn with their own ``setsid`` (Erlang's ``erl_child_setup``) are found
 as descendants through /proc at stop time and killed if they outlive the group. An ``atexit`` hook stops
-whatever is still running when the interpreter exits. Only the thread that started a group stops it,
-except the atexit hook.
+whatever is still running when the interpreter exits, and the watchdog (harness/_watchdog.py) whatever is still
+running when the process dies without running it. Only the thread that started a group stops it, except the
+atexit hook.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import threading
 import time
 from pathlib import Path
 
+from harness import _watchdog
 from harness.brokers._spec import Command
 
 _LIVE: set[BrokerProcess] = set()
@@ -47,6 +49,7 @@ class BrokerProcess:
                 extra_groups=[] if command.user else None,
             )
         self.pid = self.popen.pid
+        self._watched = _watchdog.watch_group(self.pid)  # stopped even if this process is killed
         with _LIVE_LOCK:
             _LIVE.add(self)
 
@@ -75,6 +78,7 @@ class BrokerProcess:
             while time.monotonic() < deadline and (_group_alive(self.pid) or any(map(_running, descendants))):
                 time.sleep(0.02)
         finally:
+            _watchdog.forget(self._watched)
             with _LIVE_LOCK:
                 _LIVE.discard(self)
 

@@ -269,9 +269,10 @@ def _worker(main: Any, spec: WorkerSpec, ctx: WorkerContext) -> None:
     ``/proc/PID/comm``; the kernel keeps 15 bytes) so that it can be told from Spark's Python workers."""
     import ctypes
 
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(1, signal.SIGKILL)  # 1 = PR_SET_PDEATHSIG
-    libc.prctl(15, f"{WORKER_COMM}{spec.name}".encode()[:15])  # 15 = PR_SET_NAME
+    from harness import _watchdog
+
+    _watchdog.die_with_parent()
+    ctypes.CDLL(None, use_errno=True).prctl(15, f"{WORKER_COMM}{spec.name}".encode()[:15])  # 15 = PR_SET_NAME
     main(spec, ctx)
 
 

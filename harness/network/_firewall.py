@@ -16,6 +16,7 @@ without it or without bridge netfilter needs nothing.
 from __future__ import annotations
 
 import re
+import shlex
 import shutil
 import subprocess
 from collections.abc import Callable
@@ -63,6 +64,12 @@ def allow(bridge: str) -> str | None:
     if done.returncode != 0:
         return f"`iptables -I {CHAIN} 1 {' '.join(_rule(bridge))}` failed: {done.stderr.strip() or done.returncode}"
     return None
+
+
+def remove_script(bridge: str) -> str:
+    """A shell line that does what :func:`remove` does (for the watchdog: harness/_watchdog.py)."""
+    rule = " ".join(shlex.quote(a) for a in _rule(bridge))
+    return f"while iptables -w -D {CHAIN} {rule} 2>/dev/null; do :; done"
 
 
 def remove(bridge: str) -> None:

@@ -25,6 +25,7 @@ import contextlib
 import functools
 import random
 import selectors
+import shlex
 import shutil
 import socket
 import subprocess
@@ -33,6 +34,7 @@ import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
+from harness import _watchdog
 from harness.network import _firewall
 from harness.network._netns import exec_prefix, made_in
 from harness.network.toxiproxy import Toxiproxy
@@ -79,6 +81,7 @@ class Network:
         self.proxies: dict[str | None, Toxiproxy] = {}
         self.log_dir = Path(tempfile.mkdtemp(prefix=f"mqbench-{self.prefix}-"))
         self._lock = threading.Lock()
+        self._watched = _watchdog.watch_command(["sh", "-c", self._teardown_script()])  # if this process is killed
         with _LIVE_LOCK:
             _LIVE.add(self)
         try:
@@ -222,8 +225,18 @@ class Network:
             self.created_ns.clear()
             self.created_links.clear()
             shutil.rmtree(self.log_dir, ignore_errors=True)  # the proxies' logs: a failed start quoted its own
+            _watchdog.forget(self._watched)
         with _LIVE_LOCK:
             _LIVE.discard(self)
+
+    def _teardown_script(self) -> str:
+        """What :meth:`close` does, as one shell line for the watchdog (harness/_watchdog.py), which runs it
+        if this process dies first: its proxies are process groups of their own, already killed by then. The
+        veths' outer ends are deleted by name too (a namespace can outlive its name for a while)."""
+        return (f"{_firewall.remove_script(self.bridge)}; "
+                f"for ns in $(ip netns list | cut -d' ' -f1 | grep '^{self.prefix}-'); do ip netns del \"$ns\"; done; "
+                f"for link in $(ip -o link show | cut -d: -f2 | cut -d@ -f1 | grep '^ *{self.prefix}'); do "
+                f"ip link del $link 2>/dev/null; done; rm -rf {shlex.quote(str(self.log_dir))}")
 
     # -- what faults and routes use ------------------------------------------------------------------
 

@@ -23,6 +23,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+from harness import _watchdog
 from harness.network._netns import exec_prefix
 
 BINARY = "toxiproxy-server"
@@ -60,6 +61,7 @@ class Toxiproxy:
                 stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
             )
         self.pid = self.popen.pid
+        self._watched = _watchdog.watch_group(self.pid)  # stopped even if this process is killed
         deadline = time.monotonic() + START_TIMEOUT
         while True:
             try:
@@ -118,3 +120,4 @@ class Toxiproxy:
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(self.pid, signal.SIGKILL)
                 self.popen.wait(5.0)
+        _watchdog.forget(self._watched)

@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from harness import _watchdog
 from harness.drivers import load_class
 from harness.drivers.base import Driver, DriverError
 from harness.runner import _hot
@@ -238,7 +239,9 @@ def _interrupt(signum: int, frame: Any) -> None:
 
 
 def worker_main(spec: WorkerSpec, ctx: WorkerContext) -> None:
-    """Entry point of every worker process."""
+    """Entry point of every worker process. It dies with the runner's forkserver, which ends with the runner
+    however that ends (a killed harness leaves no worker blocked in a client)."""
+    _watchdog.die_with_parent()
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGUSR1, _interrupt)
     if spec.namespace is not None:
@@ -259,6 +262,7 @@ def group_main(specs: list[WorkerSpec], ctx: WorkerContext) -> None:
     thread each there (``jvm.relay_group``), and this process relays to it as for one role: SIGUSR1
     interrupts the relay, which stops the JVM and waits for its records."""
     global _gate
+    _watchdog.die_with_parent()
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     if load_class(specs[0].driver).runs_in_jvm:
         from harness.runner.jvm import relay_group

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
+from harness import _watchdog
 from harness.crosscheck._tool import ToolFailed
 from harness.runner.proc import CpuMeter, CpuUse
 
@@ -46,6 +47,7 @@ class ToolProcess:
     status: int | None = None  # exit status (negative: the signal that ended it) once reaped
     cpu_s: float = 0.0
     ended: float = 0.0  # time.monotonic() when reaped
+    watched: int = 0  # its watchdog token (harness/_watchdog.py) until reaped
 
     @property
     def wall_s(self) -> float:
@@ -103,7 +105,7 @@ class Tools:
             )
         # Reaped by os.wait4 below, not by Popen: drop Popen's handle so it never waits on the pid itself.
         popen.returncode = 0
-        proc = ToolProcess(role, list(argv), popen.pid, log, time.monotonic())
+        proc = ToolProcess(role, list(argv), popen.pid, log, time.monotonic(), watched=_watchdog.watch_group(popen.pid))
         self.processes.append(proc)
         return proc
 
@@ -114,11 +116,13 @@ class Tools:
                 pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
             except ChildProcessError:  # reaped elsewhere: no account of it left
                 proc.status, proc.ended = -1, time.monotonic()
+                _watchdog.forget(proc.watched)
                 return proc.status
             if pid == 0:
                 return None
             proc.status = os.waitstatus_to_exitcode(status)
             proc.cpu_s, proc.ended = usage.ru_utime + usage.ru_stime, time.monotonic()
+            _watchdog.forget(proc.watched)
         return proc.status
 
     def wait(self, proc: ToolProcess, timeout: float) -> int:

@@ -10,6 +10,7 @@ import sys
 import time
 from pathlib import Path
 
+from harness.brokers._process import _running
 from harness.pipeline import run_folders
 from tests.harness.drivers.conformance import require_backend
 from tests.harness.runner.test_runner_e2e import _descendants
@@ -17,10 +18,11 @@ from tests.harness.runner.test_runner_e2e import _descendants
 ROOT = Path(__file__).resolve().parents[3]
 
 
-def interrupt_mid_run(tmp_path: Path, scenario_text: str, broker_comm: str, wait: float) -> tuple[str, set[int]]:
-    """Run `mqbench compare` on ``scenario_text`` (process backend), SIGINT it once a process named
+def interrupt_mid_run(tmp_path: Path, scenario_text: str, broker_comm: str, wait: float,
+                      sig: int = signal.SIGINT) -> tuple[str, set[int]]:
+    """Run `mqbench compare` on ``scenario_text`` (process backend), send it ``sig`` once a process named
     ``broker_comm`` and the workers run, and return its output and every descendant pid seen.
-    Asserts it exits with 130 and no traceback."""
+    Asserts it exits with 130 and no traceback (after a SIGINT), or was killed (SIGKILL)."""
     scenario = tmp_path / "long.yaml"
     scenario.write_text(scenario_text)
     proc = subprocess.Popen(
@@ -40,12 +42,16 @@ def interrupt_mid_run(tmp_path: Path, scenario_text: str, broker_comm: str, wait
             running = broker_comm in names and sum(1 for n in names if n.startswith("python")) >= 3
         assert running, f"the case never started ({broker_comm} and three workers)"
         time.sleep(1.0)
-        proc.send_signal(signal.SIGINT)
+        seen |= _descendants(proc.pid)
+        proc.send_signal(sig)
         output, _ = proc.communicate(timeout=120)
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.communicate()
+    if sig == signal.SIGKILL:
+        assert proc.returncode == -signal.SIGKILL
+        return output, seen
     assert proc.returncode == 130, output
     assert "Traceback" not in output
     return output, seen
@@ -65,12 +71,28 @@ def test_ctrl_c_during_a_broker_run_leaves_no_broker(tmp_path: Path) -> None:
     assert not left, f"processes left running after Ctrl-C: {left}"
 
 
+def test_a_killed_mqbench_leaves_no_broker_and_no_worker(tmp_path: Path) -> None:
+    """SIGKILL, where no handler, ``finally`` or atexit hook runs: the broker is stopped by the process's
+    watchdog (harness/_watchdog.py), the workers die with the runner's forkserver, nothing is left."""
+    require_backend("nats", "process")
+    _, seen = interrupt_mid_run(
+        tmp_path,
+        "name: long\npattern: queue\nmessage_sizes: [100]\nduration: 60s\nrate: 1000\nsystems: [nats]\n",
+        "nats-server",
+        wait=90,
+        sig=signal.SIGKILL,
+    )
+    left = left_running(seen, wait=30)
+    assert not left, f"processes left running after a SIGKILL of mqbench: {left}"
+
+
 def left_running(pids: set[int], wait: float) -> dict[int, str]:
-    """Those of ``pids`` still running after up to ``wait`` seconds, with their names."""
+    """Those of ``pids`` still running (zombies are not: a killed parent's children may wait for a reaper
+    that never comes) after up to ``wait`` seconds, with their names."""
     deadline = time.monotonic() + wait
-    while time.monotonic() < deadline and any(Path(f"/proc/{p}").exists() for p in pids):
+    while time.monotonic() < deadline and any(map(_running, pids)):
         time.sleep(0.2)
-    return {p: _name(p) for p in pids if Path(f"/proc/{p}").exists()}
+    return {p: _name(p) for p in pids if _running(p)}
 
 
 def _name(pid: int) -> str:

@@ -1,0 +1,114 @@
+"""The watchdog (harness/_watchdog.py): what a harness process started is stopped when that process is killed
+outright (no ``finally``, no ``atexit``), and left alone once the process stopped it itself."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+from harness import _watchdog
+from harness.brokers._process import _group_alive
+
+#: A harness process in miniature: a "broker" (a process group of its own, as harness/brokers/_process.py
+#: starts one) and an undo command, registered; then it prints their ids and waits to be killed, or, with
+#: ``clean``, stops the broker and takes the command back before it exits normally.
+CHILD = textwrap.dedent("""
+    import os, sys, time
+    from pathlib import Path
+    from harness import _watchdog
+    from harness.brokers._process import BrokerProcess
+    from harness.brokers._spec import Command
+    folder, clean = Path(sys.argv[1]), sys.argv[2] == "clean"
+    broker = BrokerProcess(Command("sleeper", ("sh", "-c", "sleep 600 & sleep 600")), cwd=folder, log_dir=folder)
+    token = _watchdog.watch_command(["touch", str(folder / "undone")])
+    print(broker.pid, _watchdog.watchdog_pid(), flush=True)
+    if clean:
+        broker.stop(1.0)
+        _watchdog.forget(token)
+        sys.exit(0)
+    time.sleep(600)
+""")
+
+
+def _start(tmp_path: Path, how: str) -> tuple[subprocess.Popen[str], int, int]:
+    child = subprocess.Popen([sys.executable, "-c", CHILD, str(tmp_path), how], stdout=subprocess.PIPE, text=True,
+                             cwd=Path(__file__).parents[2])
+    assert child.stdout is not None
+    broker, watchdog = (int(x) for x in child.stdout.readline().split())
+    return child, broker, watchdog
+
+
+def _gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    with open(f"/proc/{pid}/stat") as f:
+        return f.read().rsplit(")", 1)[1].split()[0] == "Z"
+
+
+def _until(seconds: float, condition: object) -> bool:
+    """Whether ``condition()`` became true within ``seconds`` (a bound on waiting, not a timing check)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if condition():  # type: ignore[operator]
+            return True
+        time.sleep(0.1)
+    return bool(condition())  # type: ignore[operator]
+
+
+def test_a_killed_process_leaves_nothing_it_started_running(tmp_path: Path) -> None:
+    child, broker, watchdog = _start(tmp_path, "kill")
+    try:
+        assert _group_alive(broker) and not _gone(watchdog)
+        child.send_signal(signal.SIGKILL)  # no finally, no atexit
+        child.wait(10)
+        bound = _watchdog.GRACE + _watchdog.POLL + 20
+        assert _until(bound, lambda: not _group_alive(broker)), "the broker's process group outlived its harness"
+        assert _until(bound, lambda: (tmp_path / "undone").exists()), "the undo command did not run"
+        assert _until(bound, lambda: _gone(watchdog)), "the watchdog outlived its work"
+    finally:
+        child.kill()
+        child.wait(10)
+        if _group_alive(broker):
+            os.killpg(broker, signal.SIGKILL)
+
+
+def test_what_the_process_stopped_itself_is_left_alone(tmp_path: Path) -> None:
+    child, broker, watchdog = _start(tmp_path, "clean")
+    assert child.wait(30) == 0
+    assert not _group_alive(broker)
+    assert _until(_watchdog.POLL + 20, lambda: _gone(watchdog)), "the watchdog outlived its parent"
+    assert not (tmp_path / "undone").exists()  # taken back: not run
+
+
+def test_a_forked_worker_dies_with_the_thread_that_forked_it(tmp_path: Path) -> None:
+    """A runner's worker (``die_with_parent``), forked by a forkserver's main thread: killed when that ends."""
+    script = textwrap.dedent("""
+        import os, sys, time
+        from harness import _watchdog
+        if os.fork() == 0:
+            _watchdog.die_with_parent()
+            print(os.getpid(), flush=True)
+            time.sleep(600)
+            os._exit(0)
+        time.sleep(600)
+    """)
+    parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True,
+                              cwd=Path(__file__).parents[2])
+    assert parent.stdout is not None
+    worker = int(parent.stdout.readline())
+    try:
+        assert not _gone(worker)
+        parent.kill()
+        parent.wait(10)
+        assert _until(20, lambda: _gone(worker)), "the worker outlived the process that forked it"
+    finally:
+        parent.kill()
+        if not _gone(worker):
+            os.kill(worker, signal.SIGKILL)
