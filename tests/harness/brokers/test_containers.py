@@ -1,6 +1,7 @@
 """The containers backend for real: brokers in their images (built here by `make images` when no registry serves
-the official ones), removed on every way out, swept after a killed run, killed and restarted with their data,
-placed on a host, recorded in the run's manifest; and the choice of an image when no registry answers.
+the official ones), removed on every way out (a SIGKILLed process's by its watchdog), swept after a run killed
+with its watchdog, killed and restarted with their data, placed on a host, recorded in the run's manifest;
+and the choice of an image when no registry answers.
 
 Needs a Docker engine and the images (`make test` starts one and builds them); without them the tests skip
 with the reason, or fail in CI (``CI=true``)."""
@@ -60,23 +61,43 @@ def test_containers_go_at_the_end_and_on_ctrl_c(tmp_path: Path) -> None:
 
 HOLD = """
 import sys, time
+from harness import _watchdog
 from harness.brokers import provision
 with provision("nats", "containers") as endpoint:
-    print(",".join(endpoint.extra["containers"]), flush=True)
+    print(",".join(endpoint.extra["containers"]), _watchdog.watchdog_pid(), flush=True)
     time.sleep(600)
 """
 
 
-def test_the_containers_of_a_killed_run_are_swept() -> None:
-    require_backend("nats", "containers")
+def _killed_holding(kill_watchdog: bool) -> list[str]:
+    """The containers of a process that held a NATS broker in containers and was SIGKILLed (no teardown, no
+    atexit), with its watchdog (harness/_watchdog.py) killed first when ``kill_watchdog``."""
     proc = subprocess.Popen([sys.executable, "-c", HOLD], cwd=ROOT, stdout=subprocess.PIPE, text=True)
     try:
         assert proc.stdout is not None
-        names = proc.stdout.readline().strip().split(",")
+        listed, watchdog = proc.stdout.readline().split()
+        names = listed.split(",")
         assert names and set(names) <= set(_ours())
+        if kill_watchdog:
+            os.kill(int(watchdog), signal.SIGKILL)
     finally:
-        proc.send_signal(signal.SIGKILL)  # no teardown, no atexit: the containers stay behind
+        proc.send_signal(signal.SIGKILL)
         proc.wait(10)
+    return names
+
+
+def test_the_containers_of_a_killed_run_are_removed_by_its_watchdog() -> None:
+    require_backend("nats", "containers")
+    names = _killed_holding(kill_watchdog=False)
+    deadline = time.monotonic() + 60  # a bound on waiting: SIGTERM's grace, then docker rm -f
+    while time.monotonic() < deadline and not _gone(names):
+        time.sleep(0.5)
+    assert _gone(names), "the containers outlived the process that started them"
+
+
+def test_the_containers_of_a_run_killed_with_its_watchdog_are_swept() -> None:
+    require_backend("nats", "containers")
+    names = _killed_holding(kill_watchdog=True)  # nothing of the run is left to remove them
     assert set(names) <= set(_ours())
     assert set(names) <= set(_containers.sweep())  # their owner is gone
     assert _gone(names)
