@@ -1,5 +1,6 @@
 package mqbench.jvm;
 
+import java.util.List;
 import org.zeromq.SocketType;
 import org.zeromq.ZContext;
 import org.zeromq.ZMQ;
@@ -40,7 +41,7 @@ public final class BareLoop {
     private static int pull(ZContext ctx, String endpoint, long n) {
         ZMQ.Socket s = ctx.createSocket(SocketType.PULL);
         s.setReceiveTimeOut(TIMEOUT_MS);
-        s.connect(endpoint);
+        Handshakes.connect(ctx, s, List.of(endpoint));  // before the clock starts: at the first message
         if (s.recv() == null) {
             System.out.println("timeout");
             return 1;
