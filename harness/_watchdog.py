@@ -12,7 +12,7 @@ watchdog is started on the first such call, one per process (a forked child that
 in a session of its own (a Ctrl-C at the terminal does not reach it), reading those registrations from a pipe.
 Every half second it checks that its parent is still the process that started it. When the parent is gone,
 however it ended, it sends SIGTERM to the groups still listed, SIGKILL to what is left of them after
-``GRACE`` seconds, runs the commands, and exits. A group is signalled only while its leader is the process
+``GRACE`` seconds, runs the commands (the last registered first), and exits. A group is signalled only while its leader is the process
 that was listed (the same start time in ``/proc``) or it has no leader left, so a reused pid is never hit.
 """
 
@@ -132,7 +132,7 @@ def _clean(groups: dict[int, tuple[int, int | None]], commands: dict[int, list[s
         while time.monotonic() < deadline and _signal(groups, 0):
             time.sleep(0.1)
         _signal(groups, signal.SIGKILL)
-    for argv in commands.values():
+    for argv in reversed(list(commands.values())):  # the last registered first, as a process unwinds
         with contextlib.suppress(OSError, subprocess.SubprocessError):
             subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                            timeout=60)

@@ -32,6 +32,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol
 
+from harness import _watchdog
 from harness.brokers._base import Provisioner
 from harness.brokers._process import BrokerProcess, _descendants
 from harness.brokers._spec import ClusterLaunch, NodeHost, NodeLaunch, discard_grace
@@ -373,6 +374,7 @@ def run_cluster(
                           f"and {len(node_hosts)} were given")
     node_hosts = node_hosts[: shape.nodes]
     workdir = Path(tempfile.mkdtemp(prefix=f"mqbench-{prov.system}-cluster-"))
+    undo = _watchdog.watch_command(["rm", "-rf", str(workdir)])  # if this process is killed
     started: list[Node] = []
     launch: ClusterLaunch | None = None
     name = f"{prov.system}-cluster"
@@ -411,6 +413,7 @@ def run_cluster(
         if logs_dir is not None and started:
             copy_logs(workdir, name, logs_dir)
         shutil.rmtree(workdir, ignore_errors=True)
+        _watchdog.forget(undo)
 
 
 def process_cluster(

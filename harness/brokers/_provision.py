@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from harness import _watchdog
 from harness.brokers import _images
 from harness.brokers._base import Provisioner, redact
 from harness.brokers._choice import choose_backend
@@ -218,6 +219,7 @@ def broker_control(endpoint: BrokerEndpoint | None) -> BrokerControl | ClusterCo
 @contextlib.contextmanager
 def _process_broker(prov: Provisioner, logs_dir: Path | None, placement: Placement | None) -> Iterator[BrokerEndpoint]:
     workdir = Path(tempfile.mkdtemp(prefix=f"mqbench-{prov.system}-"))
+    undo = _watchdog.watch_command(["rm", "-rf", str(workdir)])  # if this process is killed
     started: list[BrokerProcess] = []
     launch = None
     try:
@@ -258,6 +260,7 @@ def _process_broker(prov: Provisioner, logs_dir: Path | None, placement: Placeme
         if logs_dir is not None and started:
             _copy_logs(workdir, prov.system, logs_dir)
         shutil.rmtree(workdir, ignore_errors=True)
+        _watchdog.forget(undo)
 
 
 @contextlib.contextmanager
@@ -269,6 +272,7 @@ def _container_broker(prov: Provisioner, logs_dir: Path | None, placement: Place
     if image is None:
         raise DriverError(f"the containers backend cannot run {prov.system}: {_images.choose(prov.system).reason}")
     workdir = Path(tempfile.mkdtemp(prefix=f"mqbench-{prov.system}-"))
+    undo = _watchdog.watch_command(["rm", "-rf", str(workdir)])  # if this process is killed
     node: BrokerNode | None = None
     launch = None
     try:
@@ -312,6 +316,7 @@ def _container_broker(prov: Provisioner, logs_dir: Path | None, placement: Place
             if logs_dir is not None:
                 _copy_logs(workdir, prov.system, logs_dir)
         shutil.rmtree(workdir, ignore_errors=True)
+        _watchdog.forget(undo)
 
 
 def _image_id(name: str) -> str:

@@ -7,6 +7,7 @@ import json
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -75,6 +76,7 @@ def test_a_killed_mqbench_leaves_no_broker_and_no_worker(tmp_path: Path) -> None
     """SIGKILL, where no handler, ``finally`` or atexit hook runs: the broker is stopped by the process's
     watchdog (harness/_watchdog.py), the workers die with the runner's forkserver, nothing is left."""
     require_backend("nats", "process")
+    folders = set(Path(tempfile.gettempdir()).glob("mqbench-nats-*"))
     _, seen = interrupt_mid_run(
         tmp_path,
         "name: long\npattern: queue\nmessage_sizes: [100]\nduration: 60s\nrate: 1000\nsystems: [nats]\n",
@@ -84,6 +86,7 @@ def test_a_killed_mqbench_leaves_no_broker_and_no_worker(tmp_path: Path) -> None
     )
     left = left_running(seen, wait=30)
     assert not left, f"processes left running after a SIGKILL of mqbench: {left}"
+    assert set(Path(tempfile.gettempdir()).glob("mqbench-nats-*")) <= folders, "the broker's folder was left"
 
 
 def left_running(pids: set[int], wait: float) -> dict[int, str]:
