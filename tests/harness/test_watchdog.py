@@ -8,11 +8,11 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 from harness import _watchdog
-from harness.brokers._process import _group_alive
+from harness.brokers._process import _group_alive, _running
+from tests.harness.runner.test_jvm_worker import _within as _until
 
 #: A harness process in miniature: a "broker" (a process group of its own, as harness/brokers/_process.py
 #: starts one) and an undo command, registered; then it prints their ids and waits to be killed, or, with
@@ -44,22 +44,7 @@ def _start(tmp_path: Path, how: str) -> tuple[subprocess.Popen[str], int, int]:
 
 
 def _gone(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    with open(f"/proc/{pid}/stat") as f:
-        return f.read().rsplit(")", 1)[1].split()[0] == "Z"
-
-
-def _until(seconds: float, condition: object) -> bool:
-    """Whether ``condition()`` became true within ``seconds`` (a bound on waiting, not a timing check)."""
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if condition():  # type: ignore[operator]
-            return True
-        time.sleep(0.1)
-    return bool(condition())  # type: ignore[operator]
+    return not _running(pid)  # a zombie is gone: a killed parent's children may wait for a reaper
 
 
 def test_a_killed_process_leaves_nothing_it_started_running(tmp_path: Path) -> None:
