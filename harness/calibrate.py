@@ -209,7 +209,9 @@ def calibrate(libraries: Sequence[str], sizes: Sequence[int], messages: int, rep
     def run_harness(lib: str, size: int, rep: int) -> tuple[float, float]:
         scenario = parse_scenario({"name": "calibrate", "pattern": "queue", "systems": [lib], "message_sizes": [size],
                                    "messages": messages, "warmup": 0, "repetitions": 1}, "<calibrate>")
-        outcome = compare([scenario], out_root=out, console=console, label=f"calibrate-{lib}", write_report=False)
+        # pandas: one summary per pair, and a JVM started by the first would idle beside the pairs after it
+        outcome = compare([scenario], out_root=out, console=console, label=f"calibrate-{lib}", write_report=False,
+                          engine="pandas")
         if not outcome.complete or outcome.summary.empty:
             problems = "; ".join(outcome.problems) or "no summary"
             raise CalibrationError(f"the harness run of {LIBRARIES[lib]}, {units.size(size)}, repetition {rep + 1} "

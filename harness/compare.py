@@ -31,7 +31,7 @@ from harness.network import (
     network,
     routes_for,
 )
-from harness.pipeline import PipelineError, add_run, summarise_run
+from harness.pipeline import PipelineError, add_run, default_engine, summarise_run
 from harness.report import write_report_from_summary
 from harness.runfolder import RunFolder
 from harness.runner.case import RunOne, System, run_cases
@@ -39,14 +39,6 @@ from harness.runner.plan import RunPlan
 from harness.runner.search import run_searches
 from harness.runner.worker import HOT_LOOPS
 from harness.scenario import Scenario, Variant
-
-
-def default_engine(spark_master: str | None) -> Literal["auto", "pandas"]:
-    """What summarises a run when ``--engine`` is not given: Spark (``auto``) on a cluster, else pandas. On
-    a two-core machine a fresh Spark session and summary cost a smoke run many times what pandas does
-    (docs/pipeline.md, "Scale, measured"), so ``compare`` leaves Spark to ``--engine spark`` until that
-    changes; ``report``, ``history`` and the notebook use Spark."""
-    return "auto" if spark_master else "pandas"
 
 
 class CompareError(Exception):
@@ -133,10 +125,14 @@ def compare(
     With ``spark_master``, each case's workers run as a barrier stage on that Spark cluster
     (``harness.cluster``; the scenarios' ``hosts:`` name its workers' hosts) and the summary is computed
     there too. ``engine`` computes the summary (``auto``: Spark, pandas where no Java runtime exists); by
-    default :func:`default_engine`. The summary is the same with or
+    default :func:`harness.pipeline.default_engine`, and ``auto`` on a cluster. The summary is the same with or
     without the report. KeyboardInterrupt leaves the folder marked
     incomplete (``mqbench report`` summarises what was recorded)."""
     console = console or Console()
+    try:
+        engine = engine or ("auto" if spark_master else default_engine())  # a cluster's session is there
+    except PipelineError as exc:
+        raise CompareError(str(exc)) from None
     brokers = dict(brokers or {})
     statuses = resolve_systems(scenarios, systems, brokers, backend)
     ready = {s: st for s, st in statuses.items() if st.ready}
@@ -189,7 +185,7 @@ def compare(
         finally:
             shutil.rmtree(run.work_dir, ignore_errors=True)
         run.finish(complete and not problems, problems)
-        summary = _summarise(run, console, write_report, spark_master, engine or default_engine(spark_master))
+        summary = _summarise(run, console, write_report, spark_master, engine)
     return CompareOutcome(run.path, complete and not problems, summary, problems)
 
 

@@ -46,8 +46,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                    help="run each case's producers and consumers as one barrier stage on this Spark cluster "
                         "(spark://HOST:PORT; docs/cluster.md) and summarise there")
     p.add_argument("--engine", choices=("auto", "spark", "pandas"),
-                   help="what computes the summary: pandas (the reference engine) by default, Spark with "
-                        "--spark-master; auto is Spark, pandas where no Java runtime exists (docs/pipeline.md)")
+                   help="what computes the summary: auto (default; $MQBENCH_ENGINE if set) is Spark, pandas where "
+                        "no Java runtime exists; pandas is the reference engine (docs/pipeline.md)")
     return p
 
 

@@ -29,24 +29,26 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--results", default="results", help="the folder of the run folders and the lake (default: results)")
     p.add_argument("--out", help="output folder (default: RESULTS/history)")
     p.add_argument("--scenario", action="append", default=[], metavar="NAME", help="only these scenarios (repeatable)")
-    p.add_argument("--engine", choices=("auto", "spark", "pandas"), default="auto",
-                   help="for runs without a summary yet: auto (Spark, pandas without Java)")
+    p.add_argument("--engine", choices=("auto", "spark", "pandas"),
+                   help="for runs without a summary yet: auto (default; $MQBENCH_ENGINE if set) is Spark, pandas "
+                        "without Java")
     p.add_argument("--spark-master", help="Spark master URL (default local[*])")
     add_reference_option(p)
     return p
 
 
 def run(args: argparse.Namespace, console: Console) -> int:
-    from harness.pipeline import PipelineError, index_results, summarise_run
+    from harness.pipeline import PipelineError, default_engine, index_results, summarise_run
     from harness.report.figures import png_bytes
     from harness.report.history import history_figure, history_table, moves
     from harness.runfolder import local_path, write_frame
 
     results = local_path(args.results)
     try:
+        engine = args.engine or default_engine()
         with console.status("indexing runs into the results lake…"):
             lake, added, skipped = index_results(
-                results, lambda path: summarise_run(path, engine=args.engine, spark_master=args.spark_master))
+                results, lambda path: summarise_run(path, engine=engine, spark_master=args.spark_master))
     except PipelineError as exc:
         return fail(exc)
     for line in skipped:

@@ -18,7 +18,10 @@ from harness.pipeline._index import add_run, index_results, lake_for, run_folder
 from harness.pipeline._search import SEARCH_KEYS
 from harness.pipeline._session import JAVA_HINT, NO_JAVA_FALLBACK, java_available, spark_session
 from harness.pipeline._summary import (
+    ENGINE_VARIABLE,
+    ENGINES,
     Summary,
+    default_engine,
     load_summary,
     newest_run,
     summarise_run,
@@ -37,6 +40,8 @@ __all__ = [
     "SEARCH_KEYS",
     "CI_METRICS",
     "DISTRIBUTION_COLUMNS",
+    "ENGINES",
+    "ENGINE_VARIABLE",
     "EXTRA_COLUMNS",
     "JAVA_HINT",
     "NO_JAVA_FALLBACK",
@@ -47,6 +52,7 @@ __all__ = [
     "Summary",
     "add_run",
     "confidence_interval",
+    "default_engine",
     "index_results",
     "java_available",
     "lake_for",

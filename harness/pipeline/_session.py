@@ -46,6 +46,7 @@ class SessionInfo:
 
 
 _started: dict[int, SessionInfo] = {}
+_LOG4J2 = Path(__file__).with_name("log4j2.properties")  # the Spark JVM's logging: errors only
 
 
 def spark_session(master: str | None = None) -> SparkSession:
@@ -69,6 +70,8 @@ def spark_session(master: str | None = None) -> SparkSession:
         .config("spark.ui.showConsoleProgress", str(sys.stderr.isatty()).lower())
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.driver.memory", memory)
+        # errors only on the console: Spark's start-up notices are not the user's business
+        .config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile={_LOG4J2.as_uri()}")
         # tables come back to the driver as Arrow batches, not pickled rows
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
         .config("spark.sql.adaptive.enabled", "true")

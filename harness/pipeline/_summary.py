@@ -13,12 +13,13 @@ Java runtime exists here or Spark cannot start, with :attr:`Summary.note` saying
 from __future__ import annotations
 
 import math
+import os
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, cast
 
 import numpy as np
 import pandas as pd
@@ -58,6 +59,19 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 Engine = Literal["auto", "spark", "pandas"]
+ENGINES: tuple[Engine, ...] = ("auto", "spark", "pandas")
+ENGINE_VARIABLE = "MQBENCH_ENGINE"
+
+
+def default_engine() -> Engine:
+    """The engine of a command not given ``--engine`` (``compare``, ``report``, ``history``): ``auto`` (Spark,
+    pandas where no Java runtime exists), or what :data:`ENGINE_VARIABLE` says. The test suite sets it to
+    ``pandas`` so that its many small runs do not each start a JVM; the Spark engine has tests of its own. Raises :class:`PipelineError` for a value that names no engine."""
+    value = os.environ.get(ENGINE_VARIABLE, "auto")
+    if value not in ENGINES:
+        raise PipelineError(f"{ENGINE_VARIABLE}={value!r} names no engine; set it to auto, spark or pandas, "
+                            "or unset it")
+    return cast(Engine, value)
 
 
 @dataclass(frozen=True)
@@ -262,7 +276,7 @@ def summarize(
     with _as_pipeline_error():
         folders = [RunFolder.open(path) for path in _as_paths(run_dirs)]
         files = [f for run in folders for f in run.raw_files()]
-        if engine not in ("auto", "spark", "pandas"):
+        if engine not in ENGINES:
             raise PipelineError(f"unknown engine {engine!r}; use 'auto', 'spark' or 'pandas'")
         note, master, start_s = "", "", math.nan
         if engine != "pandas" and spark is None:

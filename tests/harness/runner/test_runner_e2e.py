@@ -19,7 +19,13 @@ from rich.console import Console
 
 from harness.compare import compare
 from harness.drivers import SYSTEMS, register
-from harness.pipeline import PER_REPETITION_COLUMNS, run_folders
+from harness.pipeline import (
+    ENGINE_VARIABLE,
+    PER_REPETITION_COLUMNS,
+    java_available,
+    load_summary,
+    run_folders,
+)
 from harness.report import write_report
 from harness.runfolder.schema import RAW_SCHEMA
 from harness.runner import _workers, worker
@@ -231,6 +237,40 @@ def test_cli_errors_are_one_line(argv: list[str], tmp_path: Path) -> None:
     assert proc.returncode == 2
     text = (proc.stdout + proc.stderr).strip()
     assert "Traceback" not in text and len(text.splitlines()) == 1, text
+
+
+def test_an_engine_variable_naming_no_engine_is_one_line(tmp_path: Path) -> None:
+    proc = subprocess.run([sys.executable, "-m", "harness.cli", "compare", "--systems", "zmq", "--out", str(tmp_path)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=60,
+                          env={**os.environ, ENGINE_VARIABLE: "duckdb"})
+    assert proc.returncode == 2
+    text = (proc.stdout + proc.stderr).strip()
+    assert "Traceback" not in text and len(text.splitlines()) == 1, text
+    assert f"{ENGINE_VARIABLE}='duckdb' names no engine" in text
+    assert not any((tmp_path).iterdir()), "nothing runs before the engine is known"
+
+
+def test_compare_summarises_with_spark_unless_told_otherwise(tmp_path: Path) -> None:
+    """What a user's ``make compare`` does: no ``--engine`` and no ``MQBENCH_ENGINE`` (which the suite sets to
+    pandas) is Spark SQL on ``local[*]``, said on the ``computed by:`` line and in the stored summary."""
+    if not java_available():
+        if os.environ.get("CI") == "true":
+            pytest.fail("Java 17 is required for the Spark engine in CI (openjdk-17-jre-headless)")
+        pytest.skip("PySpark needs Java 17: install openjdk-17-jre-headless")
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text("name: default-engine\npattern: queue\nmessage_sizes: [100]\nmessages: 2000\nwarmup: 100\n"
+                        "systems: [zmq, mqcore]\n")
+    env = {k: v for k, v in os.environ.items() if k != ENGINE_VARIABLE}
+    proc = subprocess.run([sys.executable, "-m", "harness.cli", "compare", str(scenario), "--no-report",
+                           "--out", str(tmp_path / "res")], cwd=ROOT, capture_output=True, text=True, timeout=300,
+                          env=env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "computed by: Spark (local[*]; session start" in proc.stdout, proc.stdout
+    (run_dir,) = run_folders(tmp_path / "res")
+    stored = load_summary(run_dir, engine="pandas")  # reads what compare stored; computes nothing
+    assert stored.engine == "spark"
+    assert set(stored.per_repetition["system"]) == {"zmq", "mqcore"}
+    assert (stored.per_repetition["lost"] == 0).all()
 
 
 def test_unavailable_systems_are_skipped_unless_asked_for(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
