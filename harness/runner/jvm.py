@@ -419,7 +419,8 @@ def _tail(log_path: Path) -> str:
 
 def _convert(spec: Any, outcomes: Outcomes | None = None) -> None:
     """The JVM's records -> ``<out>.npz`` with the arrays and dtypes the Python worker of this kind saves;
-    a producer that reported its outcomes gets their acknowledgements as ``t_ack`` (as ``SendRecord.save``)."""
+    a producer that reported its outcomes gets their acknowledgements as ``t_ack`` (as ``SendRecord.save``),
+    one whose sends return with the acknowledgement its own ``t_ack`` stamps."""
     index_path = Path(f"{spec.out}.jvm.json")
     index = json.loads(index_path.read_text())
     count = int(index["count"])
@@ -433,6 +434,8 @@ def _convert(spec: Any, outcomes: Outcomes | None = None) -> None:
         os.unlink(path)
     if outcomes is not None and outcomes.watched:
         arrays["t_ack"] = outcomes.stamps(count)
+        arrays["tracked"] = np.array([True])
+    elif "t_ack" in index["arrays"]:  # stamped by the JVM as each synchronous send returned
         arrays["tracked"] = np.array([True])
     with _whole():
         save(spec.out, **arrays)

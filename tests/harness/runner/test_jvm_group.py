@@ -1,8 +1,9 @@
 """Many roles in one JVM (harness/runner/jvm.py ``relay_group``, jvm/.../Main.group): the tagged lines of a JVM
 that plays many roles, the grouping of JVM roles above ``ONE_PROCESS_EACH``, and whole cases of 72 roles
-(36 topics, a producer and a consumer each) through JeroMQ and through Kafka's Java client, in which every
-role's records are complete, only one JVM per group process ran, and none is left afterwards. Without java
-or the built jar, or without a Kafka broker, the tests that need them skip with the reason (in CI they fail)."""
+(36 topics, a producer and a consumer each) through JeroMQ and through the Java clients of Kafka, RabbitMQ and
+RocketMQ, in which every role's records are complete, only one JVM per group process ran, and none is left
+afterwards. Without java or the built jar, or without the broker, the tests that need them skip with the reason
+(in CI they fail)."""
 
 from __future__ import annotations
 
@@ -146,10 +147,18 @@ def test_72_jeromq_roles_run_in_one_jvm_per_group(tmp_path: Path, monkeypatch: p
 
 
 @pytest.mark.broker
-def test_72_kafka_java_roles_run_in_one_jvm_per_group(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    require_backend("kafka")
+@pytest.mark.parametrize(("system", "variant"), [
+    ("kafka", {"name": "java", "client": "java"}),
+    ("rabbitmq", {"name": "java", "client": "java", "confirms": True}),
+    ("rocketmq", {"name": "java", "client": "java"}),  # synchronous sends: each acknowledged
+])
+def test_72_java_client_roles_of_a_broker_run_in_one_jvm_per_group(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, system: str, variant: dict[str, Any]) -> None:
+    """Each role's records and acknowledgements stay its own in a JVM of many (RocketMQ's roles there share
+    one client instance)."""
+    require_backend(system)
     need_jvm()
-    out, watch = run_topics(tmp_path, monkeypatch, "kafka", {"name": "java", "client": "java"}, per_kind=2)
+    out, watch = run_topics(tmp_path, monkeypatch, system, variant, per_kind=2)
     check_complete(out, watch, tmp_path, per_kind=2, acked=True)
 
 

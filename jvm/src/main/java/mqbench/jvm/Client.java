@@ -38,6 +38,13 @@ interface Client extends AutoCloseable {
         return false;
     }
 
+    /** True when {@link #send} returns only once the system acknowledged the message (RocketMQ's synchronous
+     *  send): the worker then stamps each message's {@code t_ack} as {@link #send} returns, as the Python
+     *  drivers' Producer.acks_synchronously. */
+    default boolean acksSynchronously() {
+        return false;
+    }
+
     /** Hand one message over; blocks under back-pressure; throws when the system refused it. */
     default void send(byte[] body) throws Exception {
         throw new UnsupportedOperationException("this client has no producer");

@@ -104,6 +104,11 @@ final class RocketClient implements Client {
     }
 
     @Override
+    public boolean acksSynchronously() {
+        return true;  // send returns with the broker's SendResult
+    }
+
+    @Override
     public void send(byte[] body) throws Exception {
         SendResult result = producer.send(new Message(topic, body));
         if (result.getSendStatus() != SendStatus.SEND_OK) {

@@ -251,7 +251,10 @@ final class Worker {
             return;
         }
         boolean paced = spec.rate > 0 || spec.rateProfile != null;
-        Records rec = paced ? new Records(spec.capacity, "t_send", "t_intended") : new Records(spec.capacity, "t_send");
+        List<String> stamps = new ArrayList<>(List.of("t_send"));
+        if (paced) stamps.add("t_intended");
+        if (client.acksSynchronously()) stamps.add("t_ack");
+        Records rec = new Records(spec.capacity, stamps.toArray(String[]::new));
         String error = "";
         int seq = 0;
         try {
@@ -284,6 +287,7 @@ final class Worker {
         boolean fresh = client.keepsBuffers();
         long[] tSend = rec.get("t_send");
         long[] tIntended = rec.get("t_intended");
+        long[] tAck = rec.get("t_ack");  // null unless the send returns with the acknowledgement
         // A backlog case (harness/runner/_send.py Schedule): the rate until the consumers' release, then
         // period / drain_rate from the first message after it (from its intended time, or now when that
         // passed); drain_rate 0 stops the producer. The parent counts the backlog: progress every 64.
@@ -297,6 +301,7 @@ final class Worker {
                 rec.room(seq);
                 tSend = rec.get("t_send");
                 tIntended = rec.get("t_intended");
+                tAck = rec.get("t_ack");
             }
             if (held && ctl.releasedSet()) {
                 held = false;
@@ -318,6 +323,7 @@ final class Worker {
             putHeader(buf, spec.index, seq, t);
             if (keyed) client.sendKeyed(fresh ? buf.clone() : buf, spec.keyOf(seq));
             else client.send(fresh ? buf.clone() : buf);
+            if (tAck != null) tAck[seq] = System.nanoTime();
             tSend[seq] = t;
             seq++;
             rec.setCount(seq);
