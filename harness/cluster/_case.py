@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
+from harness import _watchdog
 from harness.cluster._clock import Offset
 from harness.cluster._stage import Role, RoleResult, StageError, run_stage
 from harness.drivers.base import Driver, Pattern, Topology
@@ -117,6 +118,14 @@ class _Local:
     proc: Any
     scratch: str
     errors: list[str]
+    undo: int  # the watchdog's token for removing ``scratch`` if this task's process is killed
+
+    def close(self) -> None:
+        """Stop the worker and remove the scratch folder (``run`` reads the records first; the stage calls
+        this itself when the task ends before ``run``: another task failed, the barrier broke)."""
+        _stop(self)
+        shutil.rmtree(self.scratch, ignore_errors=True)
+        _watchdog.forget(self.undo)
 
 
 @dataclass(frozen=True)
@@ -135,9 +144,10 @@ class _Roles:
         from pyspark import BarrierTaskContext
 
         scratch = tempfile.mkdtemp(prefix="mqbench-task-")
+        undo = _watchdog.watch_command(["rm", "-rf", scratch])  # if this task's process is killed
         spec = replace(role.spec, out=os.path.join(scratch, role.name), namespace=None)
         if not self.brokerless:
-            return self._start(spec, scratch)
+            return self._start(spec, scratch, undo)
         binders = self.consumers if self.case.scenario.pattern is Pattern.REQREP else self.producers
         local = None
         published: dict[str, str] = {}
@@ -147,16 +157,16 @@ class _Roles:
                 address = socket.gethostbyname(host)
             except OSError:
                 address = host  # the worker's bind says what is wrong
-            local = self._start(replace(spec, plan=on_host(spec.plan, address)), scratch)
+            local = self._start(replace(spec, plan=on_host(spec.plan, address)), scratch, undo)
             if not local.errors:
                 bound = listening_ports(local.proc.pid) & loopback_ports(spec.plan)
                 published = {str(port): address for port in bound}
         endpoints: dict[int, str] = {}
         for answer in BarrierTaskContext.get().allGather(json.dumps(published)):
             endpoints.update({int(port): address for port, address in json.loads(answer).items()})
-        return local if local is not None else self._start(replace(spec, plan=on_ports(spec.plan, endpoints)), scratch)
+        return local if local is not None else self._start(replace(spec, plan=on_ports(spec.plan, endpoints)), scratch, undo)
 
-    def _start(self, spec: WorkerSpec, scratch: str) -> _Local:
+    def _start(self, spec: WorkerSpec, scratch: str, undo: int) -> _Local:
         """Fork the worker of ``spec`` and wait until it is ready (or failed, or timed out)."""
         from harness.runner.worker import worker_main
 
@@ -166,7 +176,7 @@ class _Roles:
                             start_ns=fork.Value("q", 0, lock=False), progress=fork.Array("q", n, lock=False))
         proc = fork.Process(target=_worker, args=(worker_main, spec, ctx), name=f"mqbench-{spec.name}", daemon=True)
         proc.start()
-        local = _Local(spec, ctx, proc, scratch, [])
+        local = _Local(spec, ctx, proc, scratch, [], undo)
         deadline = time.monotonic() + READY_TIMEOUT
         while time.monotonic() < deadline:
             try:
@@ -211,13 +221,11 @@ class _Roles:
                 if watch.over([json.loads(x) for x in barrier.allGather(json.dumps(mine))]):
                     break
                 time.sleep(ROUND)
-        finally:
             _stop(local)
-        files = {}
-        for name in os.listdir(local.scratch):
-            if name.startswith(spec.name):
-                files[name[len(spec.name):]] = Path(local.scratch, name).read_bytes()
-        shutil.rmtree(local.scratch, ignore_errors=True)
+            files = {name[len(spec.name):]: Path(local.scratch, name).read_bytes()
+                     for name in os.listdir(local.scratch) if name.startswith(spec.name)}
+        finally:
+            local.close()
         return {"files": files, "errors": local.errors, "complete": watch.complete, "problems": watch.problems}
 
 

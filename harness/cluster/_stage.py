@@ -105,7 +105,8 @@ def run_stage(
 
     With ``prepare``, each task runs ``prepare(role, where)`` before the start barrier (a worker connects and
     gets ready; ``where`` maps every role's name to its task's ``(host, executor)``) and
-    ``body(role, prepared)`` after it."""
+    ``body(role, prepared)`` after it; a task that ends before ``body`` calls ``prepared.close()`` if it
+    has one."""
     roles = list(roles)
     with ClockServer(bind=coordinator) as clock:
         task = _task(roles, body, clock.address, prepare)
@@ -206,8 +207,13 @@ def _task(
         role = roles[chosen[ctx.partitionId()]]
         where = {roles[r].name: places[t] for t, r in enumerate(chosen)}
         prepared = prepare(role, where) if prepare is not None else None
-        before = measure(clock)
-        ctx.barrier()  # the start barrier: every role is placed, connected and measured
+        try:
+            before = measure(clock)
+            ctx.barrier()  # the start barrier: every role is placed, connected and measured
+        except BaseException:  # the stage ends here (another task failed): what prepare started, stopped
+            if prepared is not None and hasattr(prepared, "close"):
+                prepared.close()
+            raise
         value = body(role) if prepare is None else body(role, prepared)
         after = measure(clock)
         yield RoleResult(role.name, value, host, executor, over_case(before, after))

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any, ClassVar
 
+from harness import _watchdog
 from harness.drivers.base import (
     Capabilities,
     Consumer,
@@ -103,6 +104,7 @@ class ZmqDriver(Driver):
         else:
             folder = tempfile.mkdtemp(prefix=f"mqbench-{topology.run_tag}-")
             plan["ipc_dir"] = folder
+            plan["ipc_undo"] = _watchdog.watch_command(["rm", "-rf", folder])  # if this process is killed
             plan["endpoints"] = [f"ipc://{folder}/e{i}" for i in range(binders)]
         if self.opts.curve:
             keypair = self.module().curve_keypair
@@ -124,6 +126,7 @@ class ZmqDriver(Driver):
                 os.rmdir(folder)
             except OSError:
                 pass
+            _watchdog.forget(int(plan.get("ipc_undo", 0)))
 
     # -- workers -----------------------------------------------------------------------------------
 

@@ -10,6 +10,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 from harness import _watchdog
 from harness.brokers._process import _group_alive, _running
 from tests.harness.runner.test_jvm_worker import _within as _until
@@ -97,3 +99,39 @@ def test_a_forked_worker_dies_with_the_thread_that_forked_it(tmp_path: Path) -> 
         parent.kill()
         if not _gone(worker):
             os.kill(worker, signal.SIGKILL)
+
+
+#: A process that plans a zmq run over ipc (its endpoints' folder made in the temporary directory), prints the
+#: folder and its watchdog's pid, and is killed, or tears the plan down itself.
+IPC_CHILD = textwrap.dedent("""
+    import sys, time
+    from harness import _watchdog
+    from harness.drivers.base import Pattern, Topology
+    from harness.drivers.zmq_driver import ZmqDriver
+    driver = ZmqDriver({"transport": "ipc"})
+    plan = driver.plan(Topology(Pattern.QUEUE, 1, 2, 1, 100, "watched"))
+    print(plan["ipc_dir"], _watchdog.watchdog_pid(), flush=True)
+    if sys.argv[1] == "clean":
+        driver.teardown(plan)
+        sys.exit(0)
+    time.sleep(600)
+""")
+
+
+@pytest.mark.parametrize("how", ["kill", "clean"])
+def test_a_killed_process_leaves_no_ipc_folder(tmp_path: Path, how: str) -> None:
+    child = subprocess.Popen([sys.executable, "-c", IPC_CHILD, how], stdout=subprocess.PIPE, text=True,
+                             cwd=Path(__file__).parents[2], env={**os.environ, "TMPDIR": str(tmp_path)})
+    assert child.stdout is not None
+    folder, watchdog = child.stdout.readline().split()
+    assert Path(folder).parent == tmp_path
+    assert how == "clean" or Path(folder).is_dir()  # a clean child may have torn it down already
+    try:
+        if how == "kill":
+            child.send_signal(signal.SIGKILL)
+        child.wait(30)
+        assert _until(_watchdog.GRACE + _watchdog.POLL + 20, lambda: not Path(folder).exists())
+        assert _until(_watchdog.POLL + 20, lambda: _gone(int(watchdog))), "the watchdog outlived its parent"
+    finally:
+        child.kill()
+        child.wait(10)
