@@ -66,12 +66,24 @@ def die_with_parent() -> None:
     """This process (a worker the runner forked) is killed when the process that forked it ends: on Linux,
     ``PR_SET_PDEATHSIG``, which fires when the forking *thread* ends, so only for a child forked by a thread
     that outlives it (a multiprocessing forkserver's main thread, which ends with the harness; a Spark
-    task's). Elsewhere a no-op."""
+    task's). Elsewhere a no-op.
+
+    A forkserver ends once every holder of the write end of its "alive" pipe has closed it, and it hands that
+    end to each child it forks (``multiprocessing.forkserver._forkserver._forkserver_alive_fd``, for the
+    child's own forkserver children). Kept, a worker would hold its forkserver up as the forkserver holds the
+    worker: after a SIGKILL of the harness both ran on until the worker ended by itself, which a worker past
+    its start never does. So it is closed here: a worker starts no process through a forkserver."""
     import ctypes
+    from multiprocessing import forkserver
 
     with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # 1 = PR_SET_PDEATHSIG
-    if os.getppid() == 1:  # the parent ended before the line above: no signal will come
+    server: Any = forkserver._forkserver  # its alive fd is not in the stubs
+    if server._forkserver_alive_fd is not None:
+        with contextlib.suppress(OSError):
+            os.close(server._forkserver_alive_fd)
+        server._forkserver_alive_fd = None
+    if os.getppid() == 1:  # the parent ended before the prctl above: no signal will come
         os.kill(os.getpid(), signal.SIGKILL)
 
 

@@ -8,7 +8,9 @@ import signal
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -135,3 +137,44 @@ def test_a_killed_process_leaves_no_ipc_folder(tmp_path: Path, how: str) -> None
     finally:
         child.kill()
         child.wait(10)
+
+
+def _started_by_a_forkserver(ready: Any) -> None:
+    """The body of a runner's worker, in miniature: tied to its forkserver, then waiting for nothing that ends."""
+    _watchdog.die_with_parent()
+    ready.set()
+    time.sleep(600)
+
+
+def test_a_forkserver_and_its_worker_end_with_a_killed_harness() -> None:
+    """A worker of a multiprocessing forkserver is handed the write end of the pipe whose closing ends the
+    server; one that kept it held the server up while the server held it (both outlived a SIGKILLed harness
+    until the worker ended by itself). ``die_with_parent`` closes it: both are gone within seconds."""
+    script = textwrap.dedent("""
+        import multiprocessing, time
+        from multiprocessing import forkserver
+        from tests.harness.test_watchdog import _started_by_a_forkserver
+        ctx = multiprocessing.get_context("forkserver")
+        ready = ctx.Event()
+        worker = ctx.Process(target=_started_by_a_forkserver, args=(ready,), daemon=True)
+        worker.start()
+        assert ready.wait(60)
+        print(forkserver._forkserver._forkserver_pid, worker.pid, flush=True)
+        time.sleep(600)
+    """)
+    harness = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True,
+                               cwd=Path(__file__).parents[2])
+    assert harness.stdout is not None
+    server, worker = (int(x) for x in harness.stdout.readline().split())
+    try:
+        assert not _gone(server) and not _gone(worker)
+        harness.kill()
+        harness.wait(10)
+        assert _until(10, lambda: _gone(server)), "the forkserver outlived the harness"
+        assert _until(10, lambda: _gone(worker)), "the worker outlived its forkserver"
+    finally:
+        harness.kill()
+        harness.wait(10)
+        for pid in (server, worker):
+            if not _gone(pid):
+                os.kill(pid, signal.SIGKILL)

@@ -20,10 +20,11 @@ ROOT = Path(__file__).resolve().parents[3]
 
 
 def interrupt_mid_run(tmp_path: Path, scenario_text: str, broker_comm: str, wait: float,
-                      sig: int = signal.SIGINT) -> tuple[str, set[int]]:
+                      sig: int = signal.SIGINT, started: str | None = None) -> tuple[str, set[int]]:
     """Run `mqbench compare` on ``scenario_text`` (process backend), send it ``sig`` once a process named
-    ``broker_comm`` and the workers run, and return its output and every descendant pid seen.
-    Asserts it exits with 130 and no traceback (after a SIGINT), or was killed (SIGKILL)."""
+    ``broker_comm`` and the workers run (with ``started``, a glob under the output folder, once a file matching
+    it is there too: a worker's record of a case that has started), and return its output and every
+    descendant pid seen. Asserts it exits with 130 and no traceback (after a SIGINT), or was killed (SIGKILL)."""
     scenario = tmp_path / "long.yaml"
     scenario.write_text(scenario_text)
     proc = subprocess.Popen(
@@ -41,7 +42,8 @@ def interrupt_mid_run(tmp_path: Path, scenario_text: str, broker_comm: str, wait
             names = [_name(p) for p in seen]
             # forkserver + producer + consumer: the case is running
             running = broker_comm in names and sum(1 for n in names if n.startswith("python")) >= 3
-        assert running, f"the case never started ({broker_comm} and three workers)"
+            running = running and (started is None or any((tmp_path / "res").glob(started)))
+        assert running, f"the case never started ({broker_comm} and three workers{', ' + started if started else ''})"
         time.sleep(1.0)
         seen |= _descendants(proc.pid)
         proc.send_signal(sig)

@@ -107,21 +107,26 @@ def test_a_failing_run_leaves_no_hosts(tmp_path: Path, monkeypatch: pytest.Monke
     assert_nothing_left(before)
 
 
-@pytest.mark.parametrize(("system", "sig"), [("zmq", signal.SIGINT), ("tansu", signal.SIGINT)])
+@pytest.mark.parametrize(("system", "sig"), [("zmq", signal.SIGINT), ("tansu", signal.SIGINT),
+                                            ("tansu", signal.SIGKILL)])
 def test_ctrl_c_during_compare_leaves_no_hosts(tmp_path: Path, system: str, sig: int) -> None:
-    """Ctrl-C. (A SIGKILL variant, where the watchdog, harness/_watchdog.py, stops the broker and the proxies
-    and removes the namespaces, bridge and rule, passed 3 of 3 and then left the runner's forkserver and workers
-    running 2 of 2: not yet understood, so not here until it is.)"""
+    """Ctrl-C, or a SIGKILL where nothing of the harness runs after it: its watchdog (harness/_watchdog.py)
+    then stops the broker and the proxies and removes the namespaces, the bridge and its firewall rule, and the
+    runner's forkserver ends and its workers with it (``_watchdog.die_with_parent``). The signal comes once the
+    case has started (the producer's send record is there), when a worker waits for a stop that only a living
+    harness sends: killed earlier, still connecting, the workers ended by themselves on the stopped broker,
+    which hid that the forkserver waited for them (they held its alive pipe open)."""
     require_toxiproxy()
     if system != "zmq":  # a broker on a host of its own, its advertised port mirrored on the client hosts
         require_backend(system, "process")
     hosts = "{producers: prod, consumers: cons}" if system == "zmq" else "{broker: server, producers: prod, consumers: cons}"
     before = snapshot()
-    # SIGINT once the cons host's Toxiproxy (comm is cut to 15 characters) and the workers run, mid-partition
+    # the signal once the cons host's Toxiproxy (comm is cut to 15 characters) and the workers run and the case
+    # has started, mid-partition
     _, seen = interrupt_mid_run(tmp_path, (
         "name: ctrl-c\npattern: queue\nmessage_sizes: [100]\nduration: 20s\nrate: 200\nwarmup: 0\n"
         f"systems: [{system}]\nhosts: {hosts}\n"
         "faults: [{at: 0.5s, action: partition, duration: 10s}]\n"
-    ), "toxiproxy-serve", wait=60, sig=sig)
+    ), "toxiproxy-serve", wait=60, sig=sig, started="*/.work/case-0/producer-0.tsend")
     assert not left_running(seen, wait=30), "a process of the run (broker, worker, Toxiproxy) was left running"
     assert_nothing_left(before)
