@@ -38,6 +38,7 @@ from harness.brokers._spec import Command
 
 OWNER = "org.mqbench.owner"  # "<pid>:<start time in clock ticks>" of the process that started the container
 SYSTEM = "org.mqbench.broker"
+FOLDER = "org.mqbench.folder"  # the broker's temporary folder, bind-mounted: the sweep removes it with the container
 NETNS_DIR = "/var/run/netns"
 
 _LIVE: set[BrokerContainer] = set()
@@ -83,14 +84,27 @@ def owner_alive(owner: str) -> bool:
 
 
 def sweep() -> list[str]:
-    """Remove the containers of ours whose owner has exited (a run killed before its teardown); their names."""
+    """Remove the containers of ours whose owner has exited (a run killed before its teardown, together with
+    its watchdog), and the broker folders they had mounted; their names."""
     removed = []
     for container in client().containers.list(all=True, filters={"label": OWNER}):
         if not owner_alive(container.labels.get(OWNER, "")):
             with contextlib.suppress(Exception):
                 container.remove(force=True, v=True)
                 removed.append(container.name)
+                _remove_folder(container.labels.get(FOLDER, ""))
     return removed
+
+
+def _remove_folder(folder: str) -> None:
+    """A swept container's broker folder: only one of ours, a ``mqbench-*`` folder in the temporary directory
+    (a label is data from the engine, not an instruction to delete anything else)."""
+    import shutil
+    import tempfile
+
+    path = Path(folder)
+    if folder and path.name.startswith("mqbench-") and path.parent == Path(tempfile.gettempdir()):
+        shutil.rmtree(path, ignore_errors=True)
 
 
 _SWEPT = threading.Event()
@@ -139,7 +153,7 @@ class BrokerContainer:
             rights = {"cap_add": ["SYS_ADMIN", "NET_ADMIN"], "security_opt": ["seccomp=unconfined"]}
         container.with_kwargs(
             entrypoint=[command.argv[0]], network_mode="host", user=f"{os.getuid()}:{os.getgid()}",
-            working_dir=str(workdir), init=True, labels=owner_labels(image.system), **rights)
+            working_dir=str(workdir), init=True, labels={**owner_labels(image.system), FOLDER: str(shared)}, **rights)
         self._container = container
         self._started = False
         self._watched = 0  # the watchdog's token (harness/_watchdog.py) while started

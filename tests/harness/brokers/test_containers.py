@@ -99,8 +99,11 @@ def test_the_containers_of_a_run_killed_with_its_watchdog_are_swept() -> None:
     require_backend("nats", "containers")
     names = _killed_holding(kill_watchdog=True)  # nothing of the run is left to remove them
     assert set(names) <= set(_ours())
+    folders = {Path(_images.client().containers.get(n).labels[_containers.FOLDER]) for n in names}
+    assert folders and all(f.is_dir() for f in folders)  # the broker's folder, bind-mounted
     assert set(names) <= set(_containers.sweep())  # their owner is gone
     assert _gone(names)
+    assert not any(f.exists() for f in folders), "the swept containers' folders were left"
 
 
 def test_a_broker_in_containers_is_killed_and_started_again_with_its_data() -> None:
