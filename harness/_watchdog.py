@@ -12,8 +12,9 @@ watchdog is started on the first such call, one per process (a forked child that
 in a session of its own (a Ctrl-C at the terminal does not reach it), reading those registrations from a pipe.
 Every half second it checks that its parent is still the process that started it. When the parent is gone,
 however it ended, it sends SIGTERM to the groups still listed, SIGKILL to what is left of them after
-``GRACE`` seconds, runs the commands (the last registered first), and exits. A group is signalled only while its leader is the process
-that was listed (the same start time in ``/proc``) or it has no leader left, so a reused pid is never hit.
+``GRACE`` seconds, runs the commands (the last registered first), and exits. A group is signalled only
+while its leader is the process that was listed (the same start time in ``/proc``) or it has no leader left,
+so a reused pid is never hit. A temporary folder is one call (:func:`temporary_folder`, :func:`remove_folder`).
 """
 
 from __future__ import annotations
@@ -23,9 +24,11 @@ import itertools
 import json
 import os
 import select
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from typing import Any
@@ -48,6 +51,19 @@ def watch_group(pgid: int) -> int:
 def watch_command(argv: list[str]) -> int:
     """Run ``argv`` if this process dies before :func:`forget` of the returned token."""
     return _tell({"command": list(argv)})
+
+
+def temporary_folder(prefix: str) -> tuple[str, int]:
+    """A new folder in the temporary directory (``tempfile.mkdtemp(prefix=prefix)``), removed with ``rm -rf``
+    if this process dies before :func:`remove_folder`; the folder and the token to give it."""
+    folder = tempfile.mkdtemp(prefix=prefix)
+    return folder, watch_command(["rm", "-rf", folder])
+
+
+def remove_folder(folder: str | os.PathLike[str], token: int) -> None:
+    """Remove a :func:`temporary_folder` (whatever is in it) and take its registration back."""
+    shutil.rmtree(folder, ignore_errors=True)
+    forget(token)
 
 
 def forget(token: int) -> None:

@@ -22,9 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import signal
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -373,8 +371,8 @@ def run_cluster(
         raise DriverError(f"a {shape.nodes}-node {prov.system} cluster needs {shape.nodes} hosts, "
                           f"and {len(node_hosts)} were given")
     node_hosts = node_hosts[: shape.nodes]
-    workdir = Path(tempfile.mkdtemp(prefix=f"mqbench-{prov.system}-cluster-"))
-    undo = _watchdog.watch_command(["rm", "-rf", str(workdir)])  # if this process is killed
+    folder, undo = _watchdog.temporary_folder(f"mqbench-{prov.system}-cluster-")  # removed too if this process is killed
+    workdir = Path(folder)
     started: list[Node] = []
     launch: ClusterLaunch | None = None
     name = f"{prov.system}-cluster"
@@ -412,8 +410,7 @@ def run_cluster(
         stop_nodes(started, discard_grace(launch))  # the workdir goes next
         if logs_dir is not None and started:
             copy_logs(workdir, name, logs_dir)
-        shutil.rmtree(workdir, ignore_errors=True)
-        _watchdog.forget(undo)
+        _watchdog.remove_folder(workdir, undo)
 
 
 def process_cluster(

@@ -218,8 +218,8 @@ def broker_control(endpoint: BrokerEndpoint | None) -> BrokerControl | ClusterCo
 
 @contextlib.contextmanager
 def _process_broker(prov: Provisioner, logs_dir: Path | None, placement: Placement | None) -> Iterator[BrokerEndpoint]:
-    workdir = Path(tempfile.mkdtemp(prefix=f"mqbench-{prov.system}-"))
-    undo = _watchdog.watch_command(["rm", "-rf", str(workdir)])  # if this process is killed
+    folder, undo = _watchdog.temporary_folder(f"mqbench-{prov.system}-")  # removed too if this process is killed
+    workdir = Path(folder)
     started: list[BrokerProcess] = []
     launch = None
     try:
@@ -259,8 +259,7 @@ def _process_broker(prov: Provisioner, logs_dir: Path | None, placement: Placeme
             proc.stop(grace)
         if logs_dir is not None and started:
             _copy_logs(workdir, prov.system, logs_dir)
-        shutil.rmtree(workdir, ignore_errors=True)
-        _watchdog.forget(undo)
+        _watchdog.remove_folder(workdir, undo)
 
 
 @contextlib.contextmanager
@@ -271,8 +270,8 @@ def _container_broker(prov: Provisioner, logs_dir: Path | None, placement: Place
     image = _images.choose(prov.system).image
     if image is None:
         raise DriverError(f"the containers backend cannot run {prov.system}: {_images.choose(prov.system).reason}")
-    workdir = Path(tempfile.mkdtemp(prefix=f"mqbench-{prov.system}-"))
-    undo = _watchdog.watch_command(["rm", "-rf", str(workdir)])  # if this process is killed
+    folder, undo = _watchdog.temporary_folder(f"mqbench-{prov.system}-")  # removed too if this process is killed
+    workdir = Path(folder)
     node: BrokerNode | None = None
     launch = None
     try:
@@ -315,8 +314,7 @@ def _container_broker(prov: Provisioner, logs_dir: Path | None, placement: Place
             node.stop(discard_grace(launch))  # the workdir goes next
             if logs_dir is not None:
                 _copy_logs(workdir, prov.system, logs_dir)
-        shutil.rmtree(workdir, ignore_errors=True)
-        _watchdog.forget(undo)
+        _watchdog.remove_folder(workdir, undo)
 
 
 def _image_id(name: str) -> str:

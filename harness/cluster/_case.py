@@ -23,10 +23,8 @@ import multiprocessing as mp
 import os
 import queue
 import re
-import shutil
 import signal
 import socket
-import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -121,11 +119,10 @@ class _Local:
     undo: int  # the watchdog's token for removing ``scratch`` if this task's process is killed
 
     def close(self) -> None:
-        """Stop the worker and remove the scratch folder (``run`` reads the records first; the stage calls
-        this itself when the task ends before ``run``: another task failed, the barrier broke)."""
+        """Stop the worker and remove the scratch folder: the stage calls this when the task ends before
+        ``run`` (another task failed, the barrier broke); ``run`` stops the worker and reads its records first."""
         _stop(self)
-        shutil.rmtree(self.scratch, ignore_errors=True)
-        _watchdog.forget(self.undo)
+        _watchdog.remove_folder(self.scratch, self.undo)
 
 
 @dataclass(frozen=True)
@@ -143,8 +140,7 @@ class _Roles:
         listen on (``allGather``, which every task joins once); then the others connect to them."""
         from pyspark import BarrierTaskContext
 
-        scratch = tempfile.mkdtemp(prefix="mqbench-task-")
-        undo = _watchdog.watch_command(["rm", "-rf", scratch])  # if this task's process is killed
+        scratch, undo = _watchdog.temporary_folder("mqbench-task-")  # removed too if this task's process is killed
         spec = replace(role.spec, out=os.path.join(scratch, role.name), namespace=None)
         if not self.brokerless:
             return self._start(spec, scratch, undo)
@@ -221,11 +217,13 @@ class _Roles:
                 if watch.over([json.loads(x) for x in barrier.allGather(json.dumps(mine))]):
                     break
                 time.sleep(ROUND)
+        finally:
             _stop(local)
+        try:
             files = {name[len(spec.name):]: Path(local.scratch, name).read_bytes()
                      for name in os.listdir(local.scratch) if name.startswith(spec.name)}
         finally:
-            local.close()
+            _watchdog.remove_folder(local.scratch, local.undo)
         return {"files": files, "errors": local.errors, "complete": watch.complete, "problems": watch.problems}
 
 

@@ -14,8 +14,6 @@ The module is written against pyzmq's API only, so `mqcore_driver` reuses it wit
 
 from __future__ import annotations
 
-import os
-import tempfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import ModuleType
@@ -102,9 +100,8 @@ class ZmqDriver(Driver):
 
             plan["endpoints"] = [f"tcp://127.0.0.1:{port}" for port in (free_ports(binders) if binders else [])]
         else:
-            folder = tempfile.mkdtemp(prefix=f"mqbench-{topology.run_tag}-")
+            folder, plan["ipc_undo"] = _watchdog.temporary_folder(f"mqbench-{topology.run_tag}-")
             plan["ipc_dir"] = folder
-            plan["ipc_undo"] = _watchdog.watch_command(["rm", "-rf", folder])  # if this process is killed
             plan["endpoints"] = [f"ipc://{folder}/e{i}" for i in range(binders)]
         if self.opts.curve:
             keypair = self.module().curve_keypair
@@ -117,16 +114,7 @@ class ZmqDriver(Driver):
     def teardown(self, plan: Mapping[str, Any]) -> None:
         folder = plan.get("ipc_dir")
         if folder:
-            for entry in os.scandir(folder):
-                try:
-                    os.unlink(entry.path)
-                except OSError:
-                    pass
-            try:
-                os.rmdir(folder)
-            except OSError:
-                pass
-            _watchdog.forget(int(plan.get("ipc_undo", 0)))
+            _watchdog.remove_folder(folder, int(plan.get("ipc_undo", 0)))
 
     # -- workers -----------------------------------------------------------------------------------
 

@@ -66,7 +66,8 @@ ENGINE_VARIABLE = "MQBENCH_ENGINE"
 def default_engine() -> Engine:
     """The engine of a command not given ``--engine`` (``compare``, ``report``, ``history``): ``auto`` (Spark,
     pandas where no Java runtime exists), or what :data:`ENGINE_VARIABLE` says. The test suite sets it to
-    ``pandas`` so that its many small runs do not each start a JVM; the Spark engine has tests of its own. Raises :class:`PipelineError` for a value that names no engine."""
+    ``pandas`` so that its many small runs do not each start a JVM; the Spark engine has tests of its own.
+    Raises :class:`PipelineError` for a value that names no engine."""
     value = os.environ.get(ENGINE_VARIABLE, "auto")
     if value not in ENGINES:
         raise PipelineError(f"{ENGINE_VARIABLE}={value!r} names no engine; set it to auto, spark or pandas, "
