@@ -42,9 +42,14 @@ NO_SETTER = ("this librocketmq has no DefaultMQPushConsumer::setConsumeFromWhere
 
 
 def write_all(fd: int, data: bytes) -> None:
+    """Write ``data`` to the driver; if the driver is gone (stopped, interrupted, killed) the process ends
+    quietly, as it does when its standard input ends: nothing is acknowledged that the driver did not take."""
     view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view):]
+    try:
+        while view:
+            view = view[os.write(fd, view):]
+    except BrokenPipeError:
+        os._exit(0)
 
 
 def push_consumer(namesrv: str, group: str, instance: str) -> tuple[Any, Any]:
