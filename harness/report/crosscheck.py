@@ -26,8 +26,9 @@ INTRO = (f"R = the harness's receiver msg/s ÷ the broker's own benchmark tool's
          f"each tool in steady state for a fixed time; median over repetitions. Against the tool at its best "
          f"(reference 'best': the settings its maintainers publish for peak throughput, the row's delivery "
          f"guarantee kept), R is the fraction of what the broker carries here that the row reached (the sentences "
-         f"take the most the tool moved, at its best or with the row's settings; a row above the tool's best is "
-         f"labelled so: those settings did not reach the broker's capacity, and the row gets no fraction). A tool "
+         f"take the most the tool moved in any repetition, at its best or with the row's settings; a row above "
+         f"that is labelled 'above the tool's best': those settings did not reach the broker's capacity, and the "
+         f"row gets no fraction). A tool "
          f"without a consumer is compared with its sender rate ('vs' = sender). R < {CLIENT_BOUND:g} against the "
          f"tool with the row's settings: the row is client-bound — it measures the client more than the broker. "
          f"CPU: seconds over each side's run.")
@@ -55,7 +56,8 @@ def view(rows: pd.DataFrame) -> pd.DataFrame:
             "tool msg/s": units.count(m["tool_rate"]) if ok else "",
             "vs": m["rate_kind"], "R": f"{m['R']:.2f}" if ok and m["R"] == m["R"] else "",
             "label": ("client-bound" if m["client_bound"] else
-                      "above the tool's best" if ok and m["reference"] == "best" and m["R"] > 1 else ""),
+                      "above the tool's best" if ok and m["reference"] == "best" and m["harness_rate"] > m["capacity"]
+                      else ""),
             "tool p50 / p99": latency,
             "CPU s harness / broker": _pair(m["cpu_harness_s"], m["cpu_broker_harness_s"]) if ok else "",
             "CPU s tool / broker": _pair(m["cpu_tool_s"], m["cpu_broker_tool_s"]) if ok else "",
