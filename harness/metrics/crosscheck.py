@@ -72,7 +72,7 @@ def broker_capacity(best: Mapping[str, Any], medians: Sequence[Mapping[str, Any]
                if x["reference"] == "matched" and x["status"] == "ok" and x["tool"] == best["tool"]
                and (x["system"], x["variant"], x["size"]) == (best["system"], best["variant"], best["size"])
                and finite(x["tool_rate_max"])]
-    own = best["tool_rate_max"] if finite(best["tool_rate_max"]) else best["tool_rate"]
+    own = best["tool_rate_max"]  # NaN only where no repetition gave a figure: no capacity, no fraction
     top = max(matched, default=math.nan)
     return (top, "matched") if finite(top) and top > own else (own, "best")
 
@@ -91,9 +91,8 @@ def capacity_sentences(medians: Sequence[Mapping[str, Any]], name: Callable[[Any
         vs = "sender" if m["rate_kind"] == "sender" else "receiver"
         matched = [x for x in medians if x["reference"] == "matched" and x["status"] == "ok" and finite(x["R"])
                    and (x["system"], x["variant"], x["size"]) == (m["system"], m["variant"], m["size"])]
-        capacity, source = m["capacity"], m["capacity_from"]
+        capacity, source, own = m["capacity"], m["capacity_from"], m["tool_rate_max"]
         most = "the most of its repetitions, " if m["reps"] > 1 else ""
-        own = m["tool_rate_max"] if finite(m["tool_rate_max"]) else m["tool_rate"]
         best = (f"{m['tool']} at its best ({m['tool_settings'] or 'its settings'}) moved "
                 f"{units.count(own)} msg/s ({most}{vs})")
         if m["harness_rate"] > capacity:
