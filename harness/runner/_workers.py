@@ -23,6 +23,7 @@ from typing import Any
 from harness.drivers import class_path
 from harness.drivers.base import BrokerEndpoint, Driver, Pattern, Role
 from harness.runner._context import Case
+from harness.runner._forkserver_main import start_forkserver
 from harness.runner._records import leading_count
 from harness.runner.faults import FaultInjector
 from harness.runner.proc import CpuMeter, CpuUse, CpuWhileActive
@@ -31,11 +32,13 @@ from harness.scenario import Scenario
 
 # Workers fork from a clean, single-threaded server process that has already imported what they need:
 # starting one costs milliseconds instead of a fresh interpreter's second of imports. That includes the
-# main module ("__main__": the `mqbench` script, which imports the whole CLI), which every child of a
-# forkserver imports again before it runs: preloaded once in the server, no child pays for it (without it
-# sixteen processes of a thousand-topic case each spent a minute in imports on a loaded machine).
+# main module (the `mqbench` script, which imports the whole CLI), which every child of a forkserver runs
+# again before it starts unless the server has loaded it: `_forkserver_main` does, from the path `Workers`
+# starts the server with (CPython 3.11's own "__main__" preload never loads it). Without it, every worker of every
+# case paid about 1.5 s of imports here, and sixteen processes of a thousand-topic case each a minute on a
+# loaded machine.
 _CTX = mp.get_context("forkserver")
-_CTX.set_forkserver_preload(["__main__", "harness.runner.worker", "numpy", "zmq"])
+_CTX.set_forkserver_preload(["harness.runner._forkserver_main", "harness.runner.worker", "numpy", "zmq", "mqcore"])
 SUBSCRIBE_TIMEOUT = 30.0  # at most (or the scenario's timeout): for every subscription to reach its publishers
 SETTLE = 0.2  # seconds between "all ready" and the start, for subscriptions to propagate (no handshake)
 DRAIN_IDLE = 3.0  # after the producers finished: seconds without progress before we stop waiting
@@ -76,6 +79,7 @@ class Workers:
         self._unmeasured: list[tuple[str, str]] = []  # (role, why) of roles the meter cannot see
 
     def launch(self, spec: WorkerSpec) -> None:
+        start_forkserver()
         p = _CTX.Process(target=worker_main, args=(spec, self.ctx), name=f"mqbench-{spec.name}", daemon=True)
         p.start()
         self.procs[spec.name] = p
@@ -83,6 +87,7 @@ class Workers:
 
     def launch_group(self, name: str, specs: list[WorkerSpec]) -> None:
         """One process ``name`` that plays every role of ``specs`` (``worker.group_main``)."""
+        start_forkserver()
         p = _CTX.Process(target=group_main, args=(specs, self.ctx), name=f"mqbench-{name}", daemon=True)
         p.start()
         self.procs[name] = p
