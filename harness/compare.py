@@ -17,6 +17,7 @@ from typing import Literal
 
 import pandas as pd
 from rich.console import Console
+from rich.markup import escape
 
 from harness.brokers import Placement, advertises_address, choose_backend, provision
 from harness.brokers._spec import NodeHost
@@ -156,14 +157,14 @@ def compare(
     run.manifest["scenarios"] = [sc.as_dict() for sc in scenarios]
     console.print(f"[bold]mqbench compare[/] → {run.path}  ({len(specs)} cases, {len(searched)} rate searches; systems: {', '.join(order)})")
     if skipped:
-        console.print(f"not run: {'; '.join(skipped)}", highlight=False)
+        console.print(f"not run: {'; '.join(skipped)}", highlight=False, markup=False)
         run.manifest["not_supported"] = skipped
     if unready:
         for st in unready:
-            console.print(f"not run, cannot run here: {st.system}: {st.reason}", highlight=False)
+            console.print(f"not run, cannot run here: {st.system}: {st.reason}", highlight=False, markup=False)
         run.manifest["not_available"] = {st.system: st.reason for st in unready}
     for where, reason in plan.unavailable_clients().items():
-        console.print(f"not run, its client cannot run here: {where}: {reason}", highlight=False)
+        console.print(f"not run, its client cannot run here: {where}: {reason}", highlight=False, markup=False)
         run.manifest.setdefault("not_available", {})[where] = reason
     problems: list[str] = []
     complete = True
@@ -215,18 +216,18 @@ def _summarise(run: RunFolder, console: Console, write_report: bool, spark_maste
         with console.status("summarising (pandas)…" if engine == "pandas" else "summarising (Spark)…"):
             summary = summarise_run(run.path, engine=engine, spark_master=spark_master)
     except PipelineError as exc:
-        console.print(f"[yellow]no summary: {exc}[/]")
+        console.print(f"[yellow]no summary: {escape(str(exc))}[/]")
         return pd.DataFrame()
     console.print(f"computed by: {summary.computed_by}", highlight=False)
     try:
         add_run(run.path)
     except PipelineError as exc:
-        console.print(f"[yellow]not added to the results lake: {exc}[/]")
+        console.print(f"[yellow]not added to the results lake: {escape(str(exc))}[/]")
     if write_report:
         try:
             console.print(f"report: {write_report_from_summary(summary, run.path)}")
         except Exception as exc:  # noqa: BLE001 - the measurements and summary are safe on disk; say what failed
-            console.print(f"[yellow]the report could not be written: {exc}[/]")
+            console.print(f"[yellow]the report could not be written: {escape(str(exc))}[/]")
     return summary.per_repetition
 
 

@@ -27,6 +27,7 @@ from typing import Any
 
 import pandas as pd
 from rich.console import Console
+from rich.markup import escape
 
 from harness.brokers import broker_control, provision
 from harness.compare import CompareError, resolve_systems
@@ -163,7 +164,7 @@ def _system(
     (an interrupted run keeps them)."""
     tools, missing = _tools(system)
     for key, reason in missing.items():
-        console.print(f"[yellow]![/] {system}: tool {key} missing: {reason}", highlight=False)
+        console.print(f"[yellow]![/] {system}: tool {key} missing: {escape(str(reason))}", highlight=False)
         if strict:
             problems.append(f"{system}: tool {key} missing: {reason}")
     out += _not_measured(sc, system, missing)
@@ -175,7 +176,7 @@ def _system(
                                                      logs_dir=run.logs_dir))
         except DriverError as exc:
             problems.append(f"{system}: {exc}")
-            console.print(f"[red]✗[/] {system}: {exc}", highlight=False)
+            console.print(f"[red]✗[/] {system}: {escape(str(exc))}", highlight=False)
             return
         control = broker_control(endpoint)
         pids = control.pids() if control is not None else []
@@ -281,7 +282,7 @@ def _tool_run(
             # ValueError: an adapter's parser found no figure in the tool's output (a tool cut short, say).
             if isinstance(exc, ValueError):
                 exc = ToolFailed(f"its output held no figure ({exc})")
-            console.print(f"[red]✗[/] {where}: {tool.name}: {exc}", highlight=False)
+            console.print(f"[red]✗[/] {where}: {tool.name}: {escape(str(exc))}", highlight=False)
             if isinstance(exc, ToolMissing):
                 problems.append(f"{where}: {tool.name}: {exc}")
                 return _Pending(scenario, case, side, tool.name, None, "missing", str(exc))
@@ -315,7 +316,7 @@ def _rows(run: RunFolder, pending: list[_Pending], console: Console, problems: l
                 try:
                     console.print(f"report: {write_report_from_summary(summary, run.path)}")
                 except Exception as exc:  # noqa: BLE001 - the table is safe on disk; say what failed
-                    console.print(f"[yellow]the report could not be written: {exc}[/]")
+                    console.print(f"[yellow]the report could not be written: {escape(str(exc))}[/]")
     return _frame(pending, rates)
 
 

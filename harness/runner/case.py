@@ -26,6 +26,7 @@ from typing import Any
 
 import pandas as pd
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from harness.drivers import driver_class
@@ -171,17 +172,17 @@ def run_cases(
             except (DriverError, CaseFailed) as exc:
                 message = f"{desc}: {exc}"
                 problems.append(message)
-                console.print(f"[red]✗[/] {message}")
+                console.print(f"[red]✗[/] {escape(message)}")
                 complete = False
                 bar.remove_task(task)
                 bar.advance(overall)
                 continue
             for p in result.problems:
-                console.print(f"[yellow]![/] {desc}: {p.splitlines()[0]}")
+                console.print(f"[yellow]![/] {escape(desc)}: {escape(p.splitlines()[0])}")
             if result.backlog and result.backlog["note"]:
-                console.print(f"[yellow]·[/] {desc}: {result.backlog['note']}", highlight=False)
+                console.print(f"[yellow]·[/] {escape(desc)}: {escape(result.backlog['note'])}", highlight=False)
             for note in [*result.notes, *_final_read_notes(result)]:
-                console.print(f"[yellow]·[/] {desc}: {note}", highlight=False)
+                console.print(f"[yellow]·[/] {escape(desc)}: {escape(note)}", highlight=False)
             problems.extend(f"{desc}: {p}" for p in result.problems)
             complete = complete and result.complete
             name = key.raw_name

@@ -8,7 +8,7 @@ import time
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from harness.drivers.base import Producer, Role
+from harness.drivers.base import DriverError, Producer, Role
 from harness.drivers.zmq_driver import ZmqDriver
 
 
@@ -184,3 +184,13 @@ class SlowSetupDriver(ZmqDriver):
 
     def create_consumer(self, plan: Mapping[str, Any], role: Role) -> Any:
         return self._setting_up(lambda: super(SlowSetupDriver, self).create_consumer(plan, role))
+
+
+class RefusingDriver(ZmqDriver):
+    """pyzmq, except that a producer cannot be made: the driver refuses with a message that has brackets in it,
+    as a client library's often do (RocketMQ's "BrokersSent: [broker-a, broker-a]")."""
+
+    name: ClassVar[str] = "refusing"
+
+    def create_producer(self, plan: Mapping[str, Any], role: Role) -> Producer:
+        raise DriverError("the broker refused every send (BrokersSent: [broker-a, broker-a, broker-a])")

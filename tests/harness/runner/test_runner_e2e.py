@@ -126,6 +126,24 @@ def test_stalled_run_ends_with_clear_message_and_keeps_data(tmp_path: Path) -> N
     assert list(out.summary["complete"]) == [False]  # the stalled case, from the manifest's case entry
 
 
+def test_a_problem_is_printed_whole_brackets_and_all(tmp_path: Path) -> None:
+    """What a client says goes to the console as it is: text in square brackets is not taken for markup."""
+    import io
+
+    register("refusing", "tests.harness.runner.fake_drivers:RefusingDriver")
+    printed = io.StringIO()
+    try:
+        scenario = parse_scenario({"name": "refused", "pattern": "queue", "message_sizes": [100], "messages": 100,
+                                   "variants": {"refusing": {}}}, "test.yaml")
+        out = compare([scenario], systems=["refusing"], out_root=tmp_path, console=Console(file=printed, width=400),
+                      write_report=False)
+    finally:
+        SYSTEMS.pop("refusing", None)
+    assert not out.complete
+    assert any("BrokersSent: [broker-a, broker-a, broker-a]" in p for p in out.problems), out.problems
+    assert "BrokersSent: [broker-a, broker-a, broker-a]" in printed.getvalue(), printed.getvalue()
+
+
 def test_a_worker_that_crashes_is_named_with_its_signal(tmp_path: Path) -> None:
     out = _run_fake(tmp_path, "crashing", "CrashingDriver", {"crash_after": 200})
     assert not out.complete
