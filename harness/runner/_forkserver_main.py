@@ -68,6 +68,8 @@ def _load_main() -> None:
             spawn.import_main_path(what)
         elif kind == "name":
             spawn._fixup_main_from_name(what)  # type: ignore[attr-defined]  # what a spawned child calls
+    except Exception:  # noqa: BLE001 - the server must run: each worker then loads the main module itself, and
+        pass  # says what fails there, as without this module
     finally:
         del process.current_process()._inheriting  # type: ignore[attr-defined]
 
