@@ -3,6 +3,7 @@ helper that makes a connected pair with either library on either side and either
 
 from __future__ import annotations
 
+import atexit
 import os
 import shutil
 import tempfile
@@ -17,14 +18,16 @@ import zmq
 import mqcore
 
 TIMEOUT_MS = 5000
-_IPC_DIR = tempfile.mkdtemp(prefix="mqbench-interop-")  # the ipc endpoints' files, removed after the session
+# The ipc endpoints' files, which some interop tests leave (21 in /tmp after one CI run), go when the test
+# process ends, however it ends: made when this file is collected, a session fixture's teardown missed the
+# folder of a run interrupted before any interop test ran.
+_IPC_DIR = tempfile.mkdtemp(prefix="mqbench-interop-")
 
 
-@pytest.fixture(scope="session", autouse=True)
-def _ipc_files() -> Iterator[None]:
-    """Socket files some interop tests leave (21 in /tmp after one CI run) go with the session."""
-    yield
-    shutil.rmtree(_IPC_DIR, ignore_errors=True)
+@atexit.register
+def _remove_ipc_files(owner: int = os.getpid()) -> None:
+    if os.getpid() == owner:  # not in a forked child that exits through atexit
+        shutil.rmtree(_IPC_DIR, ignore_errors=True)
 
 
 @dataclass
