@@ -21,6 +21,8 @@ TEST_IMAGES := rabbitmq,kafka,redis,nats,mqtt
 DOCKER_PACKAGES := docker.io debootstrap
 
 JVM_JAR := jvm/target/mqbench-jvm.jar
+# Debian's Maven 3.8.7 writes colour resets (ESC[0m) to a pipe even in batch mode, into the console's first lines
+export MAVEN_OPTS := $(strip $(MAVEN_OPTS) -Djansi.noreset=true)
 JVM_SOURCES := jvm/pom.xml $(shell find jvm/src -name '*.java' 2>/dev/null)
 
 LATEST_RUN = $$(ls -1dt results/*/manifest.json 2>/dev/null | head -1 | xargs -r dirname)
