@@ -18,6 +18,7 @@ rebuilding a ``SemLock``); a Ctrl-C while a case's workers start leaves such a c
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 import traceback
@@ -29,17 +30,22 @@ from types import TracebackType
 MAIN_VARIABLE = "MQBENCH_FORKSERVER_MAIN"
 
 
-def start_forkserver() -> None:
-    """Start multiprocessing's forkserver if it is not running, telling it the main module (as
-    multiprocessing hands it to a child: a file, absolute and normalised, or a module name; neither for an
-    interactive session)."""
+@functools.cache
+def _main() -> str | None:
+    """This program's main module as multiprocessing hands it to a child: ``path:FILE`` (absolute, normalised)
+    or ``name:MODULE``; None for an interactive session. It does not change while the program runs."""
     data = spawn.get_preparation_data("mqbench")
-    main = (f"path:{data['init_main_from_path']}" if "init_main_from_path" in data
-            else f"name:{data['init_main_from_name']}" if "init_main_from_name" in data else None)
-    if main is None:
-        forkserver.ensure_running()
-        return
-    os.environ[MAIN_VARIABLE] = main
+    for kind, key in (("path", "init_main_from_path"), ("name", "init_main_from_name")):
+        if key in data:
+            return f"{kind}:{data[key]}"
+    return None
+
+
+def start_forkserver() -> None:
+    """Start multiprocessing's forkserver if it is not running, telling it the main module."""
+    main = _main()
+    if main is not None:
+        os.environ[MAIN_VARIABLE] = main
     try:
         forkserver.ensure_running()
     finally:

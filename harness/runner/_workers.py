@@ -33,10 +33,10 @@ from harness.scenario import Scenario
 # Workers fork from a clean, single-threaded server process that has already imported what they need:
 # starting one costs milliseconds instead of a fresh interpreter's second of imports. That includes the
 # main module (the `mqbench` script, which imports the whole CLI), which every child of a forkserver runs
-# again before it starts unless the server has loaded it: `_forkserver_main` does, from the path `Workers`
-# starts the server with (CPython 3.11's own "__main__" preload never loads it). Without it, every worker of every
-# case paid about 1.5 s of imports here, and sixteen processes of a thousand-topic case each a minute on a
-# loaded machine.
+# again before it starts unless the server has loaded it: `_forkserver_main` does, from the path or name
+# `Workers` starts the server with (CPython 3.11's own "__main__" preload never loads it). Without it, every
+# worker of every case paid about 1.5 s of imports here, and sixteen processes of a thousand-topic case each a
+# minute on a loaded machine.
 _CTX = mp.get_context("forkserver")
 _CTX.set_forkserver_preload(["harness.runner._forkserver_main", "harness.runner.worker", "numpy", "zmq", "mqcore"])
 SUBSCRIBE_TIMEOUT = 30.0  # at most (or the scenario's timeout): for every subscription to reach its publishers
@@ -78,19 +78,20 @@ class Workers:
         self._meter: CpuWhileActive | None = None
         self._unmeasured: list[tuple[str, str]] = []  # (role, why) of roles the meter cannot see
 
-    def launch(self, spec: WorkerSpec) -> None:
+    def _start(self, name: str, target: Callable[..., None], plays: Any) -> None:
+        """Fork process ``name`` from the forkserver (started first if need be) to run ``target(plays, ctx)``."""
         start_forkserver()
-        p = _CTX.Process(target=worker_main, args=(spec, self.ctx), name=f"mqbench-{spec.name}", daemon=True)
+        p = _CTX.Process(target=target, args=(plays, self.ctx), name=f"mqbench-{name}", daemon=True)
         p.start()
-        self.procs[spec.name] = p
+        self.procs[name] = p
+
+    def launch(self, spec: WorkerSpec) -> None:
+        self._start(spec.name, worker_main, spec)
         self.specs[spec.name] = spec
 
     def launch_group(self, name: str, specs: list[WorkerSpec]) -> None:
         """One process ``name`` that plays every role of ``specs`` (``worker.group_main``)."""
-        start_forkserver()
-        p = _CTX.Process(target=group_main, args=(specs, self.ctx), name=f"mqbench-{name}", daemon=True)
-        p.start()
-        self.procs[name] = p
+        self._start(name, group_main, specs)
         for spec in specs:
             self.specs[spec.name] = spec
             self.group_of[spec.name] = name
