@@ -33,12 +33,16 @@ LATEST_RUN = $$(ls -1dt results/*/manifest.json 2>/dev/null | head -1 | xargs -r
 # The virtual environment, rebuilt only when pyproject.toml or the C loops change. uv (from PyPI) installs the
 # same requirements as pip in less time on this machine (41 s against 45-65 s); pip does it where uv cannot be
 # installed. Both compile the bytecode (uv only when asked): with PYTHONDONTWRITEBYTECODE set, as it is here,
-# every import of every process would otherwise compile its sources again.
+# every import of every process would otherwise compile its sources again. Where the package index's answers
+# cannot be cached (as here), uv builds pyspark from its source again on every install and keeps each build in
+# its cache (0.5-1.4 GiB a time: 33 GiB after a day of fresh clones filled this machine's disk), so its cache is
+# pruned after each install down to what the last one used.
 $(STAMP): pyproject.toml setup.py harness/runner/_hotloop.c
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	@echo "setup: installing mqbench and its requirements into $(VENV)"; \
 	if $(PY) -m pip install --quiet 'uv>=0.5'; then \
-	  $(VENV)/bin/uv pip install --quiet --compile-bytecode --python $(PY) -e '.[dev]'; \
+	  $(VENV)/bin/uv pip install --quiet --compile-bytecode --python $(PY) -e '.[dev]'; status=$$?; \
+	  $(VENV)/bin/uv cache prune --quiet; test $$status -eq 0; \
 	else echo "setup: uv could not be installed (above); pip installs instead"; $(PY) -m pip install --quiet -e '.[dev]'; fi
 	@touch $@
 

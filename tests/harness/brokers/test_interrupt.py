@@ -36,13 +36,16 @@ def interrupt_mid_run(tmp_path: Path, scenario_text: str, broker_comm: str, wait
     try:
         deadline = time.monotonic() + wait
         running = False
-        while time.monotonic() < deadline and not running:
+        while time.monotonic() < deadline and not running and proc.poll() is None:
             time.sleep(0.5)
             seen |= _descendants(proc.pid)
             names = [_name(p) for p in seen]
             # forkserver + producer + consumer: the case is running
             running = broker_comm in names and sum(1 for n in names if n.startswith("python")) >= 3
             running = running and (started is None or any((tmp_path / "res").glob(started)))
+        if proc.poll() is not None:  # it ended before the case ran: say why, not after the whole wait
+            raise AssertionError(f"mqbench compare ended (exit {proc.returncode}) before the case ran:\n"
+                                 f"{proc.communicate()[0]}")
         assert running, f"the case never started ({broker_comm} and three workers{', ' + started if started else ''})"
         time.sleep(1.0)
         seen |= _descendants(proc.pid)

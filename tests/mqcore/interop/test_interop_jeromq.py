@@ -15,6 +15,7 @@ import pytest
 
 import mqcore
 from harness.drivers.java import PEER, command, unavailable_reason
+from mqcore.utils.monitor import recv_monitor_message
 from tests.mqcore.interop.conftest import make_socket
 
 
@@ -95,14 +96,26 @@ class _MqLibs:  # the shape make_socket expects: mqcore only
         return mqcore
 
 
+HANDSHAKE_WAIT_MS = 60_000  # a peer JVM's first connection loads and compiles JeroMQ's reactor: on a busy
+# two-core machine that took more than the 5 s the sockets allow a send or receive (a PUSH refused with Again)
+
+
 def join(mq: mqcore.Context, mq_type: str, peer: JeroPeer, mq_binds: bool, **opts: Any) -> Any:
-    """An mqcore socket joined to ``peer`` over tcp; ``mq_binds`` says which side binds."""
+    """An mqcore socket joined to ``peer`` over tcp (``mq_binds`` says which side binds), returned once their
+    ZMTP handshake has succeeded, so the test's sends and receives do not time the connection."""
     s = make_socket(_MqLibs(mq), "mq", mq_type, **opts)  # type: ignore[arg-type]
-    if mq_binds:
-        s.bind("tcp://127.0.0.1:*")
-        peer.call(f"connect {s.last_endpoint.decode()}")
-    else:
-        s.connect(peer.bind())
+    mon = s.get_monitor_socket(mqcore.EVENT_HANDSHAKE_SUCCEEDED)
+    mon.rcvtimeo = HANDSHAKE_WAIT_MS
+    try:
+        if mq_binds:
+            s.bind("tcp://127.0.0.1:*")
+            peer.call(f"connect {s.last_endpoint.decode()}")
+        else:
+            s.connect(peer.bind())
+        assert recv_monitor_message(mon)["event"] == mqcore.EVENT_HANDSHAKE_SUCCEEDED
+    finally:
+        s.disable_monitor()
+        mon.close(linger=0)
     return s
 
 
