@@ -63,6 +63,11 @@ class WorkerSpec:
     rate_profile: tuple[tuple[float, float], ...] = ()
     backlog: bool = False
     drain_rate: float = 1.0
+    # A paced producer's first send, in ns after the common start: producer p of a case at R msgs/s in all
+    # starts at p / R s, so that the case's producers take turns at an even R instead of all sending at
+    # once every 1 / (R / producers) s (a thousand producers at 2 msg/s each: a thousand sends together
+    # twice a second, which RocketMQ's broker met with flow control). 0 for a rate profile.
+    phase_ns: int = 0
 
 
 @dataclass(frozen=True)

@@ -23,9 +23,9 @@ import numpy as np
 import pandas as pd
 
 from harness.drivers.base import Driver, Guarantee, Pattern
+from harness.runner import _workers
 from harness.runner._context import Case, WorkerSpec
 from harness.runner._records import finalize
-from harness.runner._workers import Workers
 
 FINAL_IDLE = 5.0  # seconds without a new receipt before the read ends
 FINAL_MAX = 60.0  # at most this long in all
@@ -65,13 +65,18 @@ def final_read(producers: list[WorkerSpec], consumers: list[WorkerSpec], absent:
         topics = {topic_of.get(int(p), 0) for p in set(absent["producer"].astype(int))}
         readers = [next(s for s in consumers if s.role.topic == t) for t in sorted(topics)
                    if any(s.role.topic == t for s in consumers)]
+    # Readers reconnect and map their records (``resilient``), each in a process of its own, unless there are
+    # more than ONE_PROCESS_EACH of them in a case without faults: then they are grouped as the case's own
+    # consumers were (launch_all). A reader per topic, each a process (a JVM for the Java clients), was some
+    # 1,000 processes at once after a 1,000-topic RocketMQ case, more than the machine's memory.
+    alone = len(readers) <= _workers.ONE_PROCESS_EACH
     specs = [replace(s, name=f"final-read-{s.role.index}", slot=i, out=str(work_dir / f"final-read-{s.role.index}"),
-                     consumer_rate=None, resilient=True, probe_from=(), capacity=max(1024, 2 * len(absent)))
+                     consumer_rate=None, resilient=s.resilient or alone, probe_from=(),
+                     capacity=max(1024, 2 * len(absent)))
              for i, s in enumerate(readers)]
-    w = Workers(len(specs))
+    w = _workers.Workers(len(specs))
     try:
-        for spec in specs:
-            w.launch(spec)
+        _workers.launch_all(w, [], specs)
         w.wait_ready([s.name for s in specs])
         w.start_ns.value = time.monotonic_ns()
         w.start.set()

@@ -181,13 +181,15 @@ class Schedule:
 
     @classmethod
     def start(cls, spec: WorkerSpec, ctx: WorkerContext) -> Schedule:
-        """Wait for the common start stamp and return the schedule from it."""
-        t0 = int(ctx.start_ns.value)
+        """Wait for this producer's start (the common start stamp and its phase) and return the schedule
+        from it; a duration ends at the same stamp for every producer."""
+        start = int(ctx.start_ns.value)
+        t0 = start + spec.phase_ns
         sleep_until(t0)
         return cls(
             t0=t0,
             total=spec.total if spec.total is not None else 2**32 - 1,
-            deadline=t0 + spec.duration_ns if spec.duration_ns is not None else NEVER,
+            deadline=start + spec.duration_ns if spec.duration_ns is not None else NEVER,
             period=1e9 / spec.rate if spec.rate and not spec.rate_profile else 0.0,
             profile=Profile(spec.rate_profile) if spec.rate_profile else None,
             drain=spec.drain_rate,

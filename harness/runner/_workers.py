@@ -20,12 +20,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from harness.drivers import class_path
+from harness.drivers import class_path, load_class
 from harness.drivers.base import BrokerEndpoint, Driver, Pattern, Role
 from harness.runner._context import Case
 from harness.runner._forkserver_main import start_forkserver
 from harness.runner._records import leading_count
 from harness.runner.faults import FaultInjector
+from harness.runner.jvm import stop_grace
 from harness.runner.proc import CpuMeter, CpuUse, CpuWhileActive
 from harness.runner.worker import WorkerContext, WorkerSpec, group_main, worker_main
 from harness.scenario import Scenario
@@ -50,6 +51,10 @@ INTERRUPT_WAIT = 8.0  # seconds of repeated interrupts (SIGUSR1) for workers to 
 #: topics would otherwise need two thousand interpreters.
 ONE_PROCESS_EACH = 64
 ROLE_PROCESSES = 8
+#: Roles whose clients run in the JVM are threads of one JVM per process, so fewer processes do: each JVM
+#: loads and compiles the client's code again, and at 1,000 RocketMQ topics the JIT compilers of 16 client
+#: JVMs were the largest use of the two cores while the roles set up (docs/jvm.md).
+JVM_ROLE_PROCESSES = 2
 
 
 class CaseFailed(Exception):
@@ -223,7 +228,9 @@ class Workers:
         self.stop.set()
         self.cpu_used()  # a case that failed before it was measured: stop the meter's thread
         self._join_all(grace)
-        deadline = time.monotonic() + INTERRUPT_WAIT
+        # a group process is given as long as its JVM (jvm.stop_grace) to save its roles' records
+        most = max((len(self._roles(name)) for name in self.procs), default=1)
+        deadline = time.monotonic() + INTERRUPT_WAIT + stop_grace(most) - stop_grace(1)
         while time.monotonic() < deadline:
             alive = [p for p in self.procs.values() if p.is_alive() and p.pid is not None]
             if not alive:
@@ -294,8 +301,9 @@ def groups(producers: list[WorkerSpec], consumers: list[WorkerSpec]) -> list[tup
     if len(roles) <= ONE_PROCESS_EACH or any(s.resilient or s.namespace for s in roles):
         return [(None, [spec]) for spec in roles]
     out: list[tuple[str | None, list[WorkerSpec]]] = []
+    per_kind = JVM_ROLE_PROCESSES if load_class(roles[0].driver).runs_in_jvm else ROLE_PROCESSES
     for kind in (consumers, producers):
-        n = min(ROLE_PROCESSES, len(kind))
+        n = min(per_kind, len(kind))
         for i in range(n):
             share = kind[i::n]
             if share:
@@ -375,6 +383,7 @@ def specs(case: Case, driver: Driver, plan: dict[str, Any], work_dir: Path) -> t
             out=str(work_dir / f"producer-{p}"),
             probe=probing,
             rate_profile=tuple((r / sc.producers, seconds) for r, seconds in sc.rate_profile),
+            phase_ns=int(p * 1e9 / case.rate) if case.rate and not sc.rate_profile else 0,
             **common,  # type: ignore[arg-type]
         )
         for p in range(sc.producers)

@@ -53,6 +53,15 @@ from harness.runner._send import payloads
 
 HELLO_TIMEOUT = 30.0  # seconds for the JVM to start and answer
 STOP_GRACE = 5.0  # seconds the JVM gets to save its records after ``stop`` before it is killed
+# and a group's JVM this much more per role: each role writes its own files into the case's folder, and at
+# 1,000 RocketMQ topics (500 roles a JVM, the machine's load above 100) two consumers of 500 had not written
+# theirs within the 5 s; their threads waited to create files in that one folder (jstack)
+STOP_GRACE_PER_ROLE = 0.05
+
+
+def stop_grace(roles: int) -> float:
+    """Seconds a JVM of ``roles`` roles gets to save their records after ``stop``."""
+    return STOP_GRACE + (STOP_GRACE_PER_ROLE * roles if roles > 1 else 0.0)
 
 # The arrays each kind saves (harness.runner.worker) and their dtypes; absent ones are saved empty.
 _ARRAYS: dict[str, dict[str, str]] = {
@@ -105,7 +114,8 @@ def spec_json(spec: Any, client: str, watch_outcomes: bool = False) -> dict[str,
         "broker_url": spec.broker.url if spec.broker is not None else None,
         "options": spec.options, "plan": spec.plan, "index": spec.role.index, "topic": spec.role.topic,
         "size": spec.size, "payload": spec.payload, "total": spec.total, "duration_ns": spec.duration_ns,
-        "rate": spec.rate, "capacity": spec.capacity, "out": spec.out, "request_timeout": spec.request_timeout,
+        "rate": spec.rate, "phase_ns": spec.phase_ns, "capacity": spec.capacity, "out": spec.out,
+        "request_timeout": spec.request_timeout,
         "probe": spec.probe, "probe_from": list(spec.probe_from),
         "backlog": _held(spec), "drain_rate": spec.drain_rate,
     }
@@ -386,9 +396,9 @@ def _drive(roles: list[_Role], proc: subprocess.Popen[str], lines: _Lines, ctx: 
 
 
 def _finish(roles: list[_Role], lines: Any, status: Any) -> list[_Role]:
-    """After an interruption: wait up to ``STOP_GRACE`` seconds for the records of the roles not done yet,
+    """After an interruption: wait up to ``stop_grace`` seconds for the records of the roles not done yet,
     reporting each as it comes; returns those whose records did not come."""
-    deadline = time.monotonic() + STOP_GRACE
+    deadline = time.monotonic() + stop_grace(len(roles))
     while time.monotonic() < deadline and not all(r.done for r in roles):
         try:
             item = lines.get(0.05)

@@ -71,7 +71,7 @@ def test_jvm_roles_above_one_process_each_are_grouped_as_python_roles(tmp_path: 
     consumers = [spec("consumer", i, tmp_path) for i in range(TOPICS)]
     groups = _workers.groups(producers, consumers)
     names = [name for name, _ in groups]
-    per = _workers.ROLE_PROCESSES
+    per = _workers.JVM_ROLE_PROCESSES  # fewer processes than for Python roles: each is a JVM
     assert names == [f"consumers-{i}" for i in range(per)] + [f"producers-{i}" for i in range(per)]
     played = sorted(s.name for _, specs in groups for s in specs)
     assert played == sorted(s.name for s in [*producers, *consumers])  # each role once
@@ -111,8 +111,7 @@ class JavaWatch:
 
 def run_topics(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, system: str, variant: dict[str, Any],
                per_kind: int) -> tuple[Any, JavaWatch]:
-    monkeypatch.setattr(_workers, "ROLE_PROCESSES", per_kind)  # fewer JVMs than the default 8 per kind: a
-    # lighter test on a small machine; the grouping is the same
+    monkeypatch.setattr(_workers, "JVM_ROLE_PROCESSES", per_kind)
     scenario = parse_scenario({"name": "topics", "pattern": "queue", "message_sizes": [100],
                                "messages": MESSAGES, "warmup": 0, "rate": 100 * TOPICS, "topics": TOPICS,
                                "producers_per_topic": 1, "consumers_per_topic": 1, "timeout": 60,
@@ -169,7 +168,7 @@ def test_a_role_failing_in_a_group_is_named_and_leaves_no_jvm(tmp_path: Path, mo
     from tests.harness.runner.test_jvm_worker import clashing_producers
 
     monkeypatch.setattr(_workers, "ONE_PROCESS_EACH", 2)  # 3 roles: a consumer group and a producer group
-    monkeypatch.setattr(_workers, "ROLE_PROCESSES", 1)
+    monkeypatch.setattr(_workers, "JVM_ROLE_PROCESSES", 1)
     case, driver = clashing_producers()
     with JavaWatch(tmp_path) as watch, pytest.raises(CaseFailed) as failed:
         run_case(case, driver, tmp_path / "work")
@@ -226,9 +225,9 @@ def test_ctrl_c_during_a_grouped_jvm_case_leaves_no_jvm(tmp_path: Path) -> None:
                             text=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
     try:
         deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and len(java_left(tmp_path)) < 2 * _workers.ROLE_PROCESSES:
+        while time.monotonic() < deadline and len(java_left(tmp_path)) < 2 * _workers.JVM_ROLE_PROCESSES:
             time.sleep(0.5)
-        assert len(java_left(tmp_path)) == 2 * _workers.ROLE_PROCESSES, "the groups' JVMs never all started"
+        assert len(java_left(tmp_path)) == 2 * _workers.JVM_ROLE_PROCESSES, "the groups' JVMs never all started"
         time.sleep(3.0)  # the case under way
         proc.send_signal(signal.SIGINT)
         output, _ = proc.communicate(timeout=120)

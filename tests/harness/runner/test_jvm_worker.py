@@ -89,6 +89,20 @@ def test_pubsub_open_loop_with_the_probe_handshake(tmp_path: Path) -> None:
     assert (rows["t_send"] >= rows["t_intended"]).all()
 
 
+def test_paced_producers_take_turns_at_the_case_rate(tmp_path: Path) -> None:
+    """As the Python worker (harness/runner/_send.py Schedule): producer p of the case starts its schedule
+    p / rate s after the common start, so the producers' sends interleave evenly."""
+    need_jvm()
+    result = run_jeromq(tmp_path, {"pattern": "queue", "messages": 200, "rate": 2000, "producers": 4})
+    assert result.complete and not result.problems, result.problems
+    rows = result.rows
+    assert len(rows) == 800 and rows["t_intended"].notna().all()
+    first = rows.groupby("producer")["t_intended"].min().astype("int64")
+    assert list(first - result.start_ns) == [0, 500_000, 1_000_000, 1_500_000]
+    gaps = rows["t_intended"].astype("int64").sort_values().diff().dropna()
+    assert gaps.between(499_999, 500_001).all(), gaps.describe()
+
+
 def test_reqrep_round_trips(tmp_path: Path) -> None:
     need_jvm()
     result = run_jeromq(tmp_path, {"pattern": "reqrep", "messages": 300})

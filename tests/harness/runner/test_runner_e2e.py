@@ -103,6 +103,20 @@ def test_pubsub_fixed_rate_and_reqrep(tmp_path: Path) -> None:
     assert raw["t_intended"].notna().all()
 
 
+def test_paced_producers_take_turns_at_the_case_rate(tmp_path: Path) -> None:
+    """Four producers at 2,000 msg/s in all: producer p starts p / 2,000 s after the common start, so the
+    case's intended sends, all producers together, are one every 500 us, not four at once every 2 ms."""
+    out = run(tmp_path, {"name": "turns", "pattern": "queue", "message_sizes": [100], "messages": 200,
+                         "warmup": 0, "rate": 2000, "producers": 4}, ["zmq"])
+    assert out.complete, out.problems
+    raw = pd.read_parquet(next((out.run_dir / "raw").glob("turns__*.parquet")))
+    assert len(raw) == 800 and raw["t_intended"].notna().all()
+    first = raw.groupby("producer")["t_intended"].min().astype("int64")
+    assert list(first - first[0]) == [0, 500_000, 1_000_000, 1_500_000]
+    gaps = raw["t_intended"].astype("int64").sort_values().diff().dropna()
+    assert gaps.between(499_999, 500_001).all(), gaps.describe()
+
+
 def _run_fake(tmp_path: Path, name: str, cls: str, options: dict):  # type: ignore[no-untyped-def]
     """A 1,000-message queue case through a test driver of fake_drivers, registered for the run only."""
     register(name, f"tests.harness.runner.fake_drivers:{cls}")

@@ -21,6 +21,7 @@ final class Spec {
     final long total;      // messages including warmup; Long.MAX_VALUE: until the deadline
     final long durationNs; // 0: no deadline
     final double rate;     // msgs/s of this producer; 0: as fast as possible
+    final long phaseNs;    // a paced producer's first send after the common start (WorkerSpec.phase_ns)
     final int capacity;
     final String out;
     final double requestTimeout;
@@ -52,6 +53,7 @@ final class Spec {
         total = m.get("total") == null ? Long.MAX_VALUE : ((Number) m.get("total")).longValue();
         durationNs = m.get("duration_ns") == null ? 0 : ((Number) m.get("duration_ns")).longValue();
         rate = m.get("rate") == null ? 0.0 : ((Number) m.get("rate")).doubleValue();
+        phaseNs = m.get("phase_ns") == null ? 0 : ((Number) m.get("phase_ns")).longValue();
         capacity = Math.max(1024, ((Number) m.get("capacity")).intValue());
         out = (String) m.get("out");
         requestTimeout = ((Number) m.get("request_timeout")).doubleValue();
