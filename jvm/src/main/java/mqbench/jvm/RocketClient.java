@@ -65,11 +65,7 @@ final class RocketClient implements Client {
         if (spec.grouped()) System.setProperty(NettySystemConfig.COM_ROCKETMQ_REMOTING_CLIENT_CLOSE_SOCKET_IF_TIMEOUT, "false");
         switch (kind) {
             case "producer":
-                producer = new DefaultMQProducer(group("p"));
-                producer.setNamesrvAddr(spec.brokerAddress());
-                if (spec.grouped()) producer.setInstanceName(SHARED_INSTANCE);
-                producer.setSendMsgTimeout((int) Math.max(3000, spec.requestTimeout * 1000));
-                producer.start();
+                producer = spec.grouped() ? Shared.acquire(this) : newProducer(group("p"));
                 awaitRoute();
                 break;
             case "consumer":
@@ -82,6 +78,36 @@ final class RocketClient implements Client {
                 break;
             default:
                 throw new IllegalArgumentException("rocketmq has no " + kind + " here");
+        }
+    }
+
+    private DefaultMQProducer newProducer(String group) throws Exception {
+        DefaultMQProducer p = new DefaultMQProducer(group);
+        p.setNamesrvAddr(spec.brokerAddress());
+        if (spec.grouped()) p.setInstanceName(SHARED_INSTANCE);
+        p.setSendMsgTimeout((int) Math.max(3000, spec.requestTimeout * 1000));
+        p.start();
+        return p;
+    }
+
+    /** The producer roles of a group send through one producer, as an application that sends to many topics
+     *  does (a RocketMQ producer is not bound to a topic): 500 producers of one JVM were 500 producer groups
+     *  in the client's heartbeats and 500 sets of its per-producer state. The last role to close shuts it. */
+    private static final class Shared {
+        private static DefaultMQProducer producer;
+        private static int users;
+
+        static synchronized DefaultMQProducer acquire(RocketClient role) throws Exception {
+            if (producer == null) producer = role.newProducer(role.group("p-shared"));
+            users++;
+            return producer;
+        }
+
+        static synchronized void release() {
+            if (--users == 0 && producer != null) {
+                producer.shutdown();
+                producer = null;
+            }
         }
     }
 
@@ -193,7 +219,8 @@ final class RocketClient implements Client {
 
     @Override
     public void close() {
-        if (producer != null) producer.shutdown();
+        if (producer != null && spec.grouped()) Shared.release();
+        else if (producer != null) producer.shutdown();
         if (consumer != null) consumer.shutdown();
         producer = null;
         consumer = null;
