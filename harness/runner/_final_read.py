@@ -65,11 +65,11 @@ def final_read(producers: list[WorkerSpec], consumers: list[WorkerSpec], absent:
         topics = {topic_of.get(int(p), 0) for p in set(absent["producer"].astype(int))}
         readers = [next(s for s in consumers if s.role.topic == t) for t in sorted(topics)
                    if any(s.role.topic == t for s in consumers)]
-    # Readers reconnect and map their records (``resilient``), each in a process of its own, unless there are
-    # more than ONE_PROCESS_EACH of them in a case without faults: then they are grouped as the case's own
-    # consumers were (launch_all). A reader per topic, each a process (a JVM for the Java clients), was some
-    # 1,000 processes at once after a 1,000-topic RocketMQ case, more than the machine's memory.
-    alone = len(readers) <= _workers.ONE_PROCESS_EACH
+    # Readers are launched as the case's consumers were (launch_all): grouped where those were, else each
+    # in a process of its own that reconnects and maps its records (``resilient``). A reader per topic, each
+    # a process (a JVM for the Java clients), was some 1,000 processes at once after a 1,000-topic RocketMQ
+    # case, more than the machine's memory.
+    alone = not _workers.grouped(readers)
     specs = [replace(s, name=f"final-read-{s.role.index}", slot=i, out=str(work_dir / f"final-read-{s.role.index}"),
                      consumer_rate=None, resilient=s.resilient or alone, probe_from=(),
                      capacity=max(1024, 2 * len(absent)))

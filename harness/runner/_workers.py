@@ -294,11 +294,17 @@ def launch_all(w: Workers, producers: list[WorkerSpec], consumers: list[WorkerSp
             w.launch_group(name, specs)
 
 
+def grouped(roles: list[WorkerSpec]) -> bool:
+    """Whether ``launch_all`` plays ``roles`` in shared processes: more than ``ONE_PROCESS_EACH`` of them, and
+    none resilient or on a network host of its own."""
+    return len(roles) > ONE_PROCESS_EACH and not any(s.resilient or s.namespace for s in roles)
+
+
 def groups(producers: list[WorkerSpec], consumers: list[WorkerSpec]) -> list[tuple[str | None, list[WorkerSpec]]]:
     """The worker processes of ``launch_all``, consumers first: ``(None, [spec])`` for a role in a process of
     its own, ``(name, specs)`` for a process that plays several."""
     roles = [*consumers, *producers]
-    if len(roles) <= ONE_PROCESS_EACH or any(s.resilient or s.namespace for s in roles):
+    if not grouped(roles):
         return [(None, [spec]) for spec in roles]
     out: list[tuple[str | None, list[WorkerSpec]]] = []
     per_kind = JVM_ROLE_PROCESSES if load_class(roles[0].driver).runs_in_jvm else ROLE_PROCESSES

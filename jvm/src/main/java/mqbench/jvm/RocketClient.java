@@ -59,9 +59,9 @@ final class RocketClient implements Client {
     @Override
     public void open(String kind) throws Exception {
         // The roles of a group share one connection to the broker (SHARED_INSTANCE), and by default the client
-        // closes a connection when a request on it times out: every other role's request under way on it then
-        // fails at once ("send request exception"). At 1,000 topics 7 timeouts failed 1,061 sends so. A group
-        // keeps the connection (RocketMQ's own switch; the client reads it when its first instance starts).
+        // closes a connection when a request on it times out, so one slow answer takes the connection from every
+        // role of the group (at 1,000 topics the client logged 337 such closes in one run). A group keeps the
+        // connection (RocketMQ's own switch; the client reads it when its first instance starts).
         if (spec.grouped()) System.setProperty(NettySystemConfig.COM_ROCKETMQ_REMOTING_CLIENT_CLOSE_SOCKET_IF_TIMEOUT, "false");
         switch (kind) {
             case "producer":
