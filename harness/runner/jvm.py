@@ -356,43 +356,52 @@ def _drive(roles: list[_Role], proc: subprocess.Popen[str], lines: _Lines, ctx: 
         if not stopping and ctx.stop.is_set():
             _send(proc, "stop")
             stopping = True
-        try:
-            item = lines.get(0.02)
-        except queue.Empty:
-            late = [r for r in roles if not r.ready and not r.done]
-            if late and time.monotonic() > ready_by and not stopping:
-                raise DriverError(f"the JVM worker did not answer 'ready' within {READY_TIMEOUT:.0f} s") from None
-            continue
-        if item is None:
-            code = proc.wait()
-            if code != 0:
-                raise DriverError(f"the JVM worker exited with code {code}: {_tail(log_path)}")
-            return
-        index, line = item
-        word, _, rest = line.partition(" ")
-        if index is None or index >= len(roles):  # a line of the JVM itself, in a group
-            if word == "error":
-                raise DriverError(f"{system} (java): {rest}")
-            continue
-        role = roles[index]
-        spec = role.spec
-        if word == "ready":
-            role.ready = True
-            ctx.status.put(("ready", spec.name, proc.pid))  # the JVM's pid: its CPU is this worker's
-        elif word == "progress":
-            ctx.progress[spec.slot] = int(rest)
-        elif word == "subscribed":
-            ctx.status.put(("subscribed", spec.name))
-        elif word == "done":
-            _convert(spec, role.outcomes)
-            role.done = True
-            count, _, error = rest.partition(" ")
-            ctx.status.put(("done", spec.name, int(count), error))
-        elif word == "error":
-            if not grouped:
-                raise DriverError(f"{system} (java): {rest}")
-            role.done = True  # this role only: the JVM's others go on (the runner stops the case)
-            ctx.status.put(("error", spec.name, f"{system} (java): {rest}"))
+        # The runner's interrupt waits until the line taken is handled: raised between a ``done`` line's
+        # conversion and its report, it lost that role (its records saved, the role named as stopped before
+        # saving them: one consumer of each 500-role JVM, in most 1,000-topic runs).
+        with _whole():
+            try:
+                item = lines.get(0.02)
+            except queue.Empty:
+                late = [r for r in roles if not r.ready and not r.done]
+                if late and time.monotonic() > ready_by and not stopping:
+                    raise DriverError(f"the JVM worker did not answer 'ready' within {READY_TIMEOUT:.0f} s") from None
+                continue
+            if item is None:
+                code = proc.wait()
+                if code != 0:
+                    raise DriverError(f"the JVM worker exited with code {code}: {_tail(log_path)}")
+                return
+            index, line = item
+            word, _, rest = line.partition(" ")
+            if index is None or index >= len(roles):  # a line of the JVM itself, in a group
+                if word == "error":
+                    raise DriverError(f"{system} (java): {rest}")
+                continue
+            role = roles[index]
+            spec = role.spec
+            if word == "ready":
+                role.ready = True
+                ctx.status.put(("ready", spec.name, proc.pid))  # the JVM's pid: its CPU is this worker's
+            elif word == "progress":
+                ctx.progress[spec.slot] = int(rest)
+            elif word == "subscribed":
+                ctx.status.put(("subscribed", spec.name))
+            elif word == "done":
+                _done(role, rest, ctx.status)
+            elif word == "error":
+                if not grouped:
+                    raise DriverError(f"{system} (java): {rest}")
+                role.done = True  # this role only: the JVM's others go on (the runner stops the case)
+                ctx.status.put(("error", spec.name, f"{system} (java): {rest}"))
+
+
+def _done(role: _Role, rest: str, status: Any) -> None:
+    """A role's ``done <count> <error>``: its records converted, the role marked done and reported."""
+    _convert(role.spec, role.outcomes)
+    role.done = True
+    count, _, error = rest.partition(" ")
+    status.put(("done", role.spec.name, int(count), error))
 
 
 def _finish(roles: list[_Role], lines: Any, status: Any) -> list[_Role]:
@@ -413,14 +422,10 @@ def _finish(roles: list[_Role], lines: Any, status: Any) -> list[_Role]:
             break
         index, line = item
         if index is not None and index < len(roles) and line.startswith("done "):
-            role = roles[index]
-            _convert(role.spec, role.outcomes)
-            role.done = True
             # The JVM stopped on ``stop`` and saved whole records, only later than the runner's grace (a
             # RocketMQ consumer takes seconds to close): no problem of its own unless it says one; what did
             # not arrive shows in the delivery accounting.
-            count, _, error = line[5:].partition(" ")
-            status.put(("done", role.spec.name, int(count), error))
+            _done(roles[index], line[5:], status)
     return [r for r in roles if not r.done]
 
 
@@ -452,16 +457,15 @@ def _convert(spec: Any, outcomes: Outcomes | None = None) -> None:
         arrays["tracked"] = np.array([True])
     elif "t_ack" in index["arrays"]:  # stamped by the JVM as each synchronous send returned
         arrays["tracked"] = np.array([True])
-    with _whole():
-        save(spec.out, **arrays)
+    save(spec.out, **arrays)
     index_path.unlink()
 
 
 @contextlib.contextmanager
 def _whole() -> Iterator[None]:
-    """Records being saved: the runner's SIGUSR1 meanwhile interrupts only once they are whole (a group's
-    relay saves each role's as its ``done`` comes, and an interrupt inside ``np.savez`` broke the file and
-    lost every role of the group)."""
+    """A line being handled: the runner's SIGUSR1 meanwhile interrupts only once it is (a ``done`` line's
+    records saved and its role reported; an interrupt inside ``np.savez`` once broke the file and lost every
+    role of a group)."""
     handler = signal.getsignal(signal.SIGUSR1)
     if not callable(handler) or threading.current_thread() is not threading.main_thread():
         yield

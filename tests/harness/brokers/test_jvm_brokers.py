@@ -50,6 +50,7 @@ def test_rocketmq_broker_advertises_loopback_and_names_its_nameserver(tmp_path: 
     assert conf["brokerIP1"] == "127.0.0.1" and conf["listenPort"] == "42000"
     assert conf["namesrvAddr"] == "127.0.0.1:42100"
     assert conf["storePathRootDir"] == str(tmp_path)
+    assert conf["waitTimeMillsInSendQueue"] == "1000"  # a busy broker makes a send wait before it refuses it
     port = rocketmq.broker_listen_port()
     for neighbour in (port - 2, port, port + 1):
         with socket.socket() as s:

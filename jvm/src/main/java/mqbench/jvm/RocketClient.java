@@ -4,6 +4,8 @@ import java.util.ArrayList;
 import java.util.Comparator;
 import java.util.List;
 import org.apache.rocketmq.client.consumer.DefaultLitePullConsumer;
+import org.apache.rocketmq.client.impl.MQAdminImpl;
+import org.apache.rocketmq.client.impl.MQClientManager;
 import org.apache.rocketmq.client.producer.DefaultMQProducer;
 import org.apache.rocketmq.client.producer.SendResult;
 import org.apache.rocketmq.client.producer.SendStatus;
@@ -180,24 +182,20 @@ final class RocketClient implements Client {
         // cancelled check when the seek comes takes the seek's offset, so its successor falls back to the
         // queue's end as it is when it runs, which on a loaded machine is after the first messages were sent
         // (the first message of a run was missed so, once in a whole test suite).
-        DefaultMQProducer probe = new DefaultMQProducer(group("offsets"));
-        probe.setNamesrvAddr(spec.brokerAddress());
-        probe.start();
-        try {
-            for (MessageQueue q : mine) consumer.getOffsetStore().updateOffset(q, end(probe, q, deadline), false);
-        } finally {
-            probe.shutdown();
-        }
+        // The ends are asked through the consumer's own client instance (started with it, shared by a group's
+        // roles), not through a client of their own: at 1,000 topics that was 1,000 client instances started
+        // and shut during the set-up, each with its threads and connections.
+        MQAdminImpl admin = MQClientManager.getInstance().getOrCreateMQClientInstance(consumer).getMQAdminImpl();
+        for (MessageQueue q : mine) consumer.getOffsetStore().updateOffset(q, end(admin, q, deadline), false);
         consumer.assign(mine);
     }
 
     /** The queue's end. Right after a topic is created the broker may not answer offset requests for its
      *  queues yet ("Invoke Broker exception"): ask again until the deadline. */
-    @SuppressWarnings("deprecation")  // MQAdmin's maxOffset: the one public way to ask for a queue's end
-    private static long end(DefaultMQProducer probe, MessageQueue q, long deadline) throws Exception {
+    private static long end(MQAdminImpl admin, MessageQueue q, long deadline) throws Exception {
         while (true) {
             try {
-                return probe.maxOffset(q);
+                return admin.maxOffset(q);
             } catch (Exception e) {
                 if (System.nanoTime() > deadline) throw e;
                 Thread.sleep(200);
