@@ -232,9 +232,9 @@ def broker_config(advertised: str, port: int, namesrv: str, store: Path, bind: s
         "flushDiskType": FLUSH_DISK_TYPE,
         "autoCreateTopicEnable": "true",
         # A send request that waits longer than this in the broker's queue is answered "[TIMEOUT_CLEAN_QUEUE]
-        # broker busy" (RocketMQ's default 200 ms). At 1,000 topics on two cores, while the client JVMs compiled
-        # their hot code at the start of a case, requests waited longer, and after the client's three tries
-        # up to 220 producers of a run failed. A longer wait changes nothing while the broker keeps up; when it
+        # broker busy" (RocketMQ's default 200 ms). At 1,000 topics on two cores requests waited longer at the
+        # start of a case (the client JVMs' JIT compilers took most of both cores there), and after the client's
+        # three tries up to 220 producers of a run failed. A longer wait changes nothing while the broker keeps up; when it
         # does not, a send waits (and its latency shows it) instead of being refused.
         "waitTimeMillsInSendQueue": str(SEND_QUEUE_WAIT_MS),
     }

@@ -346,20 +346,20 @@ def _drive(roles: list[_Role], proc: subprocess.Popen[str], lines: _Lines, ctx: 
     ready_by = time.monotonic() + READY_TIMEOUT + (len(roles) if grouped else 0)
     started = stopping = False
     held = any(_held(r.spec) for r in roles)
-    while True:
-        if not started and ctx.start.is_set():
-            _send(proc, f"start {int(ctx.start_ns.value)}")
-            started = True
-        if held and started and ctx.released():
-            _send(proc, "release")
-            held = False
-        if not stopping and ctx.stop.is_set():
-            _send(proc, "stop")
-            stopping = True
-        # The runner's interrupt waits until the line taken is handled: raised between a ``done`` line's
-        # conversion and its report, it lost that role (its records saved, the role named as stopped before
-        # saving them: one consumer of each 500-role JVM, in most 1,000-topic runs).
-        with _whole():
+    # The runner's interrupt is held while the loop runs and taken between two lines: raised between a
+    # ``done`` line's conversion and its report, it lost that role (its records saved, the role named as
+    # stopped before saving them: one consumer of each 500-role JVM, in most 1,000-topic runs).
+    with _whole() as interrupted:
+        while not interrupted:
+            if not started and ctx.start.is_set():
+                _send(proc, f"start {int(ctx.start_ns.value)}")
+                started = True
+            if held and started and ctx.released():
+                _send(proc, "release")
+                held = False
+            if not stopping and ctx.stop.is_set():
+                _send(proc, "stop")
+                stopping = True
             try:
                 item = lines.get(0.02)
             except queue.Empty:
@@ -462,18 +462,18 @@ def _convert(spec: Any, outcomes: Outcomes | None = None) -> None:
 
 
 @contextlib.contextmanager
-def _whole() -> Iterator[None]:
-    """A line being handled: the runner's SIGUSR1 meanwhile interrupts only once it is (a ``done`` line's
-    records saved and its role reported; an interrupt inside ``np.savez`` once broke the file and lost every
-    role of a group)."""
+def _whole() -> Iterator[list[int]]:
+    """The runner's SIGUSR1 held: it interrupts only when the block ends, at a point the block chose (a
+    ``done`` line's records saved and its role reported; an interrupt inside ``np.savez`` once broke the file
+    and lost every role of a group). The block gets the list of the signals that came, to end early on one."""
     handler = signal.getsignal(signal.SIGUSR1)
-    if not callable(handler) or threading.current_thread() is not threading.main_thread():
-        yield
-        return
     came: list[int] = []
+    if not callable(handler) or threading.current_thread() is not threading.main_thread():
+        yield came
+        return
     signal.signal(signal.SIGUSR1, lambda signum, frame: came.append(signum))
     try:
-        yield
+        yield came
     finally:
         signal.signal(signal.SIGUSR1, handler)
         if came:
