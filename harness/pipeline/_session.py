@@ -78,6 +78,10 @@ def spark_session(master: str | None = None) -> SparkSession:
         .config("spark.sql.adaptive.coalescePartitions.enabled", "true")
         # small lookup tables (case ids, wanted ranks, block carries) are broadcast, never shuffled
         .config("spark.sql.autoBroadcastJoinThreshold", str(32 << 20))
+        # the kept delivery units (_spark.py) are read twice, right away: compressing them as they are cached
+        # (Spark's default: encoders' statistics per column and batch, a sixth of a 10M-row summary's samples
+        # in a profile) took the delivery query from 16 to 20 s, warm, in three interleaved pairs (docs/pipeline.md)
+        .config("spark.sql.inMemoryColumnarStorage.compressed", "false")
     )
     # Python tasks (the cluster's barrier stage) must import harness: by default they run this interpreter
     # (SparkContext reads PYSPARK_PYTHON when it starts); a cluster whose hosts keep mqbench elsewhere sets it.

@@ -6,7 +6,8 @@ batches). No step needs a case in one task or in memory: every operator is a has
 broadcast join or a sort of bounded blocks, and Spark spills what does not fit to disk.
 
 * **Rows.** Non-warmup rows, each tagged with a 64-bit case id (``xxhash64`` of the case and repetition
-  keys; the driver checks that no two cases share one) and a pooled id (of the case keys alone). The raw
+  keys; the driver checks that no two cases share one); the pooled id (a case over its repetitions) is
+  given on the driver, from the per-case table's keys, so no row hashes its keys twice. The raw
   files are read by each query that needs them, only the columns it uses: no in-memory copy of the rows.
 * **Per case** (one aggregation, by case keys, producer and consumer): row count, first and last receipt,
   count, sum and max of every receipt-level measure; producers and consumers.
@@ -78,13 +79,12 @@ def spark_schema() -> object:
 
 
 def read_raw(spark: SparkSession, files: Sequence[Path | str]) -> DataFrame:
-    """The non-warmup raw rows of ``files`` (RAW_SCHEMA) with ``cid`` (case and repetition) and ``pid``
-    (case) ids."""
+    """The non-warmup raw rows of ``files`` (RAW_SCHEMA) with ``cid``, the id of their case and repetition."""
     from pyspark.sql import functions as F
 
     raw = spark.read.schema(spark_schema()).parquet(*[str(f) for f in files])  # type: ignore[arg-type]
     return raw.where(~F.coalesce(F.col("warmup"), F.lit(False))).select(
-        case_id(GROUP_KEYS).alias("cid"), case_id(CASE_KEYS).alias("pid"), *RAW_SCHEMA.names)
+        case_id(GROUP_KEYS).alias("cid"), *RAW_SCHEMA.names)
 
 
 def case_id(keys: Sequence[str]) -> Column:
@@ -96,14 +96,14 @@ def case_id(keys: Sequence[str]) -> Column:
 
 
 def read_rows(spark: SparkSession, files: Sequence[Path | str]) -> DataFrame:
-    """:func:`read_raw` reduced to what the computation uses: ``cid pid producer consumer seq``, the case
+    """:func:`read_raw` reduced to what the computation uses: ``cid producer consumer seq``, the case
     keys (only the per-case query reads them: Spark prunes the columns a query does not use), the stamps, ``send_failed`` (0/1), ``unconfirmed`` and ``drained`` (0/1, on rows whose send did not
     raise) and ``dcons`` (the subscriber of a pubsub delivery unit, else 0)."""
     from pyspark.sql import functions as F
 
     failed = F.coalesce(F.col("send_failed"), F.lit(False))
     return read_raw(spark, files).select(
-        "cid", "pid", "producer", "consumer", "seq", *GROUP_KEYS, *_STAMPS,
+        "cid", "producer", "consumer", "seq", *GROUP_KEYS, *_STAMPS,
         failed.cast("int").alias("send_failed"),
         *[(F.coalesce(F.col(flag), F.lit(False)) & ~failed).cast("int").alias(flag) for flag, _ in _FLAGS],
         F.when(F.col("pattern") == "pubsub", F.col("consumer")).otherwise(F.lit(0)).alias("dcons"),
@@ -183,7 +183,7 @@ def _per_case(rows: DataFrame) -> pd.DataFrame:
 
     receipt = F.col("t_recv").isNotNull() & F.col("t_send").isNotNull()
     at_receipts = [m for m in MEASURES if m.level == "receipts"]
-    parts = rows.groupBy("cid", "pid", "producer", "consumer", *GROUP_KEYS).agg(
+    parts = rows.groupBy("cid", "producer", "consumer", *GROUP_KEYS).agg(
         F.count(F.lit(1)).alias("rows"),
         F.min("t_recv").alias("t_recv_base"),
         F.max("t_recv").alias("t_recv_max"),
@@ -204,13 +204,13 @@ def _per_case(rows: DataFrame) -> pd.DataFrame:
     cases = by[sums].sum()
     cases = cases.join(by[["t_recv_base", "t_recv_first"]].min()).join(
         by[["t_recv_max", "t_recv_last", *(f"{m.prefix}_max_ns" for m in at_receipts)]].max())
-    cases["pid"] = by["pid"].first()
     cases["producers"] = by["producer"].nunique()
     cases["consumers"] = parts[parts["consumer"] >= 0].groupby("cid")["consumer"].nunique()
     span = (cases["t_recv_max"] - cases["t_recv_base"]).max()
     if span == span and span >= 1 << 47:
         raise PipelineError("a case whose receipts span more than 39 hours; summarise this run with --engine pandas")
     cases = cases.join(keys.set_index("cid"), how="left")
+    cases["pid"] = cases.groupby(list(CASE_KEYS), sort=False, dropna=False).ngroup().astype("int64")
     cases = cases.reset_index().drop(columns="t_recv_max")
     for m in at_receipts:
         cases[f"{m.prefix}_count"] = cases[f"{m.prefix}_count"].fillna(0).astype("int64")
