@@ -204,10 +204,14 @@ class RocketMQDriver(BrokerDriver):
         return _RocketMQConsumer(self, topology.topic_name(role.topic), group, f"{group}-{role.index}")
 
 
+#: The folder under the temporary directory that the clients' log goes to (docs/brokers.md): kept across runs.
+CLIENT_HOME = "mqbench-rocketmq-client"
+
+
 def _client_home() -> str:
     """Where librocketmq writes its log ($HOME/logs/rocketmq-cpp/, opened when a process's first client is
     created): a temporary folder, so that runs do not fill the user's home."""
-    home = os.path.join(tempfile.gettempdir(), "mqbench-rocketmq-client")
+    home = os.path.join(tempfile.gettempdir(), CLIENT_HOME)
     os.makedirs(home, exist_ok=True)
     return home
 
