@@ -21,25 +21,65 @@ static inline int64_t now_ns(void)
 }
 
 PyDoc_STRVAR(send_stamped_doc,
-"send_stamped(send, slots, block, size, offset, n, deadline, as_bytes=0) -> int\n\n"
+"send_stamped(send, slots, block, size, offset, n, deadline, as_bytes=0, pool=None, first=0) -> int\n\n"
 "For i in range(n): read the clock; stop if it is at or past deadline; else store the stamp as a\n"
 "native int64 at byte offset + i * size of the writable buffer block and call send(slots[i]) or, with\n"
-"as_bytes, send(a new bytes object holding the size bytes of message i of the block).\n"
+"as_bytes, send(a bytes object holding the size bytes of message i of the block): a new one, or with a\n"
+"pool (a list whose entries the caller leaves to this function), pool[(first + i) % len(pool)] when the\n"
+"pool holds the only reference to it (the library has let it go, so nothing else can see it change):\n"
+"then only its first offset + 8 bytes (the header up to the stamp) are written, for the caller promises\n"
+"that the messages of the block differ in no other byte. Else a new object takes that place in the pool.\n"
 "Returns how many messages were handed over. An exception from send goes on unchanged; the stamp of\n"
 "the message whose send raised has been stored, so the caller counts the leading non-zero stamps.");
+
+/* The bytes object of the message at ``src`` (``size`` bytes, of which only the first ``head`` differ between
+ * messages): a pool entry of which only the pool holds a reference, its head rewritten, else a new object,
+ * which takes the entry's place when there is a pool. A new reference; NULL with an exception set. */
+static PyObject *
+stamped_bytes(const char *src, Py_ssize_t size, Py_ssize_t head, PyObject *pool, Py_ssize_t index)
+{
+    Py_ssize_t pooled = pool == NULL ? 0 : PyList_GET_SIZE(pool); /* read each time: send may change it */
+    if (pooled == 0)
+        return PyBytes_FromStringAndSize(src, size);
+    Py_ssize_t at = index % pooled;
+    PyObject *old = PyList_GET_ITEM(pool, at);
+    if (PyBytes_CheckExact(old) && Py_REFCNT(old) == 1 && PyBytes_GET_SIZE(old) == size) {
+        memcpy(PyBytes_AS_STRING(old), src, head);
+        /* A hash cached of the old contents would be wrong (the field is deprecated for readers since
+         * 3.11; bytes still keep their hash in it). */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+        ((PyBytesObject *)old)->ob_shash = -1;
+#pragma GCC diagnostic pop
+        Py_INCREF(old);
+        return old;
+    }
+    PyObject *msg = PyBytes_FromStringAndSize(src, size);
+    if (msg == NULL)
+        return NULL;
+    Py_INCREF(msg);
+    PyList_SetItem(pool, at, msg); /* takes one reference and lets the old entry go */
+    return msg;
+}
 
 static PyObject *
 send_stamped(PyObject *self, PyObject *args)
 {
-    PyObject *send, *slots, *block;
-    Py_ssize_t size, offset, n, i;
+    PyObject *send, *slots, *block, *pool = Py_None;
+    Py_ssize_t size, offset, n, i, first = 0;
     long long deadline;
     int as_bytes = 0;
     Py_buffer view;
 
-    if (!PyArg_ParseTuple(args, "OO!OnnnL|p:send_stamped", &send, &PyList_Type, &slots, &block, &size, &offset,
-                          &n, &deadline, &as_bytes))
+    if (!PyArg_ParseTuple(args, "OO!OnnnL|pOn:send_stamped", &send, &PyList_Type, &slots, &block, &size, &offset,
+                          &n, &deadline, &as_bytes, &pool, &first))
         return NULL;
+    if (pool == Py_None) {
+        pool = NULL;
+    } else if (!PyList_CheckExact(pool) || first < 0) {
+        PyErr_SetString(PyExc_ValueError, "send_stamped: pool must be a list (or None) and first >= 0");
+        return NULL;
+    }
     if (PyObject_GetBuffer(block, &view, PyBUF_WRITABLE) < 0)
         return NULL;
     if (n < 0 || size < 1 || offset < 0 || offset + 8 > size || n > PyList_GET_SIZE(slots) || n > view.len / size) {
@@ -56,7 +96,7 @@ send_stamped(PyObject *self, PyObject *args)
         memcpy(stamp_at, &t, sizeof t);
         PyObject *msg;
         if (as_bytes) {
-            msg = PyBytes_FromStringAndSize(stamp_at - offset, size);
+            msg = stamped_bytes(stamp_at - offset, size, offset + 8, pool, first + i);
             if (msg == NULL) {
                 PyBuffer_Release(&view);
                 return NULL;

@@ -4,7 +4,8 @@ from collections.abc import Callable
 from typing import Any
 
 def send_stamped(
-    send: Callable[[Any], object], slots: list[Any], block: Any, size: int, offset: int, n: int, deadline: int, /
+    send: Callable[[Any], object], slots: list[Any], block: Any, size: int, offset: int, n: int, deadline: int,
+    as_bytes: bool = False, pool: list[Any] | None = None, first: int = 0, /
 ) -> int: ...
 def recv_headers(
     recv: Callable[[], Any], timed_out: type[BaseException], headers: Any, lengths: Any, stamps: Any, n: int,

@@ -37,6 +37,12 @@ from harness.runner._records import (
 from harness.scenario._workload import PAYLOAD_POOL
 
 NEVER = 2**63 - 1  # the deadline of a run without one
+# A send that keeps the bytes objects it is given (Capabilities.send_bytes: mqcore) gets them from a pool of
+# at most this many bytes (and 4,096 objects; more than a default high-water mark's worth of 1 KB messages),
+# each rewritten in place, its header only, once the library has let it go: a message then costs the harness
+# no allocation and no copy of its body (docs/harness-cost.md). Objects the library still holds when their
+# turn comes are replaced by new ones, so a small pool costs only allocations.
+SEND_POOL_BYTES = 1 << 21
 _PROBE_INTERVAL = 0.01  # seconds between a producer's probes
 
 
@@ -418,8 +424,9 @@ def _send_blocks(
     the record is exact also when a batch ends early. When a send raises (the runner interrupting a blocked
     send, a driver error) the stamps of the batch so far are recorded before the exception goes on, the
     failed message's included: the caller counts the record's leading stamps. With the C extension built,
-    ``send_stamped`` runs each batch; the Python loop below is the fallback. ``as_bytes``: the send gets a new
-    ``bytes`` object of each stamped message (``Capabilities.send_bytes``), made in C by ``send_stamped``."""
+    ``send_stamped`` runs each batch; the Python loop below is the fallback. ``as_bytes``: the send gets a
+    ``bytes`` object of each stamped message (``Capabilities.send_bytes``), made in C by ``send_stamped``,
+    which recycles them through a pool (``SEND_POOL_BYTES``): the messages differ only in their header."""
     size = len(payload)
     k = max(1, min(1024, BLOCK_BYTES // size))
     block = bytearray(bytes(payload) * k)
@@ -433,6 +440,7 @@ def _send_blocks(
     view = memoryview(block)
     msgs = [view[i * size:(i + 1) * size] for i in range(k)]
     hot = _hot.send_stamped
+    pool = [None] * min(4096, max(k, SEND_POOL_BYTES // size)) if hot is not None and as_bytes else None
     slots = [] if hot is not None else [(msgs[i], view[i * size + 6:i * size + 14].cast("q")) for i in range(k)]
     steps = np.arange(k, dtype=np.uint32)
     mono = time.monotonic_ns
@@ -447,7 +455,7 @@ def _send_blocks(
             seqs[:] = steps + sent
             stamps[:] = 0
             if hot is not None:
-                hot(send, msgs, block, size, 6, n, deadline, as_bytes)
+                hot(send, msgs, block, size, 6, n, deadline, as_bytes, pool, sent)
             else:
                 for msg, stamp_at in slots if n == k else slots[:n]:
                     t = mono()

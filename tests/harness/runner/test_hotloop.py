@@ -64,6 +64,37 @@ def test_send_stamped_can_hand_over_a_bytes_object_of_each_stamped_message() -> 
     assert sent[0][14:] == b"abcdef" and sent[1] == bytes(block[size:2 * size])  # each its own message
 
 
+def test_send_stamped_recycles_only_the_bytes_objects_the_receiver_let_go() -> None:
+    size, k = 32, 4
+    block = bytearray(b"p" * size * k)
+    view = memoryview(block)
+    slots = [view[i * size:(i + 1) * size] for i in range(k)]
+    pool: list[Any] = [None] * 3
+    kept: list[bytes] = []
+    released: list[tuple[int, bytes, int]] = []  # (id, contents, hash) of each message as it was handed over
+
+    def send(msg: bytes) -> None:
+        released.append((id(msg), bytes(bytearray(msg)), hash(msg)))  # a copy; the hash is cached in msg
+        if len(released) % 2:
+            kept.append(msg)  # a library that still holds every other message
+
+    first = 0
+    for _ in range(6):
+        for i in range(k):  # the header's seq field, as the worker numbers each batch's slots
+            block[i * size + 2:i * size + 6] = struct.pack("<I", first + i)
+        assert _hot.send_stamped(send, slots, block, size, 6, k, NEVER, True, pool, first) == k
+        first += k
+    contents = [c for _, c, _ in released]
+    assert contents == [b"pp" + struct.pack("<I", seq) + c[6:14] + b"p" * (size - 14)
+                        for seq, c in enumerate(contents)]  # each as it was numbered and stamped, and its body
+    assert [struct.unpack_from("<q", c, 6)[0] for c in contents] == sorted(
+        struct.unpack_from("<q", c, 6)[0] for c in contents)
+    assert all(h == hash(c) for _, c, h in released)  # no stale hash on a rewritten object
+    assert kept == contents[::2]  # what the library holds never changes under it
+    reused = len(released) - len({i for i, _, _ in released})
+    assert reused > 0 and all(type(m) is bytes for m in pool)  # released objects were used again
+
+
 def test_send_stamped_sends_nothing_past_the_deadline() -> None:
     block = bytearray(100 * 4)
     slots = [memoryview(block)[i * 100:(i + 1) * 100] for i in range(4)]
