@@ -38,11 +38,12 @@ from harness.scenario._workload import PAYLOAD_POOL
 
 NEVER = 2**63 - 1  # the deadline of a run without one
 # A send that keeps the bytes objects it is given (Capabilities.send_bytes: mqcore) gets them from a pool of
-# at most this many bytes (and 4,096 objects; more than a default high-water mark's worth of 1 KB messages),
+# at most SEND_POOL_BYTES and SEND_POOL_OBJECTS (more than a default high-water mark's worth of 1 KB messages),
 # each rewritten in place, its header only, once the library has let it go: a message then costs the harness
 # no allocation and no copy of its body (docs/harness-cost.md). Objects the library still holds when their
 # turn comes are replaced by new ones, so a small pool costs only allocations.
 SEND_POOL_BYTES = 1 << 21
+SEND_POOL_OBJECTS = 4096
 _PROBE_INTERVAL = 0.01  # seconds between a producer's probes
 
 
@@ -440,7 +441,7 @@ def _send_blocks(
     view = memoryview(block)
     msgs = [view[i * size:(i + 1) * size] for i in range(k)]
     hot = _hot.send_stamped
-    pool = [None] * min(4096, max(k, SEND_POOL_BYTES // size)) if hot is not None and as_bytes else None
+    pool = [None] * min(SEND_POOL_OBJECTS, max(k, SEND_POOL_BYTES // size)) if hot is not None and as_bytes else None
     slots = [] if hot is not None else [(msgs[i], view[i * size + 6:i * size + 14].cast("q")) for i in range(k)]
     steps = np.arange(k, dtype=np.uint32)
     mono = time.monotonic_ns
