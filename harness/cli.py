@@ -36,7 +36,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         code: int = args.run(args, console())
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:  # commands that run cases say what they stopped themselves
+        console().print(f"[yellow]interrupted: mqbench {args.command} stopped before it finished; run it again "
+                        "to finish it[/]")
         return EXIT_INTERRUPTED
     return code
 

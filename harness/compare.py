@@ -46,6 +46,10 @@ class CompareError(Exception):
     """The run cannot start (unknown or unavailable system, no broker); one sentence."""
 
 
+class SummaryInterrupted(KeyboardInterrupt):
+    """A Ctrl-C while the summary of a finished run was being made; its one sentence says what is left."""
+
+
 @dataclass(frozen=True)
 class SystemStatus:
     system: str
@@ -195,11 +199,11 @@ def _cluster(stack: contextlib.ExitStack, spark_master: str | None, run: RunFold
     when ``stack`` closes."""
     if spark_master is None:
         return None
-    from harness.cluster import ClusterCases, interruptible
+    from harness.cluster import ClusterCases
     from harness.pipeline import spark_session
 
-    try:  # started off the main thread: PySpark installs no Ctrl-C handler, a Ctrl-C stops what started
-        spark = interruptible(lambda: spark_session(spark_master), cleanup=lambda session: session.stop())
+    try:
+        spark = spark_session(spark_master)
     except PipelineError as exc:
         raise CompareError(str(exc)) from None
     stack.callback(spark.stop)
@@ -215,6 +219,9 @@ def _summarise(run: RunFolder, console: Console, write_report: bool, spark_maste
     try:
         with console.status("summarising (pandas)…" if engine == "pandas" else "summarising (Spark)…"):
             summary = summarise_run(run.path, engine=engine, spark_master=spark_master)
+    except KeyboardInterrupt:
+        raise SummaryInterrupted(f"the run's measurements are complete in {run.path} but not summarised; "
+                                 f"`mqbench report {run.path}` summarises them") from None
     except PipelineError as exc:
         console.print(f"[yellow]no summary: {escape(str(exc))}[/]")
         return pd.DataFrame()

@@ -17,7 +17,6 @@ from harness.cluster._stage import (
     RoleResult,
     StageError,
     assign,
-    interruptible,
     run_stage,
 )
 
@@ -31,7 +30,6 @@ __all__ = [
     "StageError",
     "assign",
     "estimate",
-    "interruptible",
     "measure",
     "over_case",
     "run_stage",

@@ -13,11 +13,11 @@ from __future__ import annotations
 import json
 import os
 import socket
-import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
+from harness._spark_calls import failure_reason, interruptible
 from harness.cluster._clock import ClockServer, Offset, measure, over_case
 
 if TYPE_CHECKING:
@@ -28,8 +28,6 @@ if TYPE_CHECKING:
 #: machine): set it in the worker's environment; the raw rows and ``Role.host`` use this name.
 HOST_VARIABLE = "MQBENCH_HOST"
 
-
-T = TypeVar("T")
 
 #: ``prepare(role, where)``: ``where`` maps each role's name to the ``(host, executor)`` of its task.
 Prepare = Callable[["Role", dict[str, tuple[str, str]]], Any]
@@ -123,74 +121,9 @@ def run_stage(
     return [by_role[r.name] for r in roles]
 
 
-def failure_reason(text: str, limit: int = 300) -> str:
-    """One line from the text of a failed Spark job: a task's Python error (the last line of its traceback,
-    ``ValueError: ...``), else the first line Spark gives a cause on (``Job aborted due to ...``)."""
-    lines = text.splitlines()
-    for i, line in enumerate(lines):
-        if line.rstrip().endswith("Traceback (most recent call last):"):
-            last = next((x for x in lines[i + 1:] if x.strip() and not x.startswith((" ", "\t"))), "")
-            if last:
-                return last.split(" SQLSTATE")[0].strip()[:limit]
-    cause = next((x for x in lines if "Exception: " in x), lines[0] if lines else "no reason given")
-    return cause.split("Exception: ", 1)[-1].strip()[:limit]
-
-
 def _collect(spark: SparkSession, rdd: Any) -> list[RoleResult]:
     """``rdd.collect()``; a Ctrl-C cancels the stage (its tasks stop, and their workers with them)."""
     return list(interruptible(rdd.collect, on_interrupt=spark.sparkContext.cancelAllJobs))
-
-
-def interruptible(
-    call: Callable[[], T],
-    on_interrupt: Callable[[], object] | None = None,
-    cleanup: Callable[[T], object] | None = None,
-    grace: float = 60.0,
-) -> T:
-    """``call()`` (a call into Spark's JVM) in a thread, so that a Ctrl-C reaches the calling thread and not
-    a py4j call in flight, which would break the call's connection and log a traceback (and PySpark, not
-    started from the main thread, installs no SIGINT handler of its own). On Ctrl-C: ``on_interrupt()``,
-    up to ``grace`` seconds' wait for the call to end, ``cleanup(result)`` if it still returned one (a
-    session that finished starting is stopped), then KeyboardInterrupt again. Errors of ``call`` are
-    raised in the calling thread.
-
-    A Ctrl-C may come while ``start()`` has not returned yet, the call already running (on a loaded machine
-    its first subprocess can precede the return): it is handled like any other, and whether the call has begun
-    is decided under ``gate``: either it had (it is waited for and cleaned up) or it never will (nothing of
-    it outlives the command)."""
-    got: dict[str, Any] = {}
-    gate = threading.Lock()
-    state = {"began": False, "cancelled": False}
-
-    def run() -> None:
-        with gate:
-            if state["cancelled"]:
-                return
-            state["began"] = True
-        try:
-            got["value"] = call()
-        except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread
-            got["error"] = exc
-
-    thread = threading.Thread(target=run, name="spark-call", daemon=True)
-    try:
-        thread.start()
-        while thread.is_alive():
-            thread.join(0.2)
-    except KeyboardInterrupt:
-        with gate:
-            state["cancelled"] = True
-            began = state["began"]
-        if began:  # the thread runs (it had started when it took the gate): join() may wait for it
-            if on_interrupt is not None:
-                on_interrupt()
-            thread.join(grace)
-        if cleanup is not None and "value" in got:
-            cleanup(got["value"])
-        raise
-    if "error" in got:
-        raise got["error"]
-    return got["value"]  # type: ignore[no-any-return]
 
 
 def _task(

@@ -8,6 +8,7 @@ from collections.abc import Callable, Sequence
 from typing import TypeVar
 
 from rich.console import Console
+from rich.markup import escape
 
 from harness.commands._terminal import EXIT_INTERRUPTED, fail
 from harness.drivers import SYSTEMS
@@ -69,12 +70,14 @@ def add_reference_option(parser: argparse.ArgumentParser) -> None:
 def guarded(console: Console, stopped: str, call: Callable[[], T]) -> T | int:
     """``call()`` (a run of scenarios), or an exit status after one sentence: for a user's error (a scenario,
     a broker, a driver) or Ctrl-C, which says that ``stopped`` were stopped and the run marked incomplete."""
-    from harness.compare import CompareError
+    from harness.compare import CompareError, SummaryInterrupted
 
     try:
         return call()
     except (ScenarioError, CompareError, DriverError) as exc:
         return fail(exc)
-    except KeyboardInterrupt:
-        console.print(f"[yellow]interrupted: {stopped} stopped; the run folder is marked incomplete[/]")
+    except KeyboardInterrupt as exc:
+        said = str(exc) if isinstance(exc, SummaryInterrupted) else \
+            f"{stopped} stopped; the run folder is marked incomplete"
+        console.print(f"[yellow]interrupted: {escape(said)}[/]")
         return EXIT_INTERRUPTED

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from harness._spark_calls import interruptible
 from harness.pipeline._errors import PipelineError
 
 if TYPE_CHECKING:
@@ -46,7 +47,7 @@ class SessionInfo:
 
 
 _started: dict[int, SessionInfo] = {}
-_LOG4J2 = Path(__file__).with_name("log4j2.properties")  # the Spark JVM's logging: errors only
+_LOG4J2 = Path(__file__).with_name("log4j2.properties")  # the Spark JVM's logging while it starts
 
 
 def spark_session(master: str | None = None) -> SparkSession:
@@ -89,11 +90,13 @@ def spark_session(master: str | None = None) -> SparkSession:
     if os.environ.get("MQBENCH_SPARK_EXECUTOR_MEMORY"):  # else Spark's 1g, which a worker must be able to give
         builder = builder.config("spark.executor.memory", os.environ["MQBENCH_SPARK_EXECUTOR_MEMORY"])
     began = time.perf_counter()
-    try:
-        session = builder.getOrCreate()
+    try:  # off the main thread: a Ctrl-C while the JVM starts stops it, and PySpark installs no SIGINT handler
+        session = interruptible(builder.getOrCreate, cleanup=lambda started: started.stop())
     except Exception as exc:  # the JVM gateway failing to start surfaces as assorted exception types
         raise PipelineError(f"{JAVA_HINT} (Spark did not start: {str(exc).splitlines()[0][:200]})") from exc
-    session.sparkContext.setLogLevel("ERROR")
+    # Spark's log stays off the console: a failure reaches the user as the pipeline's one sentence, its cause
+    # taken from the JVM's exception (harness._spark_calls.failure_reason), not as a logged stack trace
+    session.sparkContext.setLogLevel("FATAL")
     # Spark's default of 200 shuffle partitions makes every small aggregation 200 tasks; the summary's
     # shuffles are of small tables but one (which sets its own count, by rows), so a few per core.
     session.conf.set("spark.sql.shuffle.partitions", str(2 * session.sparkContext.defaultParallelism))
@@ -105,3 +108,20 @@ def session_info(session: SparkSession) -> SessionInfo:
     """Where ``session`` runs, and its start time if this process started it (else 0)."""
     known = _started.get(id(session))
     return known or SessionInfo(str(session.sparkContext.master), 0.0)
+
+
+def started_here(session: SparkSession) -> bool:
+    """Whether :func:`spark_session` started ``session`` (not a notebook's or a caller's own)."""
+    return id(session) in _started
+
+
+def stop_after_cancel(session: SparkSession, wait: float = 10.0) -> None:
+    """Stop ``session`` once the tasks of its cancelled jobs have ended (up to ``wait`` seconds), and without
+    Spark's log: a cancelled task still reporting to a stopping scheduler, or releasing a block it already
+    dropped, makes Spark log an error with its stack trace, which after a Ctrl-C says nothing to the user."""
+    tracker = session.sparkContext._jsc.sc().statusTracker()  # the executors' running tasks: JVM side only
+    deadline = time.monotonic() + wait
+    while time.monotonic() < deadline and any(e.numRunningTasks() for e in tracker.getExecutorInfos()):
+        time.sleep(0.05)
+    session.sparkContext.setLogLevel("OFF")
+    session.stop()

@@ -32,6 +32,7 @@ files must be on storage the executors share (docs/cluster.md).
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -144,6 +145,9 @@ def compute(spark: SparkSession, files: Sequence[Path | str]) -> Tables:
     reads are cheaper than Spark's in-memory cache of 13 columns)."""
     from pyspark.sql import functions as F
 
+    # PySpark warns, with the JVM's stack trace, before it raises an error that ends a collection as Arrow
+    # batches (a cancelled job, when a Ctrl-C stops the summary, among them): the error alone is enough
+    warnings.filterwarnings("ignore", message="toPandas attempted Arrow optimization", category=UserWarning)
     rows = read_rows(spark, files)
     cases = _per_case(rows)
     if cases.empty:

@@ -23,7 +23,10 @@ from typing import TYPE_CHECKING, Literal, cast
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
 
+from harness._spark_calls import failure_reason, interruptible
 from harness.metrics.compute import PERCENTILES, Delivery, rate
 from harness.pipeline import _pandas, _session, _spark
 from harness.pipeline._aggregate import aggregate
@@ -219,6 +222,25 @@ def finish_per_repetition(cases: pd.DataFrame, runs: Sequence[RunInfo], cpu: pd.
     return sort_cases(out, GROUP_KEYS)
 
 
+def _check_readable(files: Sequence[Path | str]) -> None:
+    """:class:`PipelineError` naming the first local raw file that is not Parquet (its footer unreadable): a
+    truncated or foreign file would otherwise fail deep inside an engine."""
+    for f in files:
+        if isinstance(f, str) and is_uri(f):
+            continue
+        try:
+            pq.ParquetFile(f).close()
+        except (pa.ArrowException, OSError) as exc:
+            reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            raise PipelineError(f"{f} is not a readable Parquet file ({reason}); move it out of the run's raw/ "
+                                "folder or run its case again") from None
+
+
+def _names(folders: Sequence[RunFolder]) -> str:
+    more = f" and {len(folders) - 3} more" if len(folders) > 3 else ""
+    return ", ".join(str(f.location) for f in folders[:3]) + more
+
+
 @contextmanager
 def _as_pipeline_error() -> Iterator[None]:
     try:
@@ -277,6 +299,7 @@ def summarize(
     with _as_pipeline_error():
         folders = [RunFolder.open(path) for path in _as_paths(run_dirs)]
         files = [f for run in folders for f in run.raw_files()]
+        _check_readable(files)
         if engine not in ENGINES:
             raise PipelineError(f"unknown engine {engine!r}; use 'auto', 'spark' or 'pandas'")
         note, master, start_s = "", "", math.nan
@@ -294,7 +317,23 @@ def summarize(
         if spark is not None and engine != "pandas":
             engine, master = "spark", str(spark.sparkContext.master)
             start_s = 0.0 if start_s != start_s else start_s
-            cases, series, distribution = _spark.compute(spark, files)
+            from py4j.protocol import Py4JError
+            from pyspark.errors import PySparkException
+
+            session = spark
+            try:
+                cases, series, distribution = interruptible(lambda: _spark.compute(session, files),
+                                                            on_interrupt=session.sparkContext.cancelAllJobs)
+            except (Py4JError, PySparkException) as exc:  # Spark's own failure, as one line
+                raise PipelineError(f"Spark could not summarise {_names(folders)}: "
+                                    f"{failure_reason(str(exc))}") from None
+            except KeyboardInterrupt:
+                # a session mqbench started ends with the summary it served: left running, its py4j and Arrow
+                # threads can still be finishing the cancelled collection when the command exits, which
+                # aborts the interpreter ("PyGILState_Release" on Ctrl-C in `mqbench report`, 2 runs of 2)
+                if _session.started_here(session):
+                    _session.stop_after_cancel(session)
+                raise
         else:
             engine, start_s = "pandas", math.nan
             cases, series, distribution = _pandas.compute_files(files)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from harness._spark_calls import failure_reason
 from harness.cluster import Role, StageError, assign
-from harness.cluster._stage import failure_reason
 
 
 def test_roles_spread_over_executors() -> None:
@@ -53,3 +53,14 @@ def test_a_failed_stage_is_told_in_one_line() -> None:
     assert failure_reason(_TASK_RAISED) == "ValueError: boom in the task"
     assert failure_reason(_EXECUTOR_LOST) == "Job aborted due to stage failure: ExecutorLostFailure (executor 1 exited)"
     assert failure_reason("") == "no reason given"
+
+
+def test_failure_reason_looks_through_the_wrapper_to_the_causes() -> None:
+    text = ("An error occurred while calling o541.getResult.\n"
+            ": org.apache.spark.SparkException: Exception thrown in awaitResult: \n"
+            "\tat org.apache.spark.util.SparkThreadUtils$.awaitResult(SparkThreadUtils.scala:56)\n"
+            "Caused by: org.apache.spark.SparkException: [FAILED_READ_FILE.NO_HINT] Encountered error while reading "
+            "file file:///r/raw/a.parquet.  SQLSTATE: KD001\n"
+            "Caused by: java.lang.RuntimeException: footer is too large: 2378207019to be read\n")
+    assert failure_reason(text) == ("[FAILED_READ_FILE.NO_HINT] Encountered error while reading file "
+                                    "file:///r/raw/a.parquet.; footer is too large: 2378207019to be read")

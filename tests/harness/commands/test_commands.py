@@ -160,3 +160,29 @@ def test_images_without_an_engine_is_one_line(monkeypatch: pytest.MonkeyPatch, c
     assert capsys.readouterr().err.startswith("mqbench: no Docker engine answers")
     assert main(["images", "--systems", "nope"]) == 2
     assert "nope has no broker image" in capsys.readouterr().err
+
+
+def test_a_ctrl_c_says_what_it_left_behind() -> None:
+    """A Ctrl-C while cases run leaves the run folder marked incomplete; one while a finished run is being
+    summarised leaves its measurements complete, and the sentence says so and how to summarise them."""
+    from harness.commands._options import guarded
+    from harness.commands._terminal import EXIT_INTERRUPTED
+    from harness.compare import SummaryInterrupted
+
+    def stopped_by(exc: BaseException) -> tuple[object, str]:
+        out = io.StringIO()
+
+        def call() -> None:
+            raise exc
+
+        code = guarded(Console(file=out, width=200), "brokers and workers", call)
+        return code, out.getvalue()
+
+    code, said = stopped_by(KeyboardInterrupt())
+    assert code == EXIT_INTERRUPTED
+    assert said.strip() == "interrupted: brokers and workers stopped; the run folder is marked incomplete"
+    code, said = stopped_by(SummaryInterrupted("the run's measurements are complete in results/r [1] but not "
+                                               "summarised; `mqbench report results/r` summarises them"))
+    assert code == EXIT_INTERRUPTED
+    assert said.strip() == ("interrupted: the run's measurements are complete in results/r [1] but not summarised; "
+                            "`mqbench report results/r` summarises them")

@@ -61,3 +61,39 @@ def test_write_summary_is_atomic_and_complete(synthetic_run: Path, tmp_path: Pat
         f"{t}.{e}" for t in ("summary", "aggregate", "series", "distribution") for e in ("parquet", "csv")
     )
     assert not [p for p in (tmp_path / "out").iterdir() if p.name.startswith(".")]
+
+
+def _copy(run: Path, to: Path) -> tuple[Path, Path]:
+    """A copy of ``run`` with only its raw records (no stored summary) and its first raw file's path."""
+    import shutil
+
+    copy = to / run.name
+    shutil.copytree(run / "raw", copy / "raw")
+    shutil.copy(run / "manifest.json", copy / "manifest.json")
+    return copy, sorted((copy / "raw").glob("*.parquet"))[0]
+
+
+@pytest.mark.parametrize("engine", ["pandas", "spark"])
+def test_a_raw_file_that_is_not_parquet_is_named(synthetic_run: Path, tmp_path: Path, engine: str) -> None:
+    """Before, either engine failed deep inside with pyarrow's or Spark's traceback."""
+    run, first = _copy(synthetic_run, tmp_path)
+    first.write_bytes(b"PAR1 but then nothing a Parquet reader wants" * 50)
+    with pytest.raises(PipelineError, match=rf"{first.name} is not a readable Parquet file \(.*\); move it out"):
+        summarize(run, engine=engine)  # type: ignore[arg-type]
+
+
+def test_a_spark_failure_is_one_line_with_its_cause(synthetic_run: Path, tmp_path: Path, spark: object) -> None:
+    """A raw column of the wrong type passes the footer check and fails in Spark's scan: the sentence gives
+    Spark's cause from inside its wrapper (``Exception thrown in awaitResult``), not a Java stack trace."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    run, first = _copy(synthetic_run, tmp_path)
+    table = pq.read_table(first)
+    at = table.schema.get_field_index("seq")
+    pq.write_table(table.set_column(at, "seq", pa.array([str(v) for v in table["seq"].to_pylist()])), first)
+    with pytest.raises(PipelineError) as caught:
+        summarize(run, engine="spark", spark=spark)  # type: ignore[arg-type]
+    said = str(caught.value)
+    assert said.startswith(f"Spark could not summarise {run}: ")
+    assert "[seq]" in said and "awaitResult" not in said and "\n" not in said and "\tat " not in said

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from harness.cluster._stage import interruptible
+from harness._spark_calls import interruptible
 
 
 @pytest.fixture(autouse=True)
