@@ -31,7 +31,7 @@ def test_ctrl_c_during_a_spark_summary_says_so_in_one_sentence_and_leaves_no_jvm
     tmp_path: Path, after_jvm_s: float
 ) -> None:
     """1.0 s after the JVM appears the session is starting; 7.0 s after, the first queries of a summary of
-    a million rows run (a cold one takes 10-20 s here). Before the fix the second printed PySpark's warning
+    two million rows run (a cold one takes 15-30 s here). Before the fix the second printed PySpark's warning
     with the JVM's stack trace and a Python traceback (a cancelled job inside an Arrow collection), and,
     once the summary ran off the main thread, the interpreter aborted at exit ("PyGILState_Release") while
     the cancelled collection's threads finished."""
@@ -39,7 +39,7 @@ def test_ctrl_c_during_a_spark_summary_says_so_in_one_sentence_and_leaves_no_jvm
         if os.environ.get("CI") == "true":
             pytest.fail("Java 17 is required for the Spark tests in CI (openjdk-17-jre-headless)")
         pytest.skip("PySpark needs Java 17: install openjdk-17-jre-headless")
-    run = build_bulk_run(tmp_path, 1_000_000, cases=4, seed=3)
+    run = build_bulk_run(tmp_path, 2_000_000, cases=4, seed=3)
     proc = subprocess.Popen([str(MQBENCH), "report", str(run), "--engine", "spark"], stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True, start_new_session=True)
     seen: dict[int, psutil.Process] = {}
