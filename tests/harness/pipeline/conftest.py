@@ -21,12 +21,17 @@ def synthetic_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return build_run(tmp_path_factory.mktemp("results"))
 
 
-@pytest.fixture(scope="session")
-def spark() -> Iterator[Any]:
+def need_java() -> None:
+    """Skip the calling test where no Java runtime exists (fail in CI, where one must)."""
     if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
         if os.environ.get("CI") == "true":
             pytest.fail("Java 17 is required for the Spark tests in CI (openjdk-17-jre-headless)")
         pytest.skip("PySpark needs Java 17: install openjdk-17-jre-headless")
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[Any]:
+    need_java()
     from pyspark.sql import SparkSession
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # the engine's tasks import harness

@@ -4,7 +4,6 @@ a Spark error log or an aborted interpreter, and no JVM left running."""
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -14,6 +13,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from tests.harness.pipeline.conftest import need_java
 from tests.harness.pipeline.synthetic import build_bulk_run
 
 MQBENCH = Path(sys.executable).with_name("mqbench")
@@ -35,10 +35,7 @@ def test_ctrl_c_during_a_spark_summary_says_so_in_one_sentence_and_leaves_no_jvm
     with the JVM's stack trace and a Python traceback (a cancelled job inside an Arrow collection), and,
     once the summary ran off the main thread, the interpreter aborted at exit ("PyGILState_Release") while
     the cancelled collection's threads finished."""
-    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
-        if os.environ.get("CI") == "true":
-            pytest.fail("Java 17 is required for the Spark tests in CI (openjdk-17-jre-headless)")
-        pytest.skip("PySpark needs Java 17: install openjdk-17-jre-headless")
+    need_java()
     run = build_bulk_run(tmp_path, 2_000_000, cases=4, seed=3)
     proc = subprocess.Popen([str(MQBENCH), "report", str(run), "--engine", "spark"], stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True, start_new_session=True)
