@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import random
 
+from mqcore._random import RNG
+
 
 def reconnect_delay(current_ms: int, ivl_ms: int, ivl_max_ms: int,
                     rng: random.Random | None = None) -> tuple[float, int]:
     """(seconds to wait now, interval for the next attempt) given the current interval in ms."""
-    r = rng if rng is not None else random
+    r = rng if rng is not None else RNG
     current = max(current_ms, 1)
     jitter = r.randrange(ivl_ms) if ivl_ms > 0 else 0
     delay_ms = current + jitter

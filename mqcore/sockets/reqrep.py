@@ -14,9 +14,9 @@ puts it back on the reply. Single-threaded: each instance belongs to its socket'
 
 from __future__ import annotations
 
-import random
 import struct
 
+from mqcore._random import RNG
 from mqcore.constants import Errno
 from mqcore.error import ZMQError
 from mqcore.options import Options
@@ -35,7 +35,7 @@ class Router(SocketImpl):
         self.fq = FairQueue()
         self.read_activated = self.fq.activated  # type: ignore[method-assign]  # one call less
         self.out: dict[bytes, Pipe] = {}
-        self.next_id = random.getrandbits(32)
+        self.next_id = RNG.getrandbits(32)
 
     def _new_id(self) -> bytes:
         while True:
@@ -212,7 +212,7 @@ class Req(SocketImpl):
         self.read_activated = self.fq.activated  # type: ignore[method-assign]  # one call less
         self.reply_pipe: Pipe | None = None
         self.expecting_reply = False
-        self.request_id = random.getrandbits(32)
+        self.request_id = RNG.getrandbits(32)
 
     def attach(self, pipe: Pipe) -> None:
         self.lb.attach(pipe)

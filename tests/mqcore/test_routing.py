@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import time
 
 from mqcore.backoff import reconnect_delay
 from mqcore.pipe import Pipe, pipe_pair
@@ -92,3 +93,24 @@ def test_reconnect_backoff_doubles_to_max_with_jitter() -> None:
 def test_reconnect_backoff_constant_without_max() -> None:
     delay, nxt = reconnect_delay(100, 100, 0, random.Random(1))
     assert nxt == 100 and 0.1 <= delay < 0.2
+
+
+def test_the_library_leaves_the_applications_random_state_alone() -> None:
+    """Reconnect jitter (drawn in the I/O thread) and routing ids come from mqcore's own generator:
+    an application that seeds ``random`` gets the same sequence with sockets reconnecting."""
+    import mqcore
+
+    random.seed(11)
+    expected = [random.random() for _ in range(3)]
+    random.seed(11)
+    ctx = mqcore.Context()
+    try:
+        router, req = ctx.socket(mqcore.ROUTER), ctx.socket(mqcore.REQ)
+        for s in (router, req):
+            s.setsockopt(mqcore.LINGER, 0)
+        req.setsockopt(mqcore.RECONNECT_IVL, 1)
+        req.connect("tcp://127.0.0.1:1")  # nothing listens: the I/O thread retries every ~1-2 ms
+        time.sleep(0.2)
+        assert [random.random() for _ in range(3)] == expected
+    finally:
+        ctx.destroy(linger=0)

@@ -10,10 +10,10 @@ import org.zeromq.ZContext;
 import org.zeromq.ZMQ;
 import org.zeromq.ZMsg;
 
-/** A JeroMQ socket driven line by line, for the interop tests (tests/interop/test_interop_jeromq.py):
+/** A JeroMQ socket driven line by line, for the interop tests (tests/mqcore/interop/test_interop_jeromq.py):
  *  {@code java -cp mqbench-jvm.jar mqbench.jvm.Peer}. Commands on stdin, one answer line each on stdout:
  *  {@code socket TYPE} | {@code timeout MS} (of recv) | {@code identity TEXT} | {@code subscribe HEX} | {@code bind EP} (answers
- *  {@code bound <endpoint>}) | {@code connect EP} | {@code send HEX...} (one frame per word, {@code -} for an
+ *  {@code bound <endpoint>}) | {@code connect EP} | {@code disconnect EP} | {@code send HEX...} (one frame per word, {@code -} for an
  *  empty frame) | {@code recv} (answers {@code msg HEX...} or {@code timeout} after 5 s) | {@code close}.
  *  Anything that fails answers {@code error <message>}. */
 public final class Peer {
@@ -56,6 +56,9 @@ public final class Peer {
                             break;
                         case "connect":
                             socket.connect(words[1]);
+                            break;
+                        case "disconnect":
+                            socket.disconnect(words[1]);
                             break;
                         case "send":
                             ZMsg msg = new ZMsg();
