@@ -10,7 +10,7 @@ from __future__ import annotations
 # The submodules ``import zmq`` binds (pyzmq's zmq.backend, .constants, .error, .sugar, .utils with
 # .utils.jsonapi), bound here too; devices, auth and asyncio are importable submodules as in pyzmq.
 # After ``sys.modules["zmq"] = mqcore``, ``import zmq.<sub>`` gives mqcore's own module (_alias).
-from mqcore import _alias, backend, constants, devices, error, sugar, utils
+from mqcore import _alias, backend, constants, devices, error, sugar, utils, version
 from mqcore.constants import (
     IPC_PATH_MAX_LEN,
     ContextOption,
@@ -41,25 +41,18 @@ from mqcore.poller import Poller
 from mqcore.poller import select_sockets as select
 from mqcore.proxy import proxy, proxy_steerable
 from mqcore.socket import Socket
+from mqcore.version import (
+    MQCORE_VERSION,
+    __revision__,
+    __version__,
+    pyzmq_version,
+    pyzmq_version_info,
+    zmq_version,
+    zmq_version_info,
+)
 from mqcore.zmtp import curve_keypair, curve_public
 
 _alias.install()
-
-__version__ = "0.1.0"
-VERSION_MAJOR, VERSION_MINOR, VERSION_PATCH = 4, 3, 5
-
-
-def zmq_version() -> str:
-    """The libzmq version whose behaviour mqcore follows."""
-    return f"{VERSION_MAJOR}.{VERSION_MINOR}.{VERSION_PATCH}"
-
-
-def zmq_version_info() -> tuple[int, int, int]:
-    return (VERSION_MAJOR, VERSION_MINOR, VERSION_PATCH)
-
-
-def pyzmq_version() -> str:
-    return "27.0.0"
 
 
 def has(capability: str) -> bool:
@@ -130,7 +123,11 @@ __all__ = [
     "ZMQBaseError", "ZMQError", "ZMQBindError", "ZMQVersionError", "Again", "ContextTerminated", "NotDone", "strerror",
     "SocketType", "SocketOption", "MessageOption", "Flag", "PollEvent", "ContextOption", "Errno", "Event",
     "proxy", "proxy_steerable", "devices", "device", "QUEUE", "FORWARDER", "STREAMER",
-    "zmq_version", "zmq_version_info", "pyzmq_version", "has",
+    "zmq_version", "zmq_version_info", "pyzmq_version", "pyzmq_version_info", "__version__", "__revision__",
+    "MQCORE_VERSION", "has",
     "SecurityMechanism", "curve_keypair", "curve_public", "ReconnectStop", "IPC_PATH_MAX_LEN",
-    "backend", "constants", "error", "sugar", "utils",
+    "backend", "constants", "error", "sugar", "utils", "version",
 ]
+# and, as in pyzmq, every constant set above (PUSH, RCVTIMEO, EAGAIN, EVENT_CONNECTED ...)
+__all__ += [name for name, value in list(globals().items())
+            if name.isupper() and name not in __all__ and isinstance(value, (int, bytes))]

@@ -48,7 +48,7 @@ class MqcoreDriver(ZmqDriver):
         import mqcore
 
         out = super().versions()
-        out["mqcore"] = mqcore.__version__
+        out["mqcore"] = mqcore.MQCORE_VERSION
         out["BUSY_POLL"] = f"{self._busy_poll()} us"  # how its recv waits (libzmq's is 0); docs/pyzmq-suite.md
         return out
 

@@ -1,5 +1,5 @@
-"""Small helpers with pyzmq's names (``zmq.utils``): ``z85``, ``monitor``, ``jsonapi`` (imported with the
-package, as pyzmq's ``import zmq`` does)."""
+"""Small helpers with pyzmq's names (``zmq.utils``): ``z85``, ``monitor``, ``strtypes``, ``jsonapi`` (jsonapi
+imported with the package, as pyzmq's ``import zmq`` does)."""
 
 from mqcore.utils import jsonapi
 

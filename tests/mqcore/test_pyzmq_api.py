@@ -239,3 +239,32 @@ def test_an_option_that_cannot_be_read_is_an_attribute_error_so_mock_specs_work(
     sock.close(0)
     with pytest.raises(mqcore.ZMQError):  # a closed socket is ENOTSOCK, not an AttributeError
         sock.linger  # noqa: B018
+
+
+def test_versions_all_and_submodules_by_pyzmqs_names() -> None:
+    """pyzmq code that checks versions, star-imports or reaches submodules by pyzmq's names finds them:
+    ``__version__`` is the pyzmq API followed (== pyzmq_version()), zmq_version the libzmq one, every
+    constant is in ``__all__``, and the devices, version and strtypes modules exist under pyzmq's names."""
+    import warnings
+
+    from mqcore import sugar
+    from mqcore.utils import strtypes
+
+    assert mqcore.pyzmq_version() == mqcore.__version__ and mqcore.__revision__ == ""
+    info = mqcore.pyzmq_version_info()
+    assert len(info) == 3 and all(isinstance(n, int) for n in info) and info >= (27, 0, 0)
+    assert mqcore.zmq_version() == "4.3.5" and mqcore.zmq_version_info() == (4, 3, 5)
+    assert sugar.version.pyzmq_version is mqcore.pyzmq_version and mqcore.MQCORE_VERSION != mqcore.__version__
+    for name in ("PUSH", "RCVTIMEO", "EAGAIN", "EVENT_CONNECTED", "zmq_version_info", "pyzmq_version_info"):
+        assert name in mqcore.__all__
+    assert all(hasattr(mqcore, name) for name in mqcore.__all__)
+    assert devices.monitoredqueue.monitored_queue is devices.monitored_queue
+    assert devices.monitoredqueuedevice.ThreadMonitoredQueue is devices.ThreadMonitoredQueue
+    assert devices.proxydevice.Proxy is devices.Proxy and devices.basedevice.Device is devices.Device
+    assert devices.proxysteerabledevice.ProxySteerable is devices.ProxySteerable
+    with pytest.raises(TypeError, match="in_prefix must be bytes"):
+        devices.monitored_queue(None, None, None, "in", b"out")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert strtypes.cast_bytes("é") == "é".encode() and strtypes.cast_unicode(b"ab") == "ab"
+    assert [w.category for w in caught] == [DeprecationWarning, DeprecationWarning]
