@@ -8,25 +8,37 @@ from __future__ import annotations
 
 from typing import Any
 
+#: (smallest size, unit, bytes per unit) for a frame's repr, as pyzmq writes sizes
+_SIZE_UNITS = ((10**9, "GB", 10**9), (2**20, "MB", 10**6), (1000, "kB", 1000), (0, "B", 1))
+
 
 class Frame:
     """One message frame, as returned by ``recv(copy=False)``."""
 
-    __slots__ = ("bytes", "more", "tracker", "properties")
+    __slots__ = ("bytes", "more", "tracker", "properties", "_buffer")
 
     def __init__(self, data: Any = b"", track: bool = False, copy: bool | None = None) -> None:
-        if isinstance(data, str):
-            raise TypeError("Frame data must be bytes-like, not str")
-        self.bytes: bytes = data if type(data) is bytes else bytes(data)
+        if type(data) is not bytes:
+            if isinstance(data, str):
+                raise TypeError("Frame data must be bytes-like, not str")
+            view = memoryview(data)  # TypeError for an object without the buffer protocol (5, object())
+            if not view.contiguous:
+                raise BufferError("Frame data must be a contiguous buffer")
+            data = view.tobytes()
+        self.bytes: bytes = data
         self.more = False
         self.tracker = MessageTracker() if track else None
         # The connection's metadata (peer's ZMTP properties, ZAP User-Id and metadata, Peer-Address)
         # on received frames, as libzmq attaches it to each message; None for inproc and sent frames.
         self.properties: dict[str, str] | None = None
+        self._buffer: memoryview | None = None
 
     @property
     def buffer(self) -> memoryview:
-        return memoryview(self.bytes)
+        """A read-only memoryview of the frame's bytes (the same object each time, as in pyzmq)."""
+        if self._buffer is None:
+            self._buffer = memoryview(self.bytes)
+        return self._buffer
 
     def __bytes__(self) -> bytes:
         return self.bytes
@@ -43,7 +55,12 @@ class Frame:
         return hash(self.bytes)
 
     def __repr__(self) -> str:
-        return f"<mqcore.Frame({self.bytes[:32]!r}{'...' if len(self.bytes) > 32 else ''})>"
+        """pyzmq's form: ``<zmq.Frame(b'...')>``, a frame over 16 bytes cut to 12 and its size appended."""
+        n = len(self.bytes)
+        if n <= 16:
+            return f"<zmq.{type(self).__name__}({self.bytes!r})>"
+        unit, scale = next((u, s) for least, u, s in _SIZE_UNITS if n >= least)
+        return f"<zmq.{type(self).__name__}({self.bytes[:12]!r}...{n // scale}{unit})>"
 
     def get(self, option: int | str) -> int | str:
         """A frame option (``MORE``; ``SHARED`` is always 0 as mqcore copies) or, by name, a metadata

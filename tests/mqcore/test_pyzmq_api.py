@@ -268,3 +268,18 @@ def test_versions_all_and_submodules_by_pyzmqs_names() -> None:
         warnings.simplefilter("always")
         assert strtypes.cast_bytes("é") == "é".encode() and strtypes.cast_unicode(b"ab") == "ab"
     assert [w.category for w in caught] == [DeprecationWarning, DeprecationWarning]
+
+
+def test_frame_refuses_what_is_not_a_buffer_keeps_one_view_and_reprs_as_pyzmq() -> None:
+    assert mqcore.Frame(bytearray(b"ab")).bytes == b"ab" and mqcore.Frame(memoryview(b"cd")).bytes == b"cd"
+    for bad in (5, object(), "text"):
+        with pytest.raises(TypeError):
+            mqcore.Frame(bad)
+    with pytest.raises(BufferError):
+        mqcore.Frame(memoryview(bytearray(10))[::2])
+    frame = mqcore.Frame(b"payload")
+    assert frame.buffer is frame.buffer and frame.buffer.tobytes() == b"payload"
+    assert repr(mqcore.Frame(b"123456789")) == "<zmq.Frame(b'123456789')>"
+    assert repr(mqcore.Frame(b"x" * 20)) == "<zmq.Frame(b'xxxxxxxxxxxx'...20B)>"
+    assert repr(mqcore.Frame(b"x" * 2000)) == "<zmq.Frame(b'xxxxxxxxxxxx'...2kB)>"
+    assert repr(mqcore.Frame(b"x" * 2_000_000)) == "<zmq.Frame(b'xxxxxxxxxxxx'...2MB)>"
