@@ -81,6 +81,19 @@ def _send_once_polled(reader: Any, send: Callable[[], object]) -> threading.Thre
     return thread
 
 
+def _once_polled(reader: Any) -> None:
+    """Return once ``reader``'s thread waits in recv polling its connection (``Inline.waiting``): a
+    message sent then is read by that thread (the IO thread parks the connection), however the threads
+    are scheduled. Without it a round trip's reader could be descheduled past every message (a CI run
+    saw none of 200 handed straight to recv); after 5 s it returns anyway and the assertion reports it."""
+    give_up = time.monotonic() + 5.0
+    while time.monotonic() < give_up:
+        inline = reader._inline
+        if inline is not None and inline.waiting:
+            return
+        time.sleep(0.0002)
+
+
 @pytest.mark.parametrize("transport", TRANSPORTS)
 def test_stream_in_order_with_rcvhwm_reached(make_pair: Pair, transport: str, direct_reads: list[int]) -> None:
     # A small RCVHWM: one read decodes more than the pipe takes, the rest waits as the engine's backlog.
@@ -313,12 +326,14 @@ def test_single_frame_round_trips_hand_the_message_straight_to_recv(make_pair: P
             seen.append((request.bytes, request.more, request.get("Socket-Type")))
             with pytest.raises(mqcore.ZMQError):
                 rep.recv(mqcore.NOBLOCK)  # EFSM: the reply is due first
+            _once_polled(req)
             rep.send(request.bytes.upper())
 
     server = threading.Thread(target=serve)
     server.start()
     try:
         for i in range(100):
+            _once_polled(rep)
             req.send(b"q%d" % i)
             assert req.recv() == b"Q%d" % i
             assert not req.getsockopt(mqcore.RCVMORE)
@@ -356,6 +371,7 @@ def test_dealer_router_round_trips_go_direct_both_ways(make_pair: Pair, transpor
         for _ in range(100):
             rid, *frames = router.recv_multipart()
             ids.append(rid)
+            _once_polled(dealer)
             router.send_multipart([rid, *frames[:-1], frames[-1].upper()])
         router.send_multipart([b"\x00nobody", b"lost"])  # an unknown id: dropped, as on the pipe path
 
@@ -363,6 +379,7 @@ def test_dealer_router_round_trips_go_direct_both_ways(make_pair: Pair, transpor
     server.start()
     try:
         for i in range(100):
+            _once_polled(router)
             dealer.send_multipart([*head, b"q%d" % i])
             assert dealer.recv_multipart() == [*head, b"Q%d" % i]
             assert not dealer.getsockopt(mqcore.RCVMORE)
@@ -379,10 +396,17 @@ def test_dealer_router_round_trips_go_direct_both_ways(make_pair: Pair, transpor
 def test_pair_round_trips_hand_the_message_straight_to_recv(make_pair: Pair, transport: str,
                                                             direct_reads: list[int]) -> None:
     a, b = make_pair(mqcore.PAIR, mqcore.PAIR, transport)
-    server = threading.Thread(target=lambda: [b.send(b.recv() + b"!") for _ in range(100)])
+    def serve() -> None:
+        for _ in range(100):
+            got = b.recv()
+            _once_polled(a)
+            b.send(got + b"!")
+
+    server = threading.Thread(target=serve)
     server.start()
     try:
         for i in range(100):
+            _once_polled(b)
             a.send(b"%d" % i)
             assert a.recv() == b"%d!" % i
     finally:
