@@ -66,21 +66,6 @@ def direct_reads(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
     yield counts
 
 
-def _send_once_polled(reader: Any, send: Callable[[], object]) -> threading.Thread:
-    """A started thread that runs ``send`` once ``reader``'s thread, blocked in recv, polls its
-    connection: then the direct path reads from the first message on, however the threads are
-    scheduled (a sender far ahead could otherwise fill the pipe before the reader ever waits)."""
-    def run() -> None:
-        give_up = time.monotonic() + 5.0  # then send anyway; the test's own assertion reports it
-        while reader._inline is None and time.monotonic() < give_up:
-            time.sleep(0.001)
-        send()
-
-    thread = threading.Thread(target=run)
-    thread.start()
-    return thread
-
-
 def _once_polled(reader: Any) -> None:
     """Return once ``reader``'s thread waits in recv polling its connection (``Inline.waiting``): a
     message sent then is read by that thread (the IO thread parks the connection), however the threads
@@ -92,6 +77,19 @@ def _once_polled(reader: Any) -> None:
         if inline is not None and inline.waiting:
             return
         time.sleep(0.0002)
+
+
+def _send_once_polled(reader: Any, send: Callable[[], object]) -> threading.Thread:
+    """A started thread that runs ``send`` once ``reader``'s thread, blocked in recv, polls its
+    connection: then the direct path reads from the first message on, however the threads are
+    scheduled (a sender far ahead could otherwise fill the pipe before the reader ever waits)."""
+    def run() -> None:
+        _once_polled(reader)
+        send()
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    return thread
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
