@@ -312,7 +312,7 @@ def test_receiver_batch_drops_a_message_received_but_not_stamped(loops: str) -> 
     batch = [_header(2, i, 20) for i in range(3)]
     r = Receipts("", 0, mapped_files=False)
     r.add_batch(batch, [5, 6], 20)
-    assert r.t_recv == [5, 6] and bytes(r.headers) == b"".join(m[:6] for m in batch[:2])
+    assert list(r.t_recv) == [5, 6] and bytes(r.headers) == b"".join(m[:6] for m in batch[:2])
 
 
 def test_receiver_batch_of_large_messages_is_recorded_one_by_one() -> None:
