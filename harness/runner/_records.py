@@ -304,10 +304,10 @@ class Receipts:
         self.foreign += n - int(np.count_nonzero(whole))
         if keep.all():
             self.headers += rows.tobytes()
-            self.t_recv.frombytes(np.ascontiguousarray(stamps, np.int64).view(np.uint8))
+            self.t_recv.frombytes(np.ascontiguousarray(stamps, np.int64).data.cast("B"))
         else:
             self.headers += rows[keep].tobytes()
-            self.t_recv.frombytes(np.ascontiguousarray(stamps[keep], np.int64).view(np.uint8))
+            self.t_recv.frombytes(np.ascontiguousarray(stamps[keep], np.int64).data.cast("B"))
 
     def note(self) -> str:
         """What the worker reports beside its count."""
