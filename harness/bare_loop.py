@@ -3,10 +3,14 @@ measures the harness against (harness/calibrate.py). Run as a script, never impo
 its process holds the library and nothing else (no numpy, no harness: a process's own objects are what a
 full garbage collection walks).
 
-    python harness/bare_loop.py push LIBRARY ENDPOINT MESSAGES SIZE   binds, prints "bound", sends, prints "cpu S"
+    python harness/bare_loop.py push LIBRARY ENDPOINT MESSAGES SIZE [DISTINCT]
+                                          binds, prints "bound", sends, prints "cpu S"
     python harness/bare_loop.py pull LIBRARY ENDPOINT MESSAGES        connects, receives, prints "rate R cpu S"
 
-LIBRARY is ``zmq`` (pyzmq) or ``mqcore``. The topology is the harness's: the producer binds, the consumer
+LIBRARY is ``zmq`` (pyzmq) or ``mqcore``. The sender cycles through DISTINCT messages (default 1) made
+before its loop, each with its own first 8 bytes: as many as the harness's sender hands that library in turn
+(``harness.runner._send.distinct_messages``), so that the bare loop differs from the harness's case in the
+stamping and recording only. The topology is the harness's: the producer binds, the consumer
 connects (harness/drivers/zmq_driver.py). The rate is the receiver's, as the harness defines it:
 (n - 1) / (last receipt - first receipt). ``cpu`` is the CPU time of the whole process (all its threads:
 the library's IO threads too) over its loop: the sender's from its first send to its close, the receiver's
@@ -17,22 +21,23 @@ JeroMQ's bare loop is jvm/src/main/java/mqbench/jvm/BareLoop.java.
 from __future__ import annotations
 
 import importlib
+import itertools
 import sys
 import time
 
 TIMEOUT_MS = 30_000
 
 
-def push(lib: str, endpoint: str, n: int, size: int) -> int:
+def push(lib: str, endpoint: str, n: int, size: int, distinct: int = 1) -> int:
     zmq = importlib.import_module(lib)
     ctx = zmq.Context()
     s = ctx.socket(zmq.PUSH)
     s.bind(endpoint)
     print("bound", flush=True)
-    msg = bytes(size)
+    msgs = [i.to_bytes(8, "little")[:size] + bytes(max(0, size - 8)) for i in range(max(1, distinct))]
     send = s.send
     cpu = time.process_time()
-    for _ in range(n):
+    for msg in itertools.islice(itertools.cycle(msgs), n):  # no more bytecode a message than a range loop
         send(msg)
     s.close(linger=TIMEOUT_MS)  # everything queued leaves before the context ends
     ctx.term()
@@ -64,8 +69,8 @@ def pull(lib: str, endpoint: str, n: int) -> int:
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) == 5 and argv[0] == "push":
-        return push(argv[1], argv[2], int(argv[3]), int(argv[4]))
+    if len(argv) in (5, 6) and argv[0] == "push":
+        return push(argv[1], argv[2], int(argv[3]), int(argv[4]), *map(int, argv[5:]))
     if len(argv) == 4 and argv[0] == "pull":
         return pull(argv[1], argv[2], int(argv[3]))
     print(__doc__, file=sys.stderr)

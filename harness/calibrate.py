@@ -47,12 +47,23 @@ class CalibrationError(Exception):
 
 
 def _bare_command(library: str, role: str, endpoint: str, n: int, size: int) -> list[str]:
-    args = [role, endpoint, str(n), *([str(size)] if role == "push" else [])]
+    args = [role, endpoint, str(n), *([str(size), str(_distinct(library, size))] if role == "push" else [])]
     if library == "jeromq":
         from harness.drivers.java import command
 
         return command("mqbench.jvm.BareLoop", *args)
     return [sys.executable, str(_BARE_SCRIPT), role, library, *args[1:]]
+
+
+def _distinct(library: str, size: int) -> int:
+    """How many distinct messages the bare sender cycles through: as many as the harness's sender hands the
+    library in turn. mqcore keeps the ``bytes`` objects it is sent (its driver's ``send_bytes``) and JeroMQ the
+    arrays (the JVM worker sends a new one a message); pyzmq copies each message out of the sender's block."""
+    from harness.drivers import driver_class
+    from harness.runner._send import distinct_messages
+
+    keeps = library == "jeromq" or driver_class(library).capabilities.send_bytes
+    return distinct_messages(size, keeps)
 
 
 def _stop(proc: subprocess.Popen[str]) -> None:

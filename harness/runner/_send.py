@@ -411,6 +411,31 @@ def _send_rewritten(
         view.release()
 
 
+def block_messages(size: int, pooled: bool) -> int:
+    """Messages per block (and batch) of the full-speed sender at ``size`` bytes. A batch's own work (numpy
+    over the block, the record, the stop and progress) cost 27 ns a message in batches of 256 (1 KB), about
+    four times what it costs in 1,024. The block stays in the L2 cache where the library reads each message
+    from it; a pooled sender reads only its headers (and a body when it makes a new object), so its batch is
+    1,024 at every size."""
+    return max(1, 1024 if pooled else min(1024, BLOCK_BYTES // size))
+
+
+def pool_objects(size: int) -> int:
+    """``bytes`` objects in the pool of a sender whose library keeps them (``SEND_POOL_BYTES``)."""
+    return min(SEND_POOL_OBJECTS, max(1, SEND_POOL_BYTES // size))
+
+
+def distinct_messages(size: int, keeps_buffers: bool) -> int:
+    """How many distinct message buffers the full-speed sender hands a library in turn at ``size`` bytes:
+    the slots of its block to a library that copies what it is given, its pool's objects to one that keeps
+    them (mqcore's ``bytes``; the JVM worker's arrays, a new one a message, which such a pool bounds). A bare
+    loop sends as many (harness/calibrate.py): what it is measured against differs from the harness in the
+    stamping and recording only, not in how many buffers the library's messages spread over."""
+    if keeps_buffers:
+        return pool_objects(size)
+    return block_messages(size, pooled=False) if size <= BLOCK_MAX_SIZE else 1
+
+
 def _send_blocks(
     send: Callable[[Any], None], payload: bytearray, pid: int, total: int, deadline: int, box: list[Any],
     progress: Any, slot: int, stop: Any, stopped: str, as_bytes: bool = False,
@@ -431,11 +456,7 @@ def _send_blocks(
     size = len(payload)
     hot = _hot.send_stamped
     pooled = hot is not None and as_bytes
-    # A batch's own work (numpy over the block, the record, the stop and progress) cost 27 ns a message in
-    # batches of 256 (1 KB), about four times what it costs in 1,024. The block stays in the L2 cache where the
-    # library reads each message from it; a pooled sender reads only its headers (and a body when it makes a
-    # new object), so its batch is 1,024 at every size.
-    k = max(1, 1024 if pooled else min(1024, BLOCK_BYTES // size))
+    k = block_messages(size, pooled)
     block = bytearray(bytes(payload) * k)
     rows = np.frombuffer(
         block,
@@ -446,7 +467,7 @@ def _send_blocks(
     seqs, stamps = rows["seq"], rows["stamp"]
     view = memoryview(block)
     msgs = [view[i * size:(i + 1) * size] for i in range(k)]
-    pool = [None] * min(SEND_POOL_OBJECTS, max(1, SEND_POOL_BYTES // size)) if pooled else None
+    pool = [None] * pool_objects(size) if pooled else None
     slots = [] if hot is not None else [(msgs[i], view[i * size + 6:i * size + 14].cast("q")) for i in range(k)]
     steps = np.arange(k, dtype=np.uint32)
     mono = time.monotonic_ns

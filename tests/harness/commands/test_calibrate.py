@@ -67,6 +67,33 @@ def test_the_bare_loop_of_a_python_library_measures_its_receiver(library: str) -
     assert rate > 0 and cpu > 0
 
 
+def test_the_bare_sender_cycles_through_as_many_messages_as_the_harness_hands_the_library() -> None:
+    from harness.brokers import free_port
+    from harness.calibrate import _bare_command, _distinct
+    from harness.runner._send import SEND_POOL_BYTES
+
+    # pyzmq copies out of the harness's block (256 slots of 1 KB); mqcore keeps its pool's objects
+    assert _distinct("zmq", 1024) == 256 and _distinct("zmq", 100) == 1024
+    assert _distinct("mqcore", 1024) == SEND_POOL_BYTES // 1024 == _distinct("jeromq", 1024)
+    zmq = pytest.importorskip("zmq")
+    ctx = zmq.Context()
+    pull = ctx.socket(zmq.PULL)
+    try:
+        endpoint = f"tcp://127.0.0.1:{free_port()}"
+        push = [*_bare_command("mqcore", "push", endpoint, 7, 100)[:-1], "3"]  # the sender binds
+        with subprocess.Popen(push, stdout=subprocess.PIPE, text=True) as proc:
+            assert proc.stdout is not None and proc.stdout.readline().strip() == "bound"
+            pull.connect(endpoint)
+            pull.setsockopt(zmq.RCVTIMEO, 30_000)
+            got = [pull.recv() for _ in range(7)]
+            assert proc.wait(60) == 0
+        assert [int.from_bytes(m[:8], "little") for m in got] == [0, 1, 2, 0, 1, 2, 0]
+        assert {len(m) for m in got} == {100}
+    finally:
+        pull.close(linger=0)
+        ctx.term()
+
+
 def test_a_library_without_a_bare_loop_is_named() -> None:
     with pytest.raises(CalibrationError, match="no bare loop for 'rabbitmq'"):
         bare_receiver_throughput("rabbitmq", 100, 100)

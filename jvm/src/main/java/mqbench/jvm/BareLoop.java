@@ -9,11 +9,14 @@ import org.zeromq.ZMQ;
  *  harness's jeromq row against (harness/calibrate.py), as the bare pyzmq and mqcore loops are for theirs.
  *
  *  <pre>
- *  java -cp mqbench-jvm.jar mqbench.jvm.BareLoop push ENDPOINT MESSAGES SIZE   binds, prints "bound", sends,
- *                                                                              prints "cpu SECONDS"
+ *  java -cp mqbench-jvm.jar mqbench.jvm.BareLoop push ENDPOINT MESSAGES SIZE [DISTINCT]
+ *                                                          binds, prints "bound", sends, prints "cpu SECONDS"
  *  java -cp mqbench-jvm.jar mqbench.jvm.BareLoop pull ENDPOINT MESSAGES        connects, receives, prints
  *                                                                              "rate MSGS_PER_S cpu SECONDS"
  *  </pre>
+ *  The sender cycles through DISTINCT arrays (default 1) made before its loop, each with its own first 8
+ *  bytes: as many as the harness's sender hands the library in turn (harness.runner._send.distinct_messages),
+ *  so that the bare loop differs from the harness's case in the stamping and recording only.
  *  The topology is the harness's (the producer binds, the consumer connects). The rate is the receiver's, as
  *  the harness defines it: (n - 1) / (last receipt - first receipt), by {@code System.nanoTime()}; cpu is the
  *  process's CPU time (every thread, the JIT's and collector's too) over the loop. A receive that waits 30 s ends the run with status 1 ("timeout"). */
@@ -24,8 +27,8 @@ public final class BareLoop {
     }
 
     public static void main(String[] args) {
-        if (args.length < 3 || !(args[0].equals("pull") || (args[0].equals("push") && args.length == 4))) {
-            System.err.println("usage: BareLoop pull ENDPOINT MESSAGES | push ENDPOINT MESSAGES SIZE");
+        if (args.length < 3 || !(args[0].equals("pull") || (args[0].equals("push") && (args.length == 4 || args.length == 5)))) {
+            System.err.println("usage: BareLoop pull ENDPOINT MESSAGES | push ENDPOINT MESSAGES SIZE [DISTINCT]");
             System.exit(2);
         }
         long n = Long.parseLong(args[2]);
@@ -33,7 +36,7 @@ public final class BareLoop {
             if (args[0].equals("pull")) {
                 System.exit(pull(ctx, args[1], n));
             }
-            push(ctx, args[1], n, Integer.parseInt(args[3]));
+            push(ctx, args[1], n, Integer.parseInt(args[3]), args.length == 5 ? Integer.parseInt(args[4]) : 1);
         }
         System.exit(0);
     }
@@ -60,16 +63,26 @@ public final class BareLoop {
         return 0;
     }
 
-    private static void push(ZContext ctx, String endpoint, long n, int size) {
+    private static void push(ZContext ctx, String endpoint, long n, int size, int distinct) {
         ZMQ.Socket s = ctx.createSocket(SocketType.PUSH);
         s.setLinger(TIMEOUT_MS);  // everything queued is sent before the context closes
         s.bind(endpoint);
         System.out.println("bound");
         System.out.flush();
-        byte[] msg = new byte[size];
+        byte[][] msgs = new byte[Math.max(1, distinct)][];
+        for (int m = 0; m < msgs.length; m++) {
+            msgs[m] = new byte[size];
+            for (int b = 0; b < Math.min(8, size); b++) {
+                msgs[m][b] = (byte) (m >>> (8 * b));
+            }
+        }
         long cpu = cpuNanos();
+        int next = 0;
         for (long i = 0; i < n; i++) {
-            s.send(msg, 0);
+            s.send(msgs[next], 0);
+            if (++next == msgs.length) {
+                next = 0;
+            }
         }
         s.close();  // with its linger: everything queued leaves first
         System.out.println("cpu " + ((cpuNanos() - cpu) / 1e9));
