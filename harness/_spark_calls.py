@@ -7,6 +7,7 @@ started is cancelled or cleaned up before the KeyboardInterrupt goes on."""
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -21,16 +22,23 @@ def interruptible(
 ) -> T:
     """``call()`` (a call into Spark's JVM) in a thread, so that a Ctrl-C reaches the calling thread and not
     a py4j call in flight, which would break the call's connection and log a traceback (and PySpark, not
-    started from the main thread, installs no SIGINT handler of its own). On Ctrl-C: ``on_interrupt()``,
-    up to ``grace`` seconds' wait for the call to end, ``cleanup(result)`` if it still returned one (a
+    started from the main thread, installs no SIGINT handler of its own). On Ctrl-C: up to ``grace``
+    seconds' wait for the call to end, ``on_interrupt()`` every half second of it (a call of several jobs may
+    be between two when first asked), ``cleanup(result)`` if it still returned one (a
     session that finished starting is stopped), then KeyboardInterrupt again. Errors of ``call`` are
     raised in the calling thread.
 
     A Ctrl-C may come while ``start()`` has not returned yet, the call already running (on a loaded machine
     its first subprocess can precede the return): it is handled like any other, and whether the call has begun
     is decided under ``gate``: either it had (it is waited for and cleaned up) or it never will (nothing of
-    it outlives the command)."""
+    it outlives the command).
+
+    The wait is on an event the thread sets as it ends, never ``Thread.join``: Python 3.11's ``join``, when a
+    Ctrl-C interrupts it, marks a thread that still runs as ended (``is_alive()`` False, later joins return at
+    once), so the call ran on while the interpreter exited and its Arrow collection aborted it ("Fatal Python
+    error: PyGILState_Release", `mqbench report` on Ctrl-C, 1 run in 6)."""
     got: dict[str, Any] = {}
+    ended = threading.Event()
     gate = threading.Lock()
     state = {"began": False, "cancelled": False}
 
@@ -43,20 +51,25 @@ def interruptible(
             got["value"] = call()
         except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread
             got["error"] = exc
+        finally:
+            ended.set()
 
     thread = threading.Thread(target=run, name="spark-call", daemon=True)
     try:
         thread.start()
-        while thread.is_alive():
-            thread.join(0.2)
+        while not ended.wait(0.2):
+            pass
     except KeyboardInterrupt:
         with gate:
             state["cancelled"] = True
             began = state["began"]
-        if began:  # the thread runs (it had started when it took the gate): join() may wait for it
-            if on_interrupt is not None:
-                on_interrupt()
-            thread.join(grace)
+        if began:  # the thread runs (it had started when it took the gate): its end may be waited for
+            deadline = time.monotonic() + grace
+            while True:
+                if on_interrupt is not None:
+                    on_interrupt()
+                if ended.wait(min(0.5, max(0.0, deadline - time.monotonic()))) or time.monotonic() >= deadline:
+                    break
         if cleanup is not None and "value" in got:
             cleanup(got["value"])
         raise
