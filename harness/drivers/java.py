@@ -26,7 +26,7 @@ from typing import Any, ClassVar
 from harness.drivers.base import Driver, DriverError, Guarantee, Pattern, Topology
 from harness.drivers.kafka import KafkaDriver, KafkaOptions
 from harness.drivers.rabbitmq import RabbitMQDriver, RabbitMQOptions
-from harness.drivers.rocketmq import send_parity, wait_for_routes
+from harness.drivers.rocketmq import SEND_MODES, send_parity, wait_for_routes
 from harness.drivers.zmq_driver import ZmqDriver
 
 JVM_DIR = Path(__file__).resolve().parents[2] / "jvm"
@@ -202,15 +202,18 @@ class TansuJavaDriver(KafkaJavaDriver):
 @dataclasses.dataclass(frozen=True)
 class RocketMQJavaOptions:
     client: str = "java"
+    send: str = "sync"  # as the Python driver's: sync or async (at-least-once), or oneway (at-most-once)
     queues: int = 1  # queues per topic, as the Python driver (more queues: no order across them)
 
     def __post_init__(self) -> None:
+        if self.send not in SEND_MODES:
+            raise DriverError(f"rocketmq option 'send' must be sync, async or oneway, not {self.send!r}")
         if self.queues < 1:
             raise DriverError("rocketmq option 'queues' must be 1 or more")
 
 
 class RocketMQJavaDriver(JavaClient, Driver):
-    """rocketmq-client (remoting) against the NameServer at the broker URL; synchronous sends. Topics are
+    """rocketmq-client (remoting) against the NameServer at the broker URL; sends as the Python driver's. Topics are
     created by the first JVM worker that opens (the Java client's createTopic); nothing is left to tear
     down but the topics, which die with the per-run broker."""
 
@@ -223,10 +226,10 @@ class RocketMQJavaDriver(JavaClient, Driver):
     opts: RocketMQJavaOptions
 
     def guarantee(self) -> Guarantee:
-        return Guarantee.AT_LEAST_ONCE  # a send returns only once the broker stored the message (SEND_OK)
+        return Guarantee.AT_MOST_ONCE if self.opts.send == "oneway" else Guarantee.AT_LEAST_ONCE
 
     def parity(self) -> dict[str, str]:
-        return send_parity("sync", self.broker)  # the Java client's sends are always synchronous
+        return send_parity(self.opts.send, self.broker)
 
     def plan(self, topology: Topology) -> dict[str, Any]:
         plan = super().plan(topology)

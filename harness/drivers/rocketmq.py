@@ -22,7 +22,10 @@ group's master is the one it started with and still lists it, and raises otherwi
 it again (a fresh client finds the master at once and reads on from the group's stored offset).
 
 Producers send synchronously by default (``send: sync``: the broker stored it when ``send`` returns:
-at-least-once; on a replicated group, the master and every slave of its SyncStateSet stored it) or one-way
+at-least-once; on a replicated group, the master and every slave of its SyncStateSet stored it),
+asynchronously (``send: async``, as OpenMessaging Benchmark's RocketMQ driver: each send's answer comes to a
+callback later, the same store as a sync send's, and is the send's outcome; at most ``ASYNC_WINDOW`` sends
+unanswered, as RabbitMQ's confirm window; RocketMQ does not keep an async sender's order) or one-way
 (``send: oneway``: at-most-once). A send the master stores without its slaves (``FLUSH_SLAVE_TIMEOUT``,
 ``SLAVE_NOT_AVAILABLE``) or that finds no master raises: it was not acknowledged. Each producer has its own
 client instance (librocketmq shares one per process and instance name), so a producer made again after a
@@ -70,7 +73,9 @@ from harness.drivers.rocketmq_admin import (
 )
 from harness.drivers.rocketmq_consumer import FAILED, FRAME, LENGTH_PROPERTY, READY
 
-SEND_MODES = ("sync", "oneway")
+SEND_MODES = ("sync", "async", "oneway")
+ASYNC_WINDOW = 1000  # async sends a producer leaves unanswered at most (send: async)
+ASYNC_WAIT = 30.0  # seconds a producer waits for room in its window, or at close for the last answers
 CONSUMER_START_TIMEOUT = 60.0  # seconds for a consumer's process to start Python and its client (loaded machine)
 CONSUMER_STOP_GRACE = 10.0  # seconds the process may take to save its offsets and exit before it is killed
 CONSUMER_PROCESS = ("-m", "harness.drivers.rocketmq_consumer")  # run by this interpreter; its arguments follow
@@ -98,12 +103,12 @@ _last_shutdown = [-SHUTDOWN_GAP]  # time.monotonic() of this process's last clie
 
 @dataclass(frozen=True)
 class RocketMQOptions:
-    send: str = "sync"  # sync (at-least-once) or oneway (at-most-once)
+    send: str = "sync"  # sync or async (at-least-once), or oneway (at-most-once)
     queues: int = 1
 
     def __post_init__(self) -> None:
         if self.send not in SEND_MODES:
-            raise DriverError(f"rocketmq option 'send' must be sync or oneway, not {self.send!r}")
+            raise DriverError(f"rocketmq option 'send' must be sync, async or oneway, not {self.send!r}")
         if self.queues < 1:
             raise DriverError("rocketmq option 'queues' must be positive")
 
@@ -111,17 +116,19 @@ class RocketMQOptions:
 def send_parity(send: str, broker: Any) -> dict[str, str]:
     """What a RocketMQ send waits for, through either client: a sync send returns once the master stored
     the message and, in a replicated group, once every broker of its SyncStateSet has it too
-    (``allAckInSyncStateSet``); the provisioned brokers flush asynchronously (``ASYNC_FLUSH``, RocketMQ's
-    default), and a broker-wide setting cannot differ per variant."""
+    (``allAckInSyncStateSet``); an async send's callback is told the same answer later; the provisioned
+    brokers flush asynchronously (``ASYNC_FLUSH``, RocketMQ's default), and a broker-wide setting cannot
+    differ per variant."""
     fsync = "never per message (ASYNC_FLUSH: the OS page cache, flushed in the background)"
     if send == "oneway":
         return {"acks": "none (one-way send)", "fsync": fsync}
+    how = "sync send" if send == "sync" else f"async send (answered to a callback, {ASYNC_WINDOW:,} unanswered at most)"
     shape = broker.shape if broker is not None else None
     if shape is not None and shape.replicas > 1:
-        acks = (f"sync send: the master and every slave in its SyncStateSet, at least {shape.min_insync} of "
+        acks = (f"{how}: the master and every slave in its SyncStateSet, at least {shape.min_insync} of "
                 f"{shape.replicas} replicas (allAckInSyncStateSet, minInSyncReplicas={shape.min_insync})")
     else:
-        acks = "sync send: the broker's write"
+        acks = f"{how}: the broker's write"
     return {"acks": acks, "fsync": fsync}
 
 
@@ -153,7 +160,7 @@ class RocketMQDriver(BrokerDriver):
         self.namesrv = self.url.split("://", 1)[-1].rstrip("/")  # host:port, or several separated by ';'
 
     def guarantee(self) -> Guarantee:
-        return Guarantee.AT_LEAST_ONCE if self.opts.send == "sync" else Guarantee.AT_MOST_ONCE
+        return Guarantee.AT_MOST_ONCE if self.opts.send == "oneway" else Guarantee.AT_LEAST_ONCE
 
     def parity(self) -> dict[str, str]:
         return send_parity(self.opts.send, self.broker)
@@ -231,15 +238,27 @@ def _home_for_clients() -> Iterator[None]:
 
 
 class _RocketMQProducer(Producer):
-    acks_synchronously = True  # overridden for one-way sends below
+    """A librocketmq producer of its own. ``send: async`` hands each message to ``SendMessageAsync`` with a
+    pair of callbacks of its own (the C API passes a callback nothing that names the message), which settle
+    that send: its outcome to ``watch_outcomes``'s report, or, unwatched, a failure raised by the next send or
+    the flush."""
+
+    acks_synchronously = True  # overridden for asynchronous and one-way sends below
 
     def __init__(self, driver: RocketMQDriver, topic: str, group: str) -> None:
         from rocketmq.client import Producer as ClientProducer
         from rocketmq.ffi import dll
 
         self.dll, self.topic = dll, topic.encode()
-        self.oneway = driver.opts.send == "oneway"
-        self.acks_synchronously = not self.oneway
+        self.mode = driver.opts.send
+        self.acks_synchronously = self.mode == "sync"
+        self.sent = 0  # async: sends so far, the next one's number in its outcome
+        self.window = threading.Semaphore(ASYNC_WINDOW)
+        self.lock = threading.Lock()
+        self.unanswered: dict[int, tuple[Any, ...]] = {}  # async: each send's message and callbacks, by number
+        self.answered: list[tuple[Any, ...]] = []  # ... kept a while after their answer (freed by the sender)
+        self.report: Callable[[int, int, bool], None] | None = None
+        self.error = ""  # async, unwatched: the first failure an answer told
         try:
             with _home_for_clients():
                 self.producer = ClientProducer(group)
@@ -252,6 +271,12 @@ class _RocketMQProducer(Producer):
             raise DriverError(f"cannot start a rocketmq producer against {driver.namesrv}: {exc}") from None
         self.failing = False  # a send raised: a timer's request may wait out its timeout
 
+    def watch_outcomes(self, report: Callable[[int, int, bool], None]) -> bool:
+        if self.mode != "async":
+            return False  # sync: the outcome is send returning; oneway: the broker never answers
+        self.report = report
+        return True
+
     def send(self, payload: bytearray) -> None:
         from rocketmq.client import Message, SendStatus
 
@@ -259,8 +284,11 @@ class _RocketMQProducer(Producer):
         msg = Message(self.topic)
         self.dll.SetByteMessageBody(msg._handle, body, len(body))
         self.dll.SetMessageProperty(msg._handle, LENGTH_PROPERTY, str(len(body)).encode())
+        if self.mode == "async":
+            self._send_async(msg)
+            return
         try:
-            if self.oneway:
+            if self.mode == "oneway":
                 self.producer.send_oneway(msg)
                 return
             result = self.producer.send_sync(msg)
@@ -270,8 +298,70 @@ class _RocketMQProducer(Producer):
         if result.status != SendStatus.OK:
             raise DriverError(f"rocketmq stored a message with status {result.status.name}")
 
+    def _send_async(self, msg: Any) -> None:
+        from rocketmq.client import SendStatus
+        from rocketmq.ffi import SEND_EXCEPTION_CALLBACK, SEND_SUCCESS_CALLBACK
+
+        if self.error:
+            raise DriverError(self.error)
+        if not self.window.acquire(timeout=ASYNC_WAIT):
+            self.failing = True
+            raise DriverError(f"rocketmq answered none of {ASYNC_WINDOW:,} async sends within {ASYNC_WAIT:.0f} s")
+        index = self.sent
+        self.sent += 1
+
+        def stored(result: Any) -> None:
+            status = SendStatus(result.contents.sendStatus)
+            self._settle(index, status is SendStatus.OK, f"rocketmq stored a message with status {status.name}")
+
+        def failed(exc: Any) -> None:
+            self._settle(index, False, f"rocketmq failed to send a message: {exc.msg.decode(errors='replace')}")
+
+        callbacks = (msg, SEND_SUCCESS_CALLBACK(stored), SEND_EXCEPTION_CALLBACK(failed))
+        with self.lock:
+            self.unanswered[index] = callbacks
+            if len(self.answered) > 2 * ASYNC_WINDOW:  # long answered: no callback of theirs still runs
+                del self.answered[:ASYNC_WINDOW]
+        status = self.dll.SendMessageAsync(self.producer._handle, msg._handle, callbacks[1], callbacks[2])
+        if status != 0:  # refused at once (its exception callback may have been told already)
+            self.failing = True
+            self._settle(index, False, "")
+            raise DriverError(f"rocketmq failed to send a message (status {status})")
+
+    def _settle(self, index: int, accepted: bool, why: str) -> None:
+        """Send ``index`` answered (on a client thread), or refused at once: once only."""
+        with self.lock:
+            callbacks = self.unanswered.pop(index, None)
+            if callbacks is None:
+                return
+            self.answered.append(callbacks)  # not freed here: this may be one of them, still running
+        self.window.release()
+        if self.report is not None:
+            self.report(index, 1, accepted)
+        elif not accepted and why and not self.error:
+            self.error = why
+
+    def flush(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while self.unanswered and time.monotonic() < deadline:
+            time.sleep(0.005)
+        if self.error:
+            raise DriverError(self.error)
+        if self.unanswered:
+            raise DriverError(f"rocketmq answered {len(self.unanswered):,} async sends not within {timeout:.0f} s")
+
     def close(self) -> None:
+        if self.unanswered:
+            with contextlib.suppress(DriverError):
+                self.flush(ASYNC_WAIT)
+        with self.lock:  # callbacks the client may still call (it never answered them): never freed
+            _UNANSWERED.extend(self.unanswered.values())
         _shut_down(self.producer, self.started, TIMER_BUSY_FAILING if self.failing else TIMER_BUSY)
+
+
+#: Async sends' messages and callbacks that a closed producer's client never answered: a callback freed while
+#: the client may still call it would crash the process, so they stay for its life (none when brokers answer).
+_UNANSWERED: list[tuple[Any, ...]] = []
 
 
 class _RocketMQConsumer(Consumer):

@@ -81,7 +81,9 @@ VARIANTS: dict[str, list[Variant]] = {
         Variant("aof", {"aof": True}),
         Variant("unpipelined", {"pipeline": 1, "batch": 7}),
     ],
-    "rocketmq": [Variant("2q", {"queues": 2}, unordered=frozenset({Pattern.PUBSUB}))],
+    # async sends: RocketMQ keeps no async sender's order (two sends in flight may be stored either way round)
+    "rocketmq": [Variant("2q", {"queues": 2}, unordered=frozenset({Pattern.PUBSUB})),
+                 Variant("async", {"send": "async"}, unordered=frozenset({Pattern.PUBSUB, Pattern.QUEUE}))],
     # JetStream on one node (R1): a window of async publishes; and each publish waiting for its ack, small fetches.
     "nats": [
         Variant("jetstream", {"jetstream": True}),
@@ -100,7 +102,7 @@ VARIANTS: dict[str, list[Variant]] = {
 #: come after ``send`` returned); their outcomes are checked (every send accepted, once).
 REPORTS_OUTCOMES = {("rabbitmq", "reliable"), ("rabbitmq", "quorum"), ("mqtt", "qos1"), ("mqtt", "qos2"),
                     ("mqtt", "qos1-window"), ("redis", "default"), ("redis", "pubsub-mode"), ("redis", "aof"),
-                    ("activemq", "reliable")}
+                    ("activemq", "reliable"), ("rocketmq", "async")}
 
 #: Clients that run in the JVM worker (system, client or None for the system's own): they run through the
 #: real runner (test_conformance_jvm), with these variants besides their defaults.
@@ -113,6 +115,8 @@ JVM_VARIANTS: dict[tuple[str, str | None], list[Variant]] = {
     ("kafka", "java"): [Variant("acks-all-2p", {"client": "java", "acks": "all", "partitions": 2, "linger_ms": 5},
                                 unordered=frozenset({Pattern.PUBSUB}))],
     ("rocketmq", "java"): [Variant("4q", {"client": "java", "queues": 4},
+                                   unordered=frozenset({Pattern.PUBSUB, Pattern.QUEUE})),
+                           Variant("async", {"client": "java", "send": "async"},
                                    unordered=frozenset({Pattern.PUBSUB, Pattern.QUEUE}))],
 }
 

@@ -56,6 +56,7 @@ def test_options_are_coerced_and_checked() -> None:
         ("tansu", "", {"acks": "all"}, Guarantee.AT_LEAST_ONCE),  # memory storage
         ("rocketmq", "", {}, Guarantee.AT_LEAST_ONCE),  # synchronous send
         ("rocketmq", "", {"send": "oneway"}, Guarantee.AT_MOST_ONCE),
+        ("rocketmq", "", {"send": "async"}, Guarantee.AT_LEAST_ONCE),  # each send's answer, later
         ("nats", "", {}, Guarantee.AT_MOST_ONCE),
         ("nats", "", {"jetstream": True}, Guarantee.DURABLE),  # file storage
         ("nats", "", {"jetstream": True, "storage": "memory"}, Guarantee.AT_LEAST_ONCE),
@@ -75,6 +76,19 @@ def test_guarantee_follows_the_variant(
     driver = _driver(system, implementation, **options)
     assert driver.guarantee() is expected
     assert set(options) <= driver.option_names()
+
+
+@pytest.mark.parametrize(("send", "expected"), [("sync", Guarantee.AT_LEAST_ONCE), ("async", Guarantee.AT_LEAST_ONCE),
+                                              ("oneway", Guarantee.AT_MOST_ONCE)])
+def test_rocketmq_java_client_sends_as_the_python_driver(send: str, expected: Guarantee) -> None:
+    """The Java client takes the same ``send`` modes, with the same guarantee and parity."""
+    endpoint = BrokerEndpoint("rocketmq", BROKER["rocketmq"], "external")
+    java = driver_class("rocketmq", "java")({"client": "java", "send": send}, endpoint)
+    python = _driver("rocketmq", send=send)
+    assert java.guarantee() is python.guarantee() is expected
+    assert java.parity() == python.parity()
+    with pytest.raises(DriverError, match="'send' must be sync, async or oneway"):
+        driver_class("rocketmq", "java")({"client": "java", "send": "batch"}, endpoint)
 
 
 def test_tansu_is_its_own_system_never_labelled_kafka() -> None:

@@ -3,10 +3,14 @@ package mqbench.jvm;
 import java.util.ArrayList;
 import java.util.Comparator;
 import java.util.List;
+import java.util.concurrent.Semaphore;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicReference;
 import org.apache.rocketmq.client.consumer.DefaultLitePullConsumer;
 import org.apache.rocketmq.client.impl.MQAdminImpl;
 import org.apache.rocketmq.client.impl.MQClientManager;
 import org.apache.rocketmq.client.producer.DefaultMQProducer;
+import org.apache.rocketmq.client.producer.SendCallback;
 import org.apache.rocketmq.client.producer.SendResult;
 import org.apache.rocketmq.client.producer.SendStatus;
 import org.apache.rocketmq.common.message.Message;
@@ -16,13 +20,22 @@ import org.apache.rocketmq.remoting.netty.NettySystemConfig;
 
 /** The RocketMQ Java client (remoting, rocketmq-client 5.x) against a NameServer ({@code spec.brokerUrl},
  *  e.g. rocketmq://127.0.0.1:9876). Each topic of the run has {@code plan.queues} queues, created by
- *  {@link #prepare} before the workers start. Producers send synchronously (send returns after the broker
- *  stored the message: SEND_OK, else the send fails). Consumers are lite pull consumers that assign() their
+ *  {@link #prepare} before the workers start. Producers send as {@code send} says: sync (send returns after
+ *  the broker stored the message: SEND_OK, else the send fails), async (the broker's answer comes to a
+ *  callback and is the send's outcome, at most {@code ASYNC_WINDOW} unanswered, as the Python driver's) or
+ *  oneway (no answer). Consumers are lite pull consumers that assign() their
  *  queues (all of them for pubsub, their share for queue) and start at the queues' end, without a rebalance. */
 final class RocketClient implements Client {
     private final Spec spec;
     private final String topic;
     private final int queues;
+    private final String mode;  // send: sync, async or oneway
+    private static final int ASYNC_WINDOW = 1000;  // as harness/drivers/rocketmq.py's
+    private static final long ASYNC_WAIT_S = 30;  // as its ASYNC_WAIT: for room in the window
+    private final Semaphore window = new Semaphore(ASYNC_WINDOW);
+    private final AtomicReference<String> failure = new AtomicReference<>();  // async, unwatched
+    private volatile Outcomes outcomes;
+    private long sent;  // async: sends so far, the next one's number in its outcome
     private boolean idle;
     private DefaultMQProducer producer;
     private DefaultLitePullConsumer consumer;
@@ -32,6 +45,7 @@ final class RocketClient implements Client {
         this.spec = spec;
         this.topic = spec.topicName(spec.topic);
         this.queues = ((Number) spec.plan.get("queues")).intValue();
+        this.mode = spec.option("send", "sync");
     }
 
     // The roles of a JVM that plays many (Main.group) share one client instance, its connections and its
@@ -139,15 +153,84 @@ final class RocketClient implements Client {
 
     @Override
     public boolean acksSynchronously() {
-        return true;  // send returns with the broker's SendResult
+        return mode.equals("sync");  // send returns with the broker's SendResult
+    }
+
+    @Override
+    public boolean keepsBuffers() {
+        return mode.equals("async");  // the client's async executor encodes the message after send returned
+    }
+
+    @Override
+    public boolean watchOutcomes(Outcomes watcher) {
+        if (!mode.equals("async")) return false;
+        outcomes = watcher;
+        return true;
     }
 
     @Override
     public void send(byte[] body) throws Exception {
-        SendResult result = producer.send(new Message(topic, body));
-        if (result.getSendStatus() != SendStatus.SEND_OK) {
-            throw new IllegalStateException("rocketmq did not store a message: " + result.getSendStatus());
+        Message message = new Message(topic, body);
+        switch (mode) {
+            case "oneway":
+                producer.sendOneway(message);
+                return;
+            case "async":
+                sendAsync(message);
+                return;
+            default:
+                SendResult result = producer.send(message);
+                if (result.getSendStatus() != SendStatus.SEND_OK) {
+                    throw new IllegalStateException("rocketmq did not store a message: " + result.getSendStatus());
+                }
         }
+    }
+
+    private void sendAsync(Message message) throws Exception {
+        String failed = failure.get();
+        if (failed != null) throw new IllegalStateException(failed);
+        if (!window.tryAcquire(ASYNC_WAIT_S, TimeUnit.SECONDS)) {
+            throw new IllegalStateException("rocketmq answered none of " + ASYNC_WINDOW + " async sends within "
+                + ASYNC_WAIT_S + " s");
+        }
+        long index = sent++;
+        Outcomes told = outcomes;
+        SendCallback answer = new SendCallback() {
+            @Override
+            public void onSuccess(SendResult result) {
+                settle(told, index, result.getSendStatus() == SendStatus.SEND_OK,
+                    "rocketmq did not store a message: " + result.getSendStatus());
+            }
+
+            @Override
+            public void onException(Throwable e) {
+                settle(told, index, false, "rocketmq failed to send a message: " + e);
+            }
+        };
+        try {
+            producer.send(message, answer);
+        } catch (Exception e) {  // refused before it was handed over: no callback comes
+            window.release();
+            throw e;
+        }
+    }
+
+    private void settle(Outcomes told, long index, boolean accepted, String why) {
+        window.release();
+        if (told != null) told.report(index, 1, accepted);
+        else if (!accepted) failure.compareAndSet(null, why);
+    }
+
+    @Override
+    public void flush(long timeoutMs) throws Exception {
+        if (!mode.equals("async")) return;
+        if (!window.tryAcquire(ASYNC_WINDOW, timeoutMs, TimeUnit.MILLISECONDS)) {
+            throw new IllegalStateException("rocketmq answered " + (ASYNC_WINDOW - window.availablePermits())
+                + " async sends not within " + timeoutMs + " ms");
+        }
+        window.release(ASYNC_WINDOW);
+        String failed = failure.get();
+        if (failed != null) throw new IllegalStateException(failed);
     }
 
     @Override
