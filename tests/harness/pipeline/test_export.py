@@ -121,6 +121,32 @@ def test_hgrm_is_the_percentile_distribution(exported: tuple[Path, pd.Series]) -
     assert [v for v, _, _ in table] == sorted(v for v, _, _ in table)
 
 
+@pytest.mark.parametrize("values", [
+    np.random.default_rng(5).lognormal(np.log(400), 0.9, 30_000).astype(np.int64),  # µs, tail to tens of ms
+    np.random.default_rng(6).integers(0, 50_000_000, 20_000),
+    (np.random.default_rng(7).pareto(1.5, 50_000) * 100).astype(np.int64),
+    np.array([0]), np.array([5]), np.array([0, 0, 3]), np.array([3000] * 10 + [7]), np.array([4_000_000_000]),
+], ids=["lognormal", "uniform", "pareto", "zero", "one", "zeros", "two-buckets", "past-the-highest"])
+def test_hgrm_is_what_hdrhistogram_writes(values: np.ndarray) -> None:
+    """Line for line the ``hdrhistogram`` package's own ``output_percentile_distribution`` of a histogram of
+    the same values, but the standard deviation, in ms as HdrHistogram's Java writes it (the package
+    leaves it in µs)."""
+    from io import BytesIO
+
+    from harness.pipeline._export import percentile_distribution
+
+    theirs = BytesIO()
+    record(HdrHistogram(LOWEST_US, HIGHEST_US, SIGNIFICANT_FIGURES), values).output_percentile_distribution(
+        theirs, 1000.0)
+    mine, package = percentile_distribution(values).decode().splitlines(), theirs.getvalue().decode().splitlines()
+    assert len(mine) == len(package) > 5
+    assert mine[:-3] + mine[-2:] == package[:-3] + package[-2:]
+    (mean, deviation), (package_mean, package_deviation) = (
+        [float(x.split("=")[1]) for x in line.strip("#[]").split(",")] for line in (mine[-3], package[-3]))
+    assert mean == package_mean
+    assert deviation == pytest.approx(package_deviation / 1000, abs=1e-3)
+
+
 def test_bucketing_records_like_every_value() -> None:
     values = np.random.default_rng(3).integers(0, 50_000_000, 20_000)
     one_by_one = HdrHistogram(LOWEST_US, HIGHEST_US, SIGNIFICANT_FIGURES)
