@@ -323,23 +323,25 @@ class _RocketMQProducer(Producer):
             if len(self.answered) > 2 * ASYNC_WINDOW:  # long answered: no callback of theirs still runs
                 del self.answered[:ASYNC_WINDOW]
         status = self.dll.SendMessageAsync(self.producer._handle, msg._handle, callbacks[1], callbacks[2])
-        if status != 0:  # refused at once (its exception callback may have been told already)
+        if status != 0:  # refused at once: a failed send, unless its exception callback told it already
             self.failing = True
-            self._settle(index, False, "")
-            raise DriverError(f"rocketmq failed to send a message (status {status})")
+            if self._settle(index, False, "", tell=False):
+                raise DriverError(f"rocketmq failed to send a message (status {status})")
 
-    def _settle(self, index: int, accepted: bool, why: str) -> None:
-        """Send ``index`` answered (on a client thread), or refused at once: once only."""
+    def _settle(self, index: int, accepted: bool, why: str, tell: bool = True) -> bool:
+        """Send ``index`` answered (on a client thread), or refused at once (``tell`` False: ``send`` raises
+        instead): once only; False when it was settled before."""
         with self.lock:
             callbacks = self.unanswered.pop(index, None)
             if callbacks is None:
-                return
+                return False
             self.answered.append(callbacks)  # not freed here: this may be one of them, still running
         self.window.release()
-        if self.report is not None:
+        if tell and self.report is not None:
             self.report(index, 1, accepted)
-        elif not accepted and why and not self.error:
+        elif tell and not accepted and not self.error:
             self.error = why
+        return True
 
     def flush(self, timeout: float) -> None:
         deadline = time.monotonic() + timeout
