@@ -71,7 +71,14 @@ from harness.drivers.rocketmq_admin import (
     remoting_call,
     unrouted,
 )
-from harness.drivers.rocketmq_consumer import FAILED, FRAME, LENGTH_PROPERTY, READY
+from harness.drivers.rocketmq_consumer import (
+    CACHE_MESSAGES,
+    FAILED,
+    FRAME,
+    LENGTH_PROPERTY,
+    READY,
+    cache_messages,
+)
 
 SEND_MODES = ("sync", "async", "oneway")
 ASYNC_WINDOW = 1000  # async sends a producer leaves unanswered at most (send: async)
@@ -208,7 +215,8 @@ class RocketMQDriver(BrokerDriver):
             group = f"mqbench-{topology.run_tag}-t{role.topic}"
         else:
             group = f"mqbench-{topology.run_tag}-c{role.index}"
-        return _RocketMQConsumer(self, topology.topic_name(role.topic), group, f"{group}-{role.index}")
+        return _RocketMQConsumer(self, topology.topic_name(role.topic), group, f"{group}-{role.index}",
+                                 cache_messages(topology.message_size))
 
 
 #: The folder under the temporary directory that the clients' log goes to (docs/brokers.md): kept across runs.
@@ -373,8 +381,9 @@ class _RocketMQConsumer(Consumer):
     (``ServedCheck``). ``close`` ends the process, which saves the group's offsets of what it acknowledged; a
     message it had relayed but not yet had acknowledged comes again to whoever reads the queue next."""
 
-    def __init__(self, driver: RocketMQDriver, topic: str, group: str, instance: str) -> None:
-        self.driver, self.topic, self.group = driver, topic, group
+    def __init__(self, driver: RocketMQDriver, topic: str, group: str, instance: str,
+                 cache: int = CACHE_MESSAGES[0]) -> None:
+        self.driver, self.topic, self.group, self.cache = driver, topic, group, cache
         # The client allows one consumer per group and instance name in a process; the runner's consumers
         # (and a test's) each have their own.
         self.instance = f"{instance}-{os.getpid()}-{id(self):x}"
@@ -391,7 +400,7 @@ class _RocketMQConsumer(Consumer):
         try:
             self.process = subprocess.Popen(
                 [sys.executable, *CONSUMER_PROCESS, str(data_write), str(acks_read), self.driver.namesrv,
-                 self.group, self.instance, self.topic],
+                 self.group, self.instance, self.topic, str(self.cache)],
                 stdin=subprocess.PIPE, pass_fds=(data_write, acks_read), env={**os.environ, "HOME": _client_home()},
             )
         except OSError:

@@ -36,9 +36,18 @@ LENGTH_PROPERTY = b"mqbench_len"  # the producer sends the body's length (the wr
 SET_CONSUME_FROM_WHERE = "_ZN8rocketmq21DefaultMQPushConsumer19setConsumeFromWhereENS_16ConsumeFromWhereE"
 PERSIST_CONSUMER_OFFSET = "_ZN8rocketmq21DefaultMQPushConsumer21persistConsumerOffsetEv"
 CONSUME_FROM_FIRST_OFFSET = 4
+# librocketmq pauses a queue's pulls for a whole second whenever its consumer holds more than this many of its
+# messages unconsumed (1,000 by default; the Java client pauses 50 ms): a consumer behind by more than it can
+# read in a second then idles most of each second (1.7k msg/s here, the consumer and the broker using 11 % and
+# 29 % of a core, behind an async producer of 4.9k msg/s). It may hold up to the Java client's
+# pullThresholdSizeForQueue in bytes, between 1,000 and 20,000 messages (cache_messages).
+SET_MAX_CACHE = "_ZN8rocketmq21DefaultMQPushConsumer26setMaxCacheMsgSizePerQueueEi"
+CACHE_BYTES = 100 << 20
+CACHE_MESSAGES = (1000, 20_000)
 OFFSETS_SENT = 0.3  # seconds the client's network thread gets to send the saved offsets before the process exits
-NO_SETTER = ("this librocketmq has no DefaultMQPushConsumer::setConsumeFromWhere, so its consumers would skip a "
-             "backlog after a broker crash; install the rocketmq wheel 0.4.4 (pip install rocketmq==0.4.4)")
+NO_SETTER = ("this librocketmq has no DefaultMQPushConsumer::setConsumeFromWhere or setMaxCacheMsgSizePerQueue, so "
+             "its consumers would skip a backlog after a broker crash or idle behind a fast producer; install the "
+             "rocketmq wheel 0.4.4 (pip install rocketmq==0.4.4)")
 
 
 def write_all(fd: int, data: bytes) -> None:
@@ -52,9 +61,15 @@ def write_all(fd: int, data: bytes) -> None:
         os._exit(0)
 
 
-def push_consumer(namesrv: str, group: str, instance: str) -> tuple[Any, Any]:
+def cache_messages(message_size: int) -> int:
+    """How many messages of ``message_size`` bytes a consumer may hold per queue (see ``SET_MAX_CACHE``)."""
+    return max(CACHE_MESSAGES[0], min(CACHE_MESSAGES[1], CACHE_BYTES // max(1, message_size)))
+
+
+def push_consumer(namesrv: str, group: str, instance: str, cache: int = CACHE_MESSAGES[0]) -> tuple[Any, Any]:
     """A librocketmq push consumer of ``group`` (not started) with one consuming thread, the given instance name,
-    starting from a queue's first offset when the group has none stored; and the library with raw getters."""
+    starting from a queue's first offset when the group has none stored, holding up to ``cache`` messages per
+    queue; and the library with raw getters."""
     from rocketmq.client import PushConsumer
     from rocketmq.ffi import dll
 
@@ -68,19 +83,21 @@ def push_consumer(namesrv: str, group: str, instance: str) -> tuple[Any, Any]:
     consumer.set_thread_count(1)  # one message at a time, in order per queue
     consumer.set_instance_name(instance)
     try:
-        setter = getattr(raw, SET_CONSUME_FROM_WHERE)
+        setter, cache_setter = getattr(raw, SET_CONSUME_FROM_WHERE), getattr(raw, SET_MAX_CACHE)
     except AttributeError:
         raise RuntimeError(NO_SETTER) from None
-    setter.restype = None
-    setter.argtypes = [ctypes.c_void_p, ctypes.c_int]
-    setter(consumer._handle, CONSUME_FROM_FIRST_OFFSET)
+    for method, value in ((setter, CONSUME_FROM_FIRST_OFFSET), (cache_setter, cache)):
+        method.restype = None
+        method.argtypes = [ctypes.c_void_p, ctypes.c_int]
+        method(consumer._handle, value)
     return consumer, raw
 
 
 def main(argv: list[str]) -> None:
     data, acks, namesrv, group, instance, topic = int(argv[0]), int(argv[1]), *argv[2:6]
+    cache = int(argv[6]) if len(argv) > 6 else CACHE_MESSAGES[0]
     try:
-        consumer, raw = push_consumer(namesrv, group, instance)
+        consumer, raw = push_consumer(namesrv, group, instance, cache)
 
         def deliver(message: Any) -> None:
             handle = message._handle

@@ -73,10 +73,12 @@ def test_kafka_python_clients_back_off_at_most_as_long_as_the_java_client(monkey
 _WHERE_CONSUMERS_START = """
 import ctypes, os
 from harness.drivers.rocketmq_consumer import push_consumer
-consumer, raw = push_consumer("127.0.0.1:9876", "mqbench-g", "mqbench-g-0")
-get = getattr(raw, "_ZN8rocketmq21DefaultMQPushConsumer19getConsumeFromWhereEv")
-get.restype, get.argtypes = ctypes.c_int, [ctypes.c_void_p]
-print(get(consumer._handle), flush=True)
+consumer, raw = push_consumer("127.0.0.1:9876", "mqbench-g", "mqbench-g-0", 12345)
+for name in ("_ZN8rocketmq21DefaultMQPushConsumer19getConsumeFromWhereEv",
+             "_ZNK8rocketmq21DefaultMQPushConsumer26getMaxCacheMsgSizePerQueueEv"):
+    get = getattr(raw, name)
+    get.restype, get.argtypes = ctypes.c_int, [ctypes.c_void_p]
+    print(get(consumer._handle), flush=True)
 os._exit(0)
 """
 
@@ -90,7 +92,15 @@ def test_rocketmq_consumers_without_a_stored_offset_start_at_the_first_message()
     child = subprocess.run([sys.executable, "-c", _WHERE_CONSUMERS_START], capture_output=True, text=True,
                            timeout=60, cwd=Path(__file__).parents[3])
     assert child.returncode == 0, child.stderr
-    assert int(child.stdout.split()[-1]) == CONSUME_FROM_FIRST_OFFSET
+    assert [int(x) for x in child.stdout.split()[-2:]] == [CONSUME_FROM_FIRST_OFFSET, 12345]
+
+
+def test_rocketmq_consumers_hold_what_they_read_in_a_second() -> None:
+    """librocketmq pauses a queue's pulls for a second when its consumer holds more than its cache: the cache
+    is the Java client's 100 MiB, between librocketmq's 1,000 messages and 20,000."""
+    from harness.drivers.rocketmq_consumer import cache_messages
+
+    assert [cache_messages(size) for size in (100, 1024, 65536, 1 << 20)] == [20_000, 20_000, 1600, 1000]
 
 
 class _FakeClient:
