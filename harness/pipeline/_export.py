@@ -60,23 +60,20 @@ def histogram() -> Any:
     return HdrHistogram(LOWEST_US, HIGHEST_US, SIGNIFICANT_FIGURES)
 
 
+def _widths(values: np.ndarray) -> np.ndarray:
+    """The width of the histogram bucket each of int64 ``values`` falls in (1 below ``_EXACT_BELOW``)."""
+    shift = np.zeros(values.shape, np.int64)
+    big = values >= _EXACT_BELOW
+    shift[big] = np.floor(np.log2(values[big])).astype(np.int64) - 10
+    return np.left_shift(np.ones(values.shape, np.int64), shift)
+
+
 def bucketed(values_us: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(distinct values, counts) of int64 µs ``values_us`` after moving each to the lowest value of its
     histogram bucket: recording those with their counts fills the histogram exactly as recording every value
     would, in as many calls as there are buckets in use."""
     v = np.clip(values_us, 0, HIGHEST_US)
-    shift = np.zeros(v.shape, np.int64)
-    big = v >= _EXACT_BELOW
-    shift[big] = np.floor(np.log2(v[big])).astype(np.int64) - 10
-    return np.unique((v >> shift) << shift, return_counts=True)
-
-
-def _widths(lowest: np.ndarray) -> np.ndarray:
-    """The width of the histogram bucket whose lowest value is each of ``lowest`` (1 below ``_EXACT_BELOW``)."""
-    shift = np.zeros(lowest.shape, np.int64)
-    big = lowest >= _EXACT_BELOW
-    shift[big] = np.floor(np.log2(lowest[big])).astype(np.int64) - 10
-    return np.left_shift(np.ones(lowest.shape, np.int64), shift)
+    return np.unique(v & ~(_widths(v) - 1), return_counts=True)
 
 
 def record(hist: Any, values_us: np.ndarray) -> Any:
