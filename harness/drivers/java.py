@@ -26,7 +26,7 @@ from typing import Any, ClassVar
 from harness.drivers.base import Driver, DriverError, Guarantee, Pattern, Topology
 from harness.drivers.kafka import KafkaDriver, KafkaOptions
 from harness.drivers.rabbitmq import RabbitMQDriver, RabbitMQOptions
-from harness.drivers.rocketmq import SEND_MODES, send_parity, wait_for_routes
+from harness.drivers.rocketmq import check_send, send_parity, wait_for_routes
 from harness.drivers.zmq_driver import ZmqDriver
 
 JVM_DIR = Path(__file__).resolve().parents[2] / "jvm"
@@ -206,8 +206,7 @@ class RocketMQJavaOptions:
     queues: int = 1  # queues per topic, as the Python driver (more queues: no order across them)
 
     def __post_init__(self) -> None:
-        if self.send not in SEND_MODES:
-            raise DriverError(f"rocketmq option 'send' must be sync, async or oneway, not {self.send!r}")
+        check_send(self.send)
         if self.queues < 1:
             raise DriverError("rocketmq option 'queues' must be 1 or more")
 

@@ -114,10 +114,15 @@ class RocketMQOptions:
     queues: int = 1
 
     def __post_init__(self) -> None:
-        if self.send not in SEND_MODES:
-            raise DriverError(f"rocketmq option 'send' must be sync, async or oneway, not {self.send!r}")
+        check_send(self.send)
         if self.queues < 1:
             raise DriverError("rocketmq option 'queues' must be positive")
+
+
+def check_send(send: str) -> None:
+    """The ``send`` option of either RocketMQ client: one of ``SEND_MODES``, else DriverError."""
+    if send not in SEND_MODES:
+        raise DriverError(f"rocketmq option 'send' must be sync, async or oneway, not {send!r}")
 
 
 def send_parity(send: str, broker: Any) -> dict[str, str]:
@@ -254,10 +259,11 @@ class _RocketMQProducer(Producer):
     acks_synchronously = True  # overridden for asynchronous and one-way sends below
 
     def __init__(self, driver: RocketMQDriver, topic: str, group: str) -> None:
-        from rocketmq.client import Producer as ClientProducer
-        from rocketmq.ffi import dll
+        from rocketmq import client, ffi
 
-        self.dll, self.topic = dll, topic.encode()
+        # the client's names, looked up once here, not in every send
+        self.dll, self.topic, self.message, self.status = ffi.dll, topic.encode(), client.Message, client.SendStatus
+        self.stored_callback, self.failed_callback = ffi.SEND_SUCCESS_CALLBACK, ffi.SEND_EXCEPTION_CALLBACK
         self.mode = driver.opts.send
         self.acks_synchronously = self.mode == "sync"
         self.sent = 0  # async: sends so far, the next one's number in its outcome
@@ -269,8 +275,8 @@ class _RocketMQProducer(Producer):
         self.error = ""  # async, unwatched: the first failure an answer told
         try:
             with _home_for_clients():
-                self.producer = ClientProducer(group)
-                dll.SetProducerInstanceName(self.producer._handle, f"{group}-{os.getpid()}-{id(self):x}".encode())
+                self.producer = client.Producer(group)
+                self.dll.SetProducerInstanceName(self.producer._handle, f"{group}-{os.getpid()}-{id(self):x}".encode())
                 self.producer.set_namesrv_addr(driver.namesrv)
                 begun = time.monotonic()
                 self.producer.start()
@@ -286,10 +292,8 @@ class _RocketMQProducer(Producer):
         return True
 
     def send(self, payload: bytearray) -> None:
-        from rocketmq.client import Message, SendStatus
-
         body = bytes(payload)
-        msg = Message(self.topic)
+        msg = self.message(self.topic)
         self.dll.SetByteMessageBody(msg._handle, body, len(body))
         self.dll.SetMessageProperty(msg._handle, LENGTH_PROPERTY, str(len(body)).encode())
         if self.mode == "async":
@@ -303,13 +307,10 @@ class _RocketMQProducer(Producer):
         except Exception as exc:
             self.failing = True
             raise DriverError(f"rocketmq failed to send a message: {exc}") from None
-        if result.status != SendStatus.OK:
+        if result.status != self.status.OK:
             raise DriverError(f"rocketmq stored a message with status {result.status.name}")
 
     def _send_async(self, msg: Any) -> None:
-        from rocketmq.client import SendStatus
-        from rocketmq.ffi import SEND_EXCEPTION_CALLBACK, SEND_SUCCESS_CALLBACK
-
         if self.error:
             raise DriverError(self.error)
         if not self.window.acquire(timeout=ASYNC_WAIT):
@@ -319,13 +320,13 @@ class _RocketMQProducer(Producer):
         self.sent += 1
 
         def stored(result: Any) -> None:
-            status = SendStatus(result.contents.sendStatus)
-            self._settle(index, status is SendStatus.OK, f"rocketmq stored a message with status {status.name}")
+            status = self.status(result.contents.sendStatus)
+            self._settle(index, status is self.status.OK, f"rocketmq stored a message with status {status.name}")
 
         def failed(exc: Any) -> None:
             self._settle(index, False, f"rocketmq failed to send a message: {exc.msg.decode(errors='replace')}")
 
-        callbacks = (msg, SEND_SUCCESS_CALLBACK(stored), SEND_EXCEPTION_CALLBACK(failed))
+        callbacks = (msg, self.stored_callback(stored), self.failed_callback(failed))
         with self.lock:
             self.unanswered[index] = callbacks
             if len(self.answered) > 2 * ASYNC_WINDOW:  # long answered: no callback of theirs still runs
