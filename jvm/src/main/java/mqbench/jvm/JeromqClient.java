@@ -13,7 +13,7 @@ import org.zeromq.ZMQException;
  *  topic. Options: sndhwm, rcvhwm, io_threads.
  *
  *  <p>A connecting role is ready once each of its connections has completed its ZMTP handshake (seen on the
- *  socket's monitor), and dials again a connection that has not within 2 s ({@link Handshakes}). */
+ *  socket's monitor), and dials again a connection that has been connected 2 s without one ({@link Handshakes}). */
 final class JeromqClient implements Client {
     private static final int BURST = 4096;  // messages one poll may deliver before returning
     private final Spec spec;
