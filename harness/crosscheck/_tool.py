@@ -9,7 +9,8 @@ state: ``Tool.ramp`` seconds from its start are left out, then ``CrossCase.secon
 ``Tool.window`` for a tool whose figures are moving averages over a window), so no figure depends on how
 fast the machine is. Adapters live in ``harness/crosscheck/tools/<system>.py``, one per broker, and are
 listed in ``tools/__init__.py``; a tool that checks only some variants of its system says so in
-``applies`` (nats bench checks Core NATS and JetStream variants alike, in two modes).
+``applies`` (nats bench checks Core NATS and JetStream variants alike, in two modes); one that checks a
+variant at its best only, having no run with the row's settings, says why in ``unmatched``.
 """
 
 from __future__ import annotations
@@ -87,6 +88,11 @@ class Tool(ABC):
         """Whether this tool checks the variant ``case`` was made from (e.g. Core NATS's tool, not a JetStream
         variant's)."""
         return True
+
+    def unmatched(self, case: CrossCase) -> str | None:
+        """None when the tool runs with the row's settings of ``case``; else one sentence why it has no such run
+        (the row is then measured against the tool at its best only, and the report shows the sentence)."""
+        return None
 
     def best(self, case: CrossCase) -> CrossCase | None:
         """The case this tool runs at its best on the broker of ``case`` (``best=True``, the row's delivery

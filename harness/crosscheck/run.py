@@ -5,7 +5,9 @@ variant the harness runs its case (through ``harness.runner``, raw records into 
 ``compare``), then every tool of that system that applies to the variant runs with the variant's settings
 (size, producers, consumers, guarantee, window), then the variant's tool at its best on the broker
 (``Tool.best``; a best run another variant of this repetition already made, or one equal to the run with the
-row's settings, is not made again), all against the same endpoint (``ratio.interleaved``). Tools run for
+row's settings, is not made again), all against the same endpoint (``ratio.interleaved``). A tool with no run
+with a variant's settings (``Tool.unmatched``) gives that variant a "not run" row saying why, and runs at its
+best only. Tools run for
 their ramp and a fixed number of seconds of steady state: the scenario's ``duration``, else
 ``DEFAULT_SECONDS``. After the last system the pipeline summarises the run; each row's harness rate is that
 summary's receiver msg/s. The table goes to ``crosscheck.parquet`` / ``.csv`` and the report gets a section. A
@@ -188,14 +190,26 @@ def _system(
                         for name, (case, _) in cases.items()}
             best_of = {name: next((key for key in keys if tools[key].best(cases[name][0]) is not None), None)
                        for name, keys in applying.items()}
+            matching: dict[str, list[str]] = {}  # the tools that also run with each variant's own settings
             for name, keys in applying.items():
                 if not keys:
                     why = f"no crosscheck tool of {system} applies to its variant {name}"
                     problems.append(f"{system}/{name}: {why}")
                     out += _not_measured(sc, system, {system: why})
+                case, labels = cases[name]
+                matching[name] = []
+                for key in keys:
+                    why_not = tools[key].unmatched(case)
+                    if why_not is None:
+                        matching[name].append(key)
+                        continue
+                    console.print(f"[yellow]![/] {system}/{name}: {tools[key].name}, against its best only: "
+                                  f"{escape(why_not)}", highlight=False)
+                    side = HarnessSide(name, labels["client"], labels["label"], case.guarantee, 0, float("nan"))
+                    out.append(_Pending(sc.name, case, side, tools[key].name, None, "not run", why_not))
             sides: dict[tuple[str, int], HarnessSide] = {}
             made: dict[tuple[Any, ...], _Pending] = {}  # this repetition's tool runs, by tool and case
-            for step in interleaved(sc.repetitions, list(by_name), applying, best_of):
+            for step in interleaved(sc.repetitions, list(by_name), matching, best_of):
                 case, labels = cases[step.variant]
                 where = f"{system}/{step.variant} {size} B rep {step.repetition + 1}"
                 if step.tool is None:

@@ -210,8 +210,9 @@ FEATURE_MATRIX = "feature_matrix.csv"
 #: bound (0.5). CPU columns are
 #: seconds over each side's own interval: ``cpu_tool_s`` the tool's processes (rusage at exit),
 #: ``cpu_broker_tool_s`` the broker meanwhile, ``cpu_harness_s`` the harness's workers, ``cpu_broker_harness_s``
-#: the broker meanwhile (NaN for an external broker). ``status`` is "ok", "missing" or "failed" (then ``note``
-#: is the one-sentence reason and the figures are NaN).
+#: the broker meanwhile (NaN for an external broker). ``status`` is "ok", "missing", "failed" or "not run" (a
+#: tool with no run with the row's settings, ``Tool.unmatched``; the row then has its run at its best only);
+#: for all but "ok" ``note`` is the one-sentence reason and the tool's figures are NaN.
 CROSSCHECK = "crosscheck"
 CROSSCHECK_COLUMNS = (
     # reference: "matched" (the tool with the row's settings) or "best" (the tool at its best on the broker)

@@ -18,7 +18,7 @@ import pytest
 from rich.console import Console
 
 from harness.brokers import provisioner
-from harness.crosscheck.run import crosscheck
+from harness.crosscheck.run import CrossOutcome, crosscheck
 from harness.crosscheck.tools.redis import RedisBenchmark
 from harness.runfolder import RunFolder
 from harness.runfolder.schema import CROSSCHECK, CROSSCHECK_COLUMNS
@@ -34,15 +34,20 @@ def _require_redis() -> None:
         pytest.skip(reason)
 
 
+def _crosscheck(tmp_path: Path, repetitions: int) -> CrossOutcome:
+    """``crosscheck`` of Redis, 100 B, 2 s a side, on a broker of its own."""
+    scenario = tmp_path / "cc.yaml"
+    scenario.write_text("name: cc\npattern: queue\nsystems: [redis]\nmessage_sizes: [100]\nduration: 2s\n"
+                        f"warmup: 100\nrate: max\nrepetitions: {repetitions}\n")
+    return crosscheck(load_scenarios(str(scenario)), systems=["redis"], out_root=tmp_path / "results",
+                      backend="process", console=Console(file=open(os.devnull, "w")), write_report=False)
+
+
 def test_redis_crosscheck_runs_both_sides_on_one_broker_and_stops_it(tmp_path: Path,
                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     _require_redis()
     monkeypatch.setattr(RedisBenchmark, "ramp", 0.5)
-    scenario = tmp_path / "cc.yaml"
-    scenario.write_text("name: cc\npattern: queue\nsystems: [redis]\nmessage_sizes: [100]\nduration: 2s\n"
-                        "warmup: 100\nrate: max\nrepetitions: 2\n")
-    outcome = crosscheck(load_scenarios(str(scenario)), systems=["redis"], out_root=tmp_path / "results",
-                         backend="process", console=Console(file=open(os.devnull, "w")), write_report=False)
+    outcome = _crosscheck(tmp_path, repetitions=2)
     assert outcome.complete, outcome.problems
     rows = outcome.rows
     assert tuple(rows.columns) == CROSSCHECK_COLUMNS
@@ -66,3 +71,25 @@ def test_redis_crosscheck_runs_both_sides_on_one_broker_and_stops_it(tmp_path: P
     url = urlsplit(run.manifest["crosscheck_brokers"]["redis"]["url"])
     with pytest.raises(OSError), socket.create_connection((url.hostname, url.port), timeout=1):
         pass
+
+
+def test_a_tool_without_a_run_with_the_rows_settings_gives_a_not_run_row_and_runs_at_its_best(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``Tool.unmatched`` (RocketMQ's tool for an async row): the variant's row with the row's settings says why
+    it was not run, its run at its best is made all the same, and the crosscheck is complete."""
+    _require_redis()
+    from harness.crosscheck.tools.redis import RedisBenchmarkUnpipelined
+
+    monkeypatch.setattr(RedisBenchmark, "ramp", 0.5)
+    monkeypatch.setattr(RedisBenchmark, "unmatched", lambda self, case: "it has no such mode")
+    monkeypatch.setattr(RedisBenchmarkUnpipelined, "unmatched", lambda self, case: None)
+    outcome = _crosscheck(tmp_path, repetitions=1)
+    assert outcome.complete, outcome.problems
+    rows = outcome.rows.set_index(["tool", "reference"])
+    assert sorted(rows.index) == [("redis-benchmark -P 1", "matched"), ("redis-benchmark -P window", "best"),
+                                  ("redis-benchmark -P window", "matched")]
+    not_run = rows.loc[("redis-benchmark -P window", "matched")]
+    assert not_run["status"] == "not run" and not_run["note"] == "it has no such mode"
+    assert math.isnan(not_run["tool_rate"]) and not_run["variant"] == "default"
+    for key in (("redis-benchmark -P 1", "matched"), ("redis-benchmark -P window", "best")):
+        assert rows.loc[key]["status"] == "ok" and rows.loc[key]["tool_rate"] > 0

@@ -115,6 +115,17 @@ def test_rocketmq_real_output() -> None:
     assert best is not None and best.producers == rmq_tool.BEST_THREADS
 
 
+def test_rocketmq_checks_async_variants_against_its_best_run_only() -> None:
+    tool = rmq_tool.RocketBenchmark()
+    cases = {(send, client): CrossCase("rocketmq", 100, options={"send": send, "client": client})
+             for send in ("sync", "async") for client in ("python", "java")}
+    assert all(tool.applies(case) for case in cases.values())
+    assert not tool.applies(CrossCase("rocketmq", 100, options={"send": "oneway"}))  # the tool has no one-way sends
+    assert [key for key, case in cases.items() if tool.unmatched(case)] == [("async", "python"), ("async", "java")]
+    bests = {tool.best(case).key() for case in cases.values()}  # type: ignore[union-attr]
+    assert len(bests) == 1  # one best run a repetition serves every variant
+
+
 # -- ActiveMQ's producer/consumer -------------------------------------------------------------------------
 
 
