@@ -7,8 +7,11 @@ average over their last ten one-second snapshots. Both are stopped by their pids
 window and the measured seconds.
 
 The receiver rate is the mean TPS of the Consumer's lines whose whole ten-second window lies inside the
-steady part (from ``ramp`` seconds after consumption began to the Producer's stop); the sender rate, the
-same of the Producer's lines. With the row's settings the Producer has one sender thread per producer
+steady part; the sender rate, the same of the Producer's lines. The steady part begins ``ramp`` seconds after
+consumption began, or once the Consumer has caught up with the Producer if that is later (``caught_up``): the
+Consumer's rebalance can assign it the queue many seconds after the first sends (23 s here once), and it then
+drains that backlog at up to four times the rate the Producer sends at, which is not the broker's steady
+rate. It ends at the Producer's stop. With the row's settings the Producer has one sender thread per producer
 (``-w``), as the harness's Java client sends; at its best, the tool's own default of ``BEST_THREADS``
 synchronous senders, which keeps many sends in flight where one waits for each reply: one run a repetition,
 for every variant. A variant that sends asynchronously (``send: async``) is measured against that best run
@@ -46,6 +49,11 @@ ASYNC_UNMATCHED = ("the benchmark Producer's asynchronous mode (-y) has no bound
                    "measured against the tool at its best only")
 TIMEOUT_S = 60.0
 SENDING_S = 45.0  # for a Producer's first sends (its JVM's start on a loaded machine included)
+# A Consumer line in which no message had waited this long between its send and its consumption: the Consumer
+# has no backlog left (a drain's oldest messages are as old as the drain is long; a Consumer that keeps up sees
+# tens of milliseconds here, the JIT's first seconds a few hundred).
+CAUGHT_UP_MS = 1000
+DRAIN_S = 120.0  # for a Consumer to catch up with a backlog its late queue assignment left it
 # The tools ask the NameServer for the topic's route with a timeout near a second, which a loaded 2-core
 # machine exceeds now and then: a Producer thread then dies having sent nothing, the Consumer's start fails.
 # Either is started again, up to this many times.
@@ -63,12 +71,12 @@ class ConsumerLine:
     at: float  # seconds since the epoch
     tps: int
     busy: bool  # something was consumed since the line before (its per-line maximum latency is not 0)
+    oldest_ms: int  # the longest send-to-consume time since the line before (MAX(S2C))
 
 
 def parse_consumer(text: str) -> list[ConsumerLine]:
     """The benchmark Consumer's per-second lines, in order."""
-    return [ConsumerLine(datetime.strptime(stamp, "%Y-%m-%d %H:%M:%S,%f").timestamp(), int(tps),
-                         int(b2c) > 0 or int(s2c) > 0)
+    return [ConsumerLine(_stamp(stamp), int(tps), int(b2c) > 0 or int(s2c) > 0, int(s2c))
             for stamp, tps, b2c, s2c in _CONSUMED.findall(text)]
 
 
@@ -85,10 +93,26 @@ def consumption_began(lines: list[ConsumerLine]) -> float:
     return lines[started - 1].at if started > 0 else lines[started].at - REPORT_MS / 1000
 
 
+def caught_up(lines: list[ConsumerLine]) -> float:
+    """When the Consumer had caught up with the Producer: the time of its first busy line in which no message
+    consumed had waited ``CAUGHT_UP_MS`` or longer since its send (NaN until then)."""
+    return next((line.at for line in lines if line.busy and line.oldest_ms < CAUGHT_UP_MS), math.nan)
+
+
+def steady_start(lines: list[ConsumerLine], ramp: float) -> float:
+    """Where the Consumer's steady part begins: ``ramp`` seconds after consumption began, or when it caught
+    up if that is later (NaN before both)."""
+    began, level = consumption_began(lines), caught_up(lines)
+    return math.nan if math.isnan(began) or math.isnan(level) else max(began + ramp, level)
+
+
 def steady_consumer_rate(lines: list[ConsumerLine], ramp: float, end: float) -> tuple[float, float]:
-    """(mean TPS, seconds covered) of the lines whose averaging window lies between ``ramp`` seconds after
-    consumption began and ``end`` (seconds since the epoch)."""
-    return window_rates([(line.at, line.tps) for line in lines], consumption_began(lines) + ramp, end, WINDOW_S)
+    """(mean TPS, seconds covered) of the lines whose averaging window lies between the steady part's start
+    (``steady_start``) and ``end`` (seconds since the epoch)."""
+    start = steady_start(lines, ramp)
+    if math.isnan(start):
+        return math.nan, 0.0
+    return window_rates([(line.at, line.tps) for line in lines], start, end, WINDOW_S)
 
 
 def parse_sent(text: str) -> list[tuple[float, int, int]]:
@@ -149,23 +173,27 @@ class RocketBenchmark(Tool):
             else:
                 raise ToolFailed(f"{tool}: the Producer sent nothing in {ATTEMPTS} attempts of {SENDING_S:.0f} s; "
                                  f"its last output: {producer.tail()}")
-            # The window counts from consumption's start: a Consumer's queue is assigned by its rebalance,
-            # which can come seconds after the first sends on a loaded machine.
+            # The window counts from consumption's start, or from when the Consumer caught up: its queue is
+            # assigned by its rebalance, which can come many seconds after the first sends.
             tools.await_output(consumers, lambda out: any(line.tps > 0 for line in parse_consumer(out)), SENDING_S,
                                "the Consumer received nothing of what the Producer sent")
-            started = time.time()
-            tools.hold([producer, *consumers], self.ramp + self.window + case.seconds + 2.0)
+            tools.await_output(consumers, lambda out: not math.isnan(caught_up(parse_consumer(out))), DRAIN_S,
+                               f"the Consumer did not catch up with the Producer (a second in which no message "
+                               f"it consumed had waited {CAUGHT_UP_MS} ms since its send)")
+            start = max(steady_start(parse_consumer(c.output()), self.ramp) for c in consumers)
+            tools.hold([producer, *consumers], max(0.0, start - time.time()) + self.window + case.seconds + 2.0)
             stopped = time.time()
             for proc in [producer, *consumers]:
                 tools.stop(proc)
             cpu = tools.cpu_uses([producer, *consumers])
         sent = parse_sent(producer.output())
-        sender_rate, _ = window_rates([(t, tps) for t, tps, _ in sent], started + self.ramp, stopped, WINDOW_S)
+        sender_rate, _ = window_rates([(t, tps) for t, tps, _ in sent], start, stopped, WINDOW_S)
         failed = sent[-1][2] if sent else 0
         rates = [steady_consumer_rate(parse_consumer(c.output()), self.ramp, stopped) for c in consumers]
         if any(not covered for _, covered in rates):
             raise ToolFailed(f"{tool}: no Consumer line's {WINDOW_S:.0f} s average lies within the steady part "
-                             f"({self.ramp:g} s after consumption began, to the Producer's stop)")
+                             f"({self.ramp:g} s after consumption began or from when it caught up, to the "
+                             f"Producer's stop)")
         return ToolResult(
             tool=tool,
             command=[*producer.argv, "&", *consumers[0].argv],

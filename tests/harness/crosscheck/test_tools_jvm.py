@@ -13,6 +13,7 @@ import math
 import os
 import sys
 from collections.abc import Iterator
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -99,6 +100,22 @@ def test_rocketmq_consumer_rate_uses_only_windows_inside_the_steady_part() -> No
     assert 1000 <= rate <= 1001 and covered == pytest.approx(18.0 + rmq_tool.WINDOW_S)
     # Shorter than the window: no steady line, no figure.
     assert math.isnan(rmq_tool.steady_consumer_rate(lines, 5.0, lines[14].at)[0])
+
+
+def test_rocketmq_consumer_rate_waits_for_a_late_consumer_to_drain_its_backlog() -> None:
+    # A real run at the tool's best: the rebalance gave the Consumer its queue 23 s after the first sends, and
+    # it drained that backlog at up to 49k msg/s while the Producer sent 9k-17k; it caught up at 15:23:01.
+    lines = rmq_tool.parse_consumer(fixture("rocketmq-consumer-backlog.txt"))
+    level = rmq_tool.caught_up(lines)
+    assert datetime.fromtimestamp(level).strftime("%H:%M:%S") == "15:23:01"
+    assert rmq_tool.steady_start(lines, 5.0) == level > rmq_tool.consumption_began(lines) + 5.0
+    rate, covered = rmq_tool.steady_consumer_rate(lines, 5.0, lines[-1].at)
+    # Only the windows after the drain: 14.1k-15.2k, not the drain's 20k-49k.
+    assert 14_000 <= rate <= 15_200 and covered == pytest.approx(4.0 + rmq_tool.WINDOW_S)
+    # Until it has caught up there is no steady part.
+    still_draining = [line for line in lines if line.at < level]
+    assert math.isnan(rmq_tool.steady_start(still_draining, 5.0))
+    assert rmq_tool.steady_consumer_rate(still_draining, 5.0, still_draining[-1].at)[1] == 0.0
 
 
 def test_rocketmq_real_output() -> None:
