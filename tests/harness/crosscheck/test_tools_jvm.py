@@ -9,6 +9,7 @@ The real cases need `make brokers` (Java, the jars, Debian's activemq); without 
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import sys
@@ -112,10 +113,12 @@ def test_rocketmq_consumer_rate_waits_for_a_late_consumer_to_drain_its_backlog()
     rate, covered = rmq_tool.steady_consumer_rate(lines, 5.0, lines[-1].at)
     # Only the windows after the drain: 14.1k-15.2k, not the drain's 20k-49k.
     assert 14_000 <= rate <= 15_200 and covered == pytest.approx(4.0 + rmq_tool.WINDOW_S)
-    # Until it has caught up there is no steady part.
-    still_draining = [line for line in lines if line.at < level]
-    assert math.isnan(rmq_tool.steady_start(still_draining, 5.0))
-    assert rmq_tool.steady_consumer_rate(still_draining, 5.0, still_draining[-1].at)[1] == 0.0
+    # A Consumer that never caught up (the run waits for it first) is the slower side, measured while behind:
+    # from 5 s after its first receipt.
+    behind = [dataclasses.replace(line, oldest_ms=max(line.oldest_ms, rmq_tool.CAUGHT_UP_MS)) for line in lines]
+    assert math.isnan(rmq_tool.caught_up(behind))
+    assert rmq_tool.steady_start(behind, 5.0) == rmq_tool.consumption_began(lines) + 5.0
+    assert rmq_tool.steady_consumer_rate(behind, 5.0, lines[-1].at)[0] > 20_000
 
 
 def test_rocketmq_real_output() -> None:
