@@ -111,12 +111,9 @@ def steady_start(lines: list[ConsumerLine], ramp: float) -> float:
     return began + ramp if math.isnan(level) else max(began + ramp, level)
 
 
-def steady_consumer_rate(lines: list[ConsumerLine], ramp: float, end: float) -> tuple[float, float]:
-    """(mean TPS, seconds covered) of the lines whose averaging window lies between the steady part's start
-    (``steady_start``) and ``end`` (seconds since the epoch)."""
-    start = steady_start(lines, ramp)
-    if math.isnan(start):
-        return math.nan, 0.0
+def steady_consumer_rate(lines: list[ConsumerLine], start: float, end: float) -> tuple[float, float]:
+    """(mean TPS, seconds covered) of the lines whose averaging window lies between ``start`` (the steady
+    part's, ``steady_start``; NaN: none) and ``end`` (seconds since the epoch)."""
     return window_rates([(line.at, line.tps) for line in lines], start, end, WINDOW_S)
 
 
@@ -186,7 +183,9 @@ class RocketBenchmark(Tool):
             while (behind := [c for c in consumers if math.isnan(caught_up(parse_consumer(c.output())))]) \
                     and time.monotonic() < deadline:
                 tools.hold([producer, *consumers], 0.5)
-            start = max(steady_start(parse_consumer(c.output()), self.ramp) for c in consumers)
+            # decided once: the Producer's figure and each Consumer's are taken from these
+            starts = [steady_start(parse_consumer(c.output()), self.ramp) for c in consumers]
+            start = max(starts)
             tools.hold([producer, *consumers], max(0.0, start - time.time()) + self.window + case.seconds + 2.0)
             stopped = time.time()
             for proc in [producer, *consumers]:
@@ -195,7 +194,8 @@ class RocketBenchmark(Tool):
         sent = parse_sent(producer.output())
         sender_rate, _ = window_rates([(t, tps) for t, tps, _ in sent], start, stopped, WINDOW_S)
         failed = sent[-1][2] if sent else 0
-        rates = [steady_consumer_rate(parse_consumer(c.output()), self.ramp, stopped) for c in consumers]
+        rates = [steady_consumer_rate(parse_consumer(c.output()), first, stopped)
+                 for c, first in zip(consumers, starts, strict=True)]
         if any(not covered for _, covered in rates):
             raise ToolFailed(f"{tool}: no Consumer line's {WINDOW_S:.0f} s average lies within the steady part "
                              f"({self.ramp:g} s after consumption began or from when it caught up, to the "

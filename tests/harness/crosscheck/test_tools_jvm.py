@@ -97,10 +97,10 @@ def test_rocketmq_consumer_rate_uses_only_windows_inside_the_steady_part() -> No
     began = rmq_tool.consumption_began(lines)
     assert began == lines[5].at
     # 5 s ramp: windows from second 10 on; the stop at second 38: lines 20 .. 38
-    rate, covered = rmq_tool.steady_consumer_rate(lines, 5.0, lines[38].at)
+    rate, covered = rmq_tool.steady_consumer_rate(lines, rmq_tool.steady_start(lines, 5.0), lines[38].at)
     assert 1000 <= rate <= 1001 and covered == pytest.approx(18.0 + rmq_tool.WINDOW_S)
     # Shorter than the window: no steady line, no figure.
-    assert math.isnan(rmq_tool.steady_consumer_rate(lines, 5.0, lines[14].at)[0])
+    assert math.isnan(rmq_tool.steady_consumer_rate(lines, rmq_tool.steady_start(lines, 5.0), lines[14].at)[0])
 
 
 def test_rocketmq_consumer_rate_waits_for_a_late_consumer_to_drain_its_backlog() -> None:
@@ -110,7 +110,7 @@ def test_rocketmq_consumer_rate_waits_for_a_late_consumer_to_drain_its_backlog()
     level = rmq_tool.caught_up(lines)
     assert datetime.fromtimestamp(level).strftime("%H:%M:%S") == "15:23:01"
     assert rmq_tool.steady_start(lines, 5.0) == level > rmq_tool.consumption_began(lines) + 5.0
-    rate, covered = rmq_tool.steady_consumer_rate(lines, 5.0, lines[-1].at)
+    rate, covered = rmq_tool.steady_consumer_rate(lines, rmq_tool.steady_start(lines, 5.0), lines[-1].at)
     # Only the windows after the drain: 14.1k-15.2k, not the drain's 20k-49k.
     assert 14_000 <= rate <= 15_200 and covered == pytest.approx(4.0 + rmq_tool.WINDOW_S)
     # A Consumer that never caught up (the run waits for it first) is the slower side, measured while behind:
@@ -118,13 +118,13 @@ def test_rocketmq_consumer_rate_waits_for_a_late_consumer_to_drain_its_backlog()
     behind = [dataclasses.replace(line, oldest_ms=max(line.oldest_ms, rmq_tool.CAUGHT_UP_MS)) for line in lines]
     assert math.isnan(rmq_tool.caught_up(behind))
     assert rmq_tool.steady_start(behind, 5.0) == rmq_tool.consumption_began(lines) + 5.0
-    assert rmq_tool.steady_consumer_rate(behind, 5.0, lines[-1].at)[0] > 20_000
+    assert rmq_tool.steady_consumer_rate(behind, rmq_tool.steady_start(behind, 5.0), lines[-1].at)[0] > 20_000
 
 
 def test_rocketmq_real_output() -> None:
     lines = rmq_tool.parse_consumer(fixture("rocketmq-consumer-forever.txt"))
     busy = [line.tps for line in lines if line.busy]
-    rate, covered = rmq_tool.steady_consumer_rate(lines, 5.0, lines[-1].at)
+    rate, covered = rmq_tool.steady_consumer_rate(lines, rmq_tool.steady_start(lines, 5.0), lines[-1].at)
     assert min(busy) <= rate <= max(busy) and covered >= rmq_tool.WINDOW_S
     sent = rmq_tool.parse_sent(fixture("rocketmq-producer-forever.txt"))
     assert len(sent) > 10 and any(tps > 0 for _, tps, _ in sent)
